@@ -1,0 +1,33 @@
+//! The databases the outbox runs on. Each backend keeps all of its SQL in its own module.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::{NewEvent, Result};
+
+mod postgres;
+
+/// A boxed, sendable future, as the backends return them.
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A database the outbox tables live in: PostgreSQL today.
+///
+/// The trait is sealed; its methods are the backend's SQL and are not meant to be called directly.
+pub trait Backend: sqlx::Database + sealed::Sealed {
+    /// Inserts `events` in one statement, in order, and wakes the relay on `notify` when the transaction commits.
+    #[doc(hidden)]
+    fn insert_events<'c>(
+        conn: &'c mut Self::Connection,
+        events: &'c [NewEvent],
+        notify: Option<&'c str>,
+    ) -> BoxFuture<'c, Result<()>>;
+
+    /// Applies the outbox migrations that are not applied yet, under a lock so concurrent callers wait.
+    #[doc(hidden)]
+    fn migrate(pool: &sqlx::Pool<Self>) -> BoxFuture<'_, Result<()>>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for sqlx::Postgres {}
+}

@@ -1,0 +1,151 @@
+//! PostgreSQL: every statement the outbox runs on it.
+
+use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::{Connection, Executor, PgConnection, PgPool, Postgres};
+
+use super::{Backend, BoxFuture};
+use crate::{Error, NewEvent, Result};
+
+static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// All rows of a batch go in one statement: arrays bound once, unnested in order.
+const INSERT: &str = "\
+INSERT INTO outbox_events
+    (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths)
+SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
+       e.payload::jsonb, e.headers::jsonb, e.sensitive_paths::jsonb
+  FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::text[])
+       WITH ORDINALITY
+       AS e(id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, n)
+ ORDER BY e.n";
+
+/// The same insert, plus one `pg_notify` that PostgreSQL delivers only if the transaction commits.
+const INSERT_AND_NOTIFY: &str = "\
+WITH inserted AS (
+INSERT INTO outbox_events
+    (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths)
+SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
+       e.payload::jsonb, e.headers::jsonb, e.sensitive_paths::jsonb
+  FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::text[])
+       WITH ORDINALITY
+       AS e(id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, n)
+ ORDER BY e.n
+RETURNING 1
+)
+SELECT pg_notify($9, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_row";
+
+/// The bookkeeping of applied migrations, in [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE).
+const CREATE_MIGRATIONS_TABLE: &str = "\
+CREATE TABLE IF NOT EXISTS _outbox_migrations (
+    version      BIGINT      PRIMARY KEY,
+    description  TEXT        NOT NULL,
+    checksum     BYTEA       NOT NULL,
+    installed_on TIMESTAMPTZ NOT NULL DEFAULT now()
+)";
+const SELECT_APPLIED: &str = "SELECT version, checksum FROM _outbox_migrations";
+const RECORD_APPLIED: &str = "INSERT INTO _outbox_migrations (version, description, checksum) VALUES ($1, $2, $3)";
+
+/// Any constant works, as long as it is the same for every process migrating the same database.
+const MIGRATION_LOCK: i64 = 0x6f75_7462_6f78; // "outbox"
+
+impl Backend for Postgres {
+    fn insert_events<'c>(
+        conn: &'c mut PgConnection,
+        events: &'c [NewEvent],
+        notify: Option<&'c str>,
+    ) -> BoxFuture<'c, Result<()>> {
+        Box::pin(async move {
+            let mut ids = Vec::with_capacity(events.len());
+            let mut aggregate_types = Vec::with_capacity(events.len());
+            let mut aggregate_ids = Vec::with_capacity(events.len());
+            let mut event_types = Vec::with_capacity(events.len());
+            let mut versions = Vec::with_capacity(events.len());
+            let mut payloads = Vec::with_capacity(events.len());
+            let mut headers = Vec::with_capacity(events.len());
+            let mut sensitive = Vec::with_capacity(events.len());
+            for event in events {
+                ids.push(event.id);
+                aggregate_types.push(event.aggregate_type);
+                aggregate_ids.push(event.aggregate_id.as_str());
+                event_types.push(event.event_type);
+                versions.push(event.version);
+                payloads.push(event.payload.as_str());
+                headers.push(json_text(&event.headers));
+                sensitive.push(json_text(&event.sensitive_paths));
+            }
+            let query = sqlx::query(if notify.is_some() { INSERT_AND_NOTIFY } else { INSERT })
+                .bind(ids)
+                .bind(aggregate_types)
+                .bind(aggregate_ids)
+                .bind(event_types)
+                .bind(versions)
+                .bind(payloads)
+                .bind(headers)
+                .bind(sensitive);
+            let query = match notify {
+                Some(channel) => query.bind(channel),
+                None => query,
+            };
+            query.execute(conn).await?;
+            Ok(())
+        })
+    }
+
+    fn migrate(pool: &PgPool) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let mut conn = pool.acquire().await?;
+            sqlx::query("SELECT pg_advisory_lock($1)").bind(MIGRATION_LOCK).execute(&mut *conn).await?;
+            let applied = apply_pending(&mut conn).await;
+            let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)").bind(MIGRATION_LOCK).execute(&mut *conn).await;
+            applied?;
+            unlocked?;
+            Ok(())
+        })
+    }
+}
+
+/// Applies each migration not yet recorded in [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE), each in its own transaction. A recorded
+/// migration whose SQL changed since is an error; versions this build does not know (a newer build migrated the
+/// database) are left alone, so an older build keeps running during a rolling deploy.
+async fn apply_pending(conn: &mut PgConnection) -> Result<()> {
+    conn.execute(CREATE_MIGRATIONS_TABLE).await?;
+    let applied: Vec<(i64, Vec<u8>)> = sqlx::query_as(SELECT_APPLIED).fetch_all(&mut *conn).await?;
+    let mut pending = Vec::new();
+    for migration in MIGRATOR.iter() {
+        if migration.migration_type.is_down_migration() {
+            continue;
+        }
+        match applied.iter().find(|(version, _)| *version == migration.version) {
+            Some((_, checksum)) if *checksum == *migration.checksum => {}
+            Some(_) => return Err(Error::Migrate(MigrateError::VersionMismatch(migration.version))),
+            None => pending.push(migration),
+        }
+    }
+    for migration in pending {
+        let mut tx = conn.begin().await?;
+        tx.execute(&*migration.sql).await?;
+        sqlx::query(RECORD_APPLIED)
+            .bind(migration.version)
+            .bind(&*migration.description)
+            .bind(&*migration.checksum)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bookkeeping_statements_name_the_documented_migrations_table() {
+        for sql in [super::CREATE_MIGRATIONS_TABLE, super::SELECT_APPLIED, super::RECORD_APPLIED] {
+            assert!(sql.contains(crate::MIGRATIONS_TABLE), "{sql}");
+        }
+    }
+}
+
+fn json_text<T: serde::Serialize>(value: &T) -> String {
+    // Maps of strings and lists of strings always serialize.
+    serde_json::to_string(value).unwrap_or_else(|_| String::from("null"))
+}

@@ -1,0 +1,53 @@
+//! The error type of `outbox-core`.
+
+/// Everything that can go wrong while enqueueing events or migrating the outbox tables.
+///
+/// No variant ever carries a payload value, so an error can be logged as it is.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The payload could not be serialized to JSON (for example a map whose keys are not strings, or a
+    /// `Serialize` impl that failed). Nothing was written.
+    #[error("event `{event_type}` could not be serialized to JSON: {source}")]
+    Serialize {
+        /// The event type whose payload failed.
+        event_type: &'static str,
+        /// What serde_json reported.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// The payload holds a number JSON cannot represent (NaN or an infinity). Nothing was written.
+    #[error("event `{event_type}` has a non-finite number at `{path}`: JSON has no NaN or infinity")]
+    NonFiniteNumber {
+        /// The event type whose payload failed.
+        event_type: &'static str,
+        /// The JSON pointer of the offending value.
+        path: String,
+    },
+
+    /// An event's metadata is not valid (empty aggregate id, version 0, a malformed event type, ...). Nothing was
+    /// written.
+    #[error("invalid event `{event_type}`: {reason}")]
+    InvalidEvent {
+        /// The event type of the rejected event.
+        event_type: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+
+    /// A configured SQL identifier (channel, schema or table name) is not a plain identifier.
+    #[error("invalid identifier `{0}`: use 1 to 63 characters of [a-z0-9_], starting with a letter or `_`")]
+    InvalidIdentifier(String),
+
+    /// The database reported an error; the transaction is in an unknown state and should be rolled back.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+
+    /// Applying the outbox migrations failed.
+    #[error(transparent)]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// The result type of `outbox-core`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

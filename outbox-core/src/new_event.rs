@@ -1,0 +1,127 @@
+//! [`NewEvent`]: one event serialized and ready to be inserted.
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use crate::{payload, Error, OutboxEvent, Result};
+
+/// Message headers stored with an event and sent with it by the relay (for example the W3C `traceparent`).
+pub type Headers = BTreeMap<String, String>;
+
+/// One event, serialized and validated, ready to be written by [`Outbox::enqueue_all`](crate::Outbox::enqueue_all).
+///
+/// Building it serializes the payload, so every serialization error surfaces here, before anything is written.
+/// Events of different types can be enqueued together as `NewEvent`s.
+///
+/// # Example
+///
+/// ```
+/// # use outbox_core::{NewEvent, OutboxEvent};
+/// # #[derive(serde::Serialize)] struct PaymentPaid { payment_id: u64 }
+/// # impl OutboxEvent for PaymentPaid {
+/// #     const EVENT_TYPE: &'static str = "payment.paid";
+/// #     const AGGREGATE_TYPE: &'static str = "payment";
+/// #     const VERSION: u32 = 1;
+/// #     fn aggregate_id(&self) -> String { self.payment_id.to_string() }
+/// # }
+/// let event = NewEvent::new(&PaymentPaid { payment_id: 7 })?
+///     .with_header("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+/// assert_eq!(event.event_type(), "payment.paid");
+/// assert_eq!(event.aggregate_id(), "7");
+/// assert_eq!(event.id().get_version_num(), 7); // UUID v7: ids sort by creation time
+/// # Ok::<(), outbox_core::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub(crate) id: Uuid,
+    pub(crate) event_type: &'static str,
+    pub(crate) aggregate_type: &'static str,
+    pub(crate) aggregate_id: String,
+    pub(crate) version: i32,
+    pub(crate) payload: String,
+    pub(crate) headers: Headers,
+    pub(crate) sensitive_paths: Vec<String>,
+}
+
+impl NewEvent {
+    /// Serializes `event` and takes its metadata from its [`OutboxEvent`] impl.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Serialize`] or [`Error::NonFiniteNumber`] when the payload is not representable as JSON, and
+    /// [`Error::InvalidEvent`] when the aggregate id is empty or the version is 0 or too large.
+    pub fn new<E: OutboxEvent + ?Sized>(event: &E) -> Result<Self> {
+        let invalid = |reason: &str| Error::InvalidEvent { event_type: E::EVENT_TYPE.to_owned(), reason: reason.to_owned() };
+        if E::EVENT_TYPE.is_empty() || E::AGGREGATE_TYPE.is_empty() {
+            return Err(invalid("the event type and the aggregate type must not be empty"));
+        }
+        let version = i32::try_from(E::VERSION)
+            .ok()
+            .filter(|version| *version >= 1)
+            .ok_or_else(|| invalid("the version must be between 1 and 2147483647"))?;
+        let aggregate_id = event.aggregate_id();
+        if aggregate_id.is_empty() {
+            return Err(invalid("the aggregate id must not be empty"));
+        }
+        Ok(Self {
+            id: Uuid::now_v7(),
+            event_type: E::EVENT_TYPE,
+            aggregate_type: E::AGGREGATE_TYPE,
+            aggregate_id,
+            version,
+            payload: payload::to_json(E::EVENT_TYPE, event)?,
+            headers: Headers::new(),
+            sensitive_paths: E::sensitive_paths(),
+        })
+    }
+
+    /// Adds a message header, replacing an earlier one of the same name.
+    #[must_use]
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name.into(), value.into());
+        self
+    }
+
+    /// Adds every header of `headers`.
+    #[must_use]
+    pub fn with_headers(mut self, headers: impl IntoIterator<Item = (String, String)>) -> Self {
+        self.headers.extend(headers);
+        self
+    }
+
+    /// The event's id (UUID v7, so ids sort by creation time). Consumers deduplicate by it.
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    /// The event type, e.g. `payment.paid`.
+    pub fn event_type(&self) -> &'static str {
+        self.event_type
+    }
+
+    /// The aggregate type, e.g. `payment`.
+    pub fn aggregate_type(&self) -> &'static str {
+        self.aggregate_type
+    }
+
+    /// The aggregate id the event is about.
+    pub fn aggregate_id(&self) -> &str {
+        &self.aggregate_id
+    }
+
+    /// The payload's schema version.
+    pub fn version(&self) -> u32 {
+        self.version.unsigned_abs()
+    }
+
+    /// The headers stored with the event.
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
+    /// The JSON pointers of the payload's sensitive values.
+    pub fn sensitive_paths(&self) -> &[String] {
+        &self.sensitive_paths
+    }
+}

@@ -1,0 +1,339 @@
+//! Serializing payloads to JSON text, with NaN and infinities rejected instead of silently written as `null`.
+
+use std::fmt::{self, Display};
+
+use serde::ser::{self, Serialize};
+
+use crate::{Error, Result};
+
+/// Serializes `value` to JSON text. Fails, before anything is written anywhere, when the value holds a map with
+/// non-string keys (serde_json's own check) or a NaN or infinite float (which serde_json would turn into `null`).
+pub(crate) fn to_json<T: Serialize + ?Sized>(event_type: &'static str, value: &T) -> Result<String> {
+    let mut finite = FiniteCheck { path: Vec::new() };
+    if let Err(NonFinite(path)) = value.serialize(&mut finite) {
+        // A `Serialize` impl that fails on its own reports the same failure below, with serde_json's message.
+        if let Some(path) = path {
+            return Err(Error::NonFiniteNumber { event_type, path });
+        }
+    }
+    serde_json::to_string(value).map_err(|source| Error::Serialize { event_type, source })
+}
+
+/// Walks a value the way a serializer sees it and stops at the first non-finite float, keeping its JSON pointer.
+struct FiniteCheck {
+    path: Vec<String>,
+}
+
+/// The walk's outcome when it stopped: `Some(pointer)` for a non-finite float, `None` for a custom error.
+#[derive(Debug)]
+struct NonFinite(Option<String>);
+
+impl Display for NonFinite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("non-finite number")
+    }
+}
+
+impl std::error::Error for NonFinite {}
+
+impl ser::Error for NonFinite {
+    fn custom<T: Display>(_msg: T) -> Self {
+        NonFinite(None)
+    }
+}
+
+impl FiniteCheck {
+    fn pointer(&self) -> String {
+        self.path.iter().map(|segment| format!("/{}", segment.replace('~', "~0").replace('/', "~1"))).collect()
+    }
+
+    fn float(&mut self, finite: bool) -> Result<(), NonFinite> {
+        if finite {
+            Ok(())
+        } else {
+            Err(NonFinite(Some(self.pointer())))
+        }
+    }
+
+    fn nested<T: Serialize + ?Sized>(&mut self, segment: String, value: &T) -> Result<(), NonFinite> {
+        self.path.push(segment);
+        value.serialize(&mut *self)?;
+        self.path.pop();
+        Ok(())
+    }
+}
+
+/// A sequence or map being walked: counts elements so the pointer names the index.
+struct Compound<'a> {
+    check: &'a mut FiniteCheck,
+    index: usize,
+    key: Option<String>,
+}
+
+impl<'a> Compound<'a> {
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), NonFinite> {
+        let segment = self.index.to_string();
+        self.index += 1;
+        self.check.nested(segment, value)
+    }
+}
+
+impl<'a> ser::Serializer for &'a mut FiniteCheck {
+    type Ok = ();
+    type Error = NonFinite;
+    type SerializeSeq = Compound<'a>;
+    type SerializeTuple = Compound<'a>;
+    type SerializeTupleStruct = Compound<'a>;
+    type SerializeTupleVariant = Compound<'a>;
+    type SerializeMap = Compound<'a>;
+    type SerializeStruct = Compound<'a>;
+    type SerializeStructVariant = Compound<'a>;
+
+    fn serialize_bool(self, _: bool) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_i8(self, _: i8) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_i16(self, _: i16) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_i32(self, _: i32) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_i64(self, _: i64) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_i128(self, _: i128) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_u8(self, _: u8) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_u16(self, _: u16) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_u32(self, _: u32) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_u64(self, _: u64) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_u128(self, _: u128) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), NonFinite> {
+        self.float(v.is_finite())
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), NonFinite> {
+        self.float(v.is_finite())
+    }
+    fn serialize_char(self, _: char) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_str(self, _: &str) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_none(self) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), NonFinite> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Result<(), NonFinite> {
+        Ok(())
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, value: &T) -> Result<(), NonFinite> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<(), NonFinite> {
+        self.nested(variant.to_owned(), value)
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Compound<'a>, NonFinite> {
+        Ok(Compound { check: self, index: 0, key: None })
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Compound<'a>, NonFinite> {
+        Ok(Compound { check: self, index: 0, key: None })
+    }
+    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Compound<'a>, NonFinite> {
+        Ok(Compound { check: self, index: 0, key: None })
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Compound<'a>, NonFinite> {
+        self.path.push(variant.to_owned());
+        Ok(Compound { check: self, index: 0, key: Some(String::new()) })
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Compound<'a>, NonFinite> {
+        Ok(Compound { check: self, index: 0, key: None })
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Compound<'a>, NonFinite> {
+        Ok(Compound { check: self, index: 0, key: None })
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Compound<'a>, NonFinite> {
+        self.path.push(variant.to_owned());
+        Ok(Compound { check: self, index: 0, key: Some(String::new()) })
+    }
+}
+
+impl ser::SerializeSeq for Compound<'_> {
+    type Ok = ();
+    type Error = NonFinite;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), NonFinite> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), NonFinite> {
+        Ok(())
+    }
+}
+
+impl ser::SerializeTuple for Compound<'_> {
+    type Ok = ();
+    type Error = NonFinite;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), NonFinite> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), NonFinite> {
+        Ok(())
+    }
+}
+
+impl ser::SerializeTupleStruct for Compound<'_> {
+    type Ok = ();
+    type Error = NonFinite;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), NonFinite> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), NonFinite> {
+        Ok(())
+    }
+}
+
+impl ser::SerializeTupleVariant for Compound<'_> {
+    type Ok = ();
+    type Error = NonFinite;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), NonFinite> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), NonFinite> {
+        self.check.path.pop();
+        Ok(())
+    }
+}
+
+impl ser::SerializeMap for Compound<'_> {
+    type Ok = ();
+    type Error = NonFinite;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), NonFinite> {
+        key.serialize(&mut *self.check)?;
+        // Keys that are not strings are rejected by serde_json itself; here they only name the pointer.
+        self.key = Some(match serde_json::to_value(key) {
+            Ok(serde_json::Value::String(key)) => key,
+            Ok(other) => other.to_string(),
+            Err(_) => String::from("?"),
+        });
+        Ok(())
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), NonFinite> {
+        let key = self.key.take().unwrap_or_default();
+        self.check.nested(key, value)
+    }
+    fn end(self) -> Result<(), NonFinite> {
+        Ok(())
+    }
+}
+
+impl ser::SerializeStruct for Compound<'_> {
+    type Ok = ();
+    type Error = NonFinite;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), NonFinite> {
+        self.check.nested(key.to_owned(), value)
+    }
+    fn end(self) -> Result<(), NonFinite> {
+        Ok(())
+    }
+}
+
+impl ser::SerializeStructVariant for Compound<'_> {
+    type Ok = ();
+    type Error = NonFinite;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), NonFinite> {
+        self.check.nested(key.to_owned(), value)
+    }
+    fn end(self) -> Result<(), NonFinite> {
+        self.check.path.pop();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde::Serialize;
+
+    use super::to_json;
+    use crate::Error;
+
+    #[derive(Serialize)]
+    struct Reading {
+        sensor: &'static str,
+        values: Vec<f64>,
+        extra: BTreeMap<&'static str, f32>,
+    }
+
+    #[test]
+    fn finite_payload_serializes_like_serde_json() {
+        let reading = Reading { sensor: "a", values: vec![1.5, 2.0], extra: BTreeMap::from([("t", 3.0)]) };
+        assert_eq!(to_json("r", &reading).unwrap(), serde_json::to_string(&reading).unwrap());
+    }
+
+    #[test]
+    fn nan_inside_an_array_is_rejected_with_its_pointer() {
+        let reading = Reading { sensor: "a", values: vec![1.0, f64::NAN], extra: BTreeMap::new() };
+        match to_json("r", &reading) {
+            Err(Error::NonFiniteNumber { path, .. }) => assert_eq!(path, "/values/1"),
+            other => panic!("expected NonFiniteNumber, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn infinity_as_a_map_value_is_rejected_with_its_pointer() {
+        let reading = Reading { sensor: "a", values: vec![], extra: BTreeMap::from([("a/b", f32::INFINITY)]) };
+        match to_json("r", &reading) {
+            Err(Error::NonFiniteNumber { path, .. }) => assert_eq!(path, "/extra/a~1b"),
+            other => panic!("expected NonFiniteNumber, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn map_with_non_string_keys_is_a_serialize_error() {
+        let map = BTreeMap::from([((1, 2), "x")]);
+        assert!(matches!(to_json("m", &map), Err(Error::Serialize { event_type: "m", .. })));
+    }
+}

@@ -1,0 +1,191 @@
+//! Every event type of the program, registered at link time by `#[derive(OutboxEvent)]`.
+//!
+//! A program lists its events without naming them: to export contracts, to build an AsyncAPI document, or to
+//! check that no two types claim the same event type and version. Generic event structs are not registered (a
+//! generic type has no single schema); list their concrete instances by hand where needed.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::{JsonSchema, Schema};
+
+use crate::schema::{self, SchemaError};
+use crate::OutboxEvent;
+
+/// What the registry knows about one event type.
+#[derive(Clone, Copy)]
+pub struct EventDescriptor {
+    event_type: &'static str,
+    aggregate_type: &'static str,
+    version: u32,
+    type_name: &'static str,
+    sensitive_paths: fn() -> Vec<String>,
+    schema: fn() -> Result<Schema, SchemaError>,
+}
+
+inventory::collect!(EventDescriptor);
+
+impl EventDescriptor {
+    /// The descriptor of `E`, named `type_name` in reports. `#[derive(OutboxEvent)]` registers it for you.
+    pub const fn of<E: OutboxEvent + JsonSchema>(type_name: &'static str) -> Self {
+        Self {
+            event_type: E::EVENT_TYPE,
+            aggregate_type: E::AGGREGATE_TYPE,
+            version: E::VERSION,
+            type_name,
+            sensitive_paths: E::sensitive_paths,
+            schema: schema::event_schema::<E>,
+        }
+    }
+
+    /// The event type, e.g. `payment.paid`.
+    pub fn event_type(&self) -> &'static str {
+        self.event_type
+    }
+
+    /// The aggregate type, e.g. `payment`.
+    pub fn aggregate_type(&self) -> &'static str {
+        self.aggregate_type
+    }
+
+    /// The schema version.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// The Rust type, with its module path, e.g. `shop::billing::PaymentPaid`.
+    pub fn type_name(&self) -> &'static str {
+        self.type_name
+    }
+
+    /// The JSON pointers of the payload's sensitive values.
+    pub fn sensitive_paths(&self) -> Vec<String> {
+        (self.sensitive_paths)()
+    }
+
+    /// The event's JSON Schema, as [`schema::event_schema`] makes it.
+    ///
+    /// # Errors
+    ///
+    /// As [`schema::event_schema`].
+    pub fn schema(&self) -> Result<Schema, SchemaError> {
+        (self.schema)()
+    }
+}
+
+impl fmt::Debug for EventDescriptor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventDescriptor")
+            .field("event_type", &self.event_type)
+            .field("aggregate_type", &self.aggregate_type)
+            .field("version", &self.version)
+            .field("type_name", &self.type_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every registered event of the program, sorted by event type, version and type name.
+///
+/// # Example
+///
+/// ```
+/// # use outbox_core::OutboxEvent;
+/// #[derive(serde::Serialize, schemars::JsonSchema, OutboxEvent)]
+/// #[outbox(event_type = "order.placed", aggregate = "order", version = 1)]
+/// struct OrderPlaced {
+///     #[outbox(aggregate_id)]
+///     order_id: u64,
+/// }
+///
+/// let events = outbox_core::registry::events();
+/// assert!(events.iter().any(|e| e.event_type() == "order.placed" && e.version() == 1));
+/// ```
+pub fn events() -> Vec<&'static EventDescriptor> {
+    let mut events: Vec<_> = inventory::iter::<EventDescriptor>.into_iter().collect();
+    events.sort_by_key(|e| (e.event_type, e.version, e.type_name));
+    events
+}
+
+/// The registered events of type `event_type` and version `version`: one, unless [`check`] fails.
+pub fn find(event_type: &str, version: u32) -> Vec<&'static EventDescriptor> {
+    events().into_iter().filter(|e| e.event_type == event_type && e.version == version).collect()
+}
+
+/// Why the registered events are inconsistent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// Several types declare the same event type and version: consumers could not tell their payloads apart.
+    #[error("{}", describe_duplicates(.0))]
+    DuplicateEvents(Vec<DuplicateEvent>),
+}
+
+/// One event type and version declared by more than one Rust type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DuplicateEvent {
+    /// The event type declared more than once.
+    pub event_type: &'static str,
+    /// Its version.
+    pub version: u32,
+    /// The types that declare it.
+    pub type_names: Vec<&'static str>,
+}
+
+fn describe_duplicates(duplicates: &[DuplicateEvent]) -> String {
+    let mut text = String::from(
+        "several types declare the same event type and version; give each its own event type, or bump the version of the new one:",
+    );
+    for duplicate in duplicates {
+        text.push_str(&format!(
+            "\n  `{}` v{} is declared by {}",
+            duplicate.event_type,
+            duplicate.version,
+            duplicate.type_names.join(", ")
+        ));
+    }
+    text
+}
+
+/// Checks that no two registered types declare the same event type and version.
+///
+/// # Errors
+///
+/// [`RegistryError::DuplicateEvents`], listing every clash and the types involved.
+pub fn check() -> Result<(), RegistryError> {
+    let mut by_event: BTreeMap<(&'static str, u32), Vec<&'static str>> = BTreeMap::new();
+    for event in events() {
+        by_event.entry((event.event_type, event.version)).or_default().push(event.type_name);
+    }
+    let duplicates: Vec<DuplicateEvent> = by_event
+        .into_iter()
+        .filter(|(_, type_names)| type_names.len() > 1)
+        .map(|((event_type, version), type_names)| DuplicateEvent { event_type, version, type_names })
+        .collect();
+    if duplicates.is_empty() {
+        Ok(())
+    } else {
+        Err(RegistryError::DuplicateEvents(duplicates))
+    }
+}
+
+/// [`check`] for a test: call it from a `#[test]` of your application.
+///
+/// # Panics
+///
+/// When [`check`] fails, with its report.
+///
+/// # Example
+///
+/// ```
+/// #[test]
+/// fn every_event_type_and_version_is_declared_once() {
+///     outbox_core::registry::assert_unique();
+/// }
+/// ```
+#[track_caller]
+pub fn assert_unique() {
+    if let Err(error) = check() {
+        panic!("{error}");
+    }
+}

@@ -1,0 +1,1 @@
+//! `#[derive(OutboxEvent)]`: re-exported by `outbox-core`; depend on that crate instead.

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace against real servers on 127.0.0.1.
+#
+# Installs what is missing first (as root, from Debian packages; otherwise it says what to install), then runs
+# `cargo test` for the whole workspace. The test harness starts a throwaway PostgreSQL per test binary unless
+# DATABASE_URL names a server it may create databases on.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf 'test-all: %s\n' "$*" >&2; }
+
+have_postgres_server() {
+  command -v initdb >/dev/null 2>&1 && command -v postgres >/dev/null 2>&1 && return 0
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
+}
+
+apt_updated=0
+apt_install() {
+  if [ "$(id -u)" -ne 0 ]; then
+    say "missing: $* (Debian packages). Install them with: sudo apt-get install -y $*"
+    exit 1
+  fi
+  if [ "$apt_updated" -eq 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  say "installing $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+if [ -z "${DATABASE_URL:-}" ] && ! have_postgres_server; then
+  apt_install postgresql
+fi
+
+cargo test --workspace --all-features "$@"

@@ -1,0 +1,187 @@
+//! A real PostgreSQL for tests: the server of `DATABASE_URL`, or a private throwaway cluster.
+
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
+
+/// What to install when no PostgreSQL can be found.
+const INSTALL_HINT: &str = "install the PostgreSQL server (Debian: `apt-get install postgresql`) so initdb and \
+postgres are on PATH or under /usr/lib/postgresql/*/bin, or set DATABASE_URL to a server the tests may create \
+databases on";
+
+/// The server every test of this binary uses: its admin URL.
+fn server_url() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => start_private_cluster().unwrap_or_else(|problem| panic!("no PostgreSQL for the tests: {problem}; {INSTALL_HINT}")),
+    })
+}
+
+/// A fresh, empty database on the test server, with a pool connected to it.
+#[derive(Debug)]
+pub struct TestDatabase {
+    /// A pool connected to the database.
+    pub pool: PgPool,
+    /// The database's URL, for child processes such as the `outbox` binary.
+    pub url: String,
+    /// The database's name.
+    pub name: String,
+}
+
+impl TestDatabase {
+    /// Creates a fresh database with nothing in it (the outbox tables are not migrated).
+    ///
+    /// # Panics
+    ///
+    /// When no PostgreSQL can be found or started; the message says what to install.
+    pub async fn create() -> Self {
+        let admin: PgConnectOptions = server_url().parse().expect("DATABASE_URL is not a PostgreSQL URL");
+        let name = format!("outbox_test_{}", uuid::Uuid::now_v7().simple());
+        let mut conn = connect_with_retry(&admin).await;
+        sqlx::raw_sql(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("CREATE DATABASE");
+        conn.close().await.ok();
+        let options = admin.database(&name);
+        let url = options.to_url_lossy().to_string();
+        let pool = PgPoolOptions::new().max_connections(20).connect_with(options).await.expect("connect to the test database");
+        Self { pool, url, name }
+    }
+
+    /// Creates a fresh database with the outbox tables migrated.
+    ///
+    /// # Panics
+    ///
+    /// As [`create`](Self::create), and when the migrations fail.
+    pub async fn migrated() -> Self {
+        let db = Self::create().await;
+        outbox_core::migrate(&db.pool).await.expect("outbox migrations");
+        db
+    }
+
+    /// Opens a new connection to the database, outside the pool (for LISTEN, or a second session).
+    ///
+    /// # Panics
+    ///
+    /// When the connection fails.
+    pub async fn connect(&self) -> PgConnection {
+        PgConnection::connect(&self.url).await.expect("connect to the test database")
+    }
+}
+
+async fn connect_with_retry(options: &PgConnectOptions) -> PgConnection {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match options.connect().await {
+            Ok(conn) => return conn,
+            Err(error) if Instant::now() < deadline => {
+                let _ = error;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("cannot connect to the test PostgreSQL at {}: {error}", options.to_url_lossy()),
+        }
+    }
+}
+
+/// The directory holding `initdb` and `postgres`: PATH first, then the newest /usr/lib/postgresql/*/bin.
+fn postgres_bin_dir() -> Result<PathBuf, String> {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .find(|dir| dir.join("initdb").is_file() && dir.join("postgres").is_file());
+    if let Some(dir) = on_path {
+        return Ok(dir);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .map_err(|_| "PostgreSQL server binaries not found".to_owned())?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin).ok_or_else(|| "PostgreSQL server binaries not found".to_owned())
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind 127.0.0.1: {e}"))?;
+    listener.local_addr().map(|addr| addr.port()).map_err(|e| e.to_string())
+}
+
+fn running_as_root() -> bool {
+    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+}
+
+/// Runs `program args` as the current user, or as `postgres` when the tests run as root (PostgreSQL refuses
+/// to run as root).
+fn as_server_user(program: &Path) -> Command {
+    if running_as_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+/// Starts a throwaway cluster and returns its admin URL. A watchdog shell stops the server and deletes its
+/// directory as soon as this process is gone, however it ends.
+fn start_private_cluster() -> Result<String, String> {
+    let bin = postgres_bin_dir()?;
+    let dir = std::env::temp_dir().join(format!("outbox-test-pg-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    if running_as_root() {
+        let status = Command::new("chown").args(["postgres:", &dir.to_string_lossy()]).status();
+        if !status.is_ok_and(|s| s.success()) {
+            return Err("running as root, but cannot hand the cluster directory to the `postgres` user".to_owned());
+        }
+    }
+    let data = dir.join("data");
+    let output = as_server_user(&bin.join("initdb"))
+        .arg("-D")
+        .arg(&data)
+        .args(["-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"])
+        .output()
+        .map_err(|e| format!("cannot run initdb: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("initdb failed: {}", String::from_utf8_lossy(&output.stderr).trim()));
+    }
+    let port = free_port()?;
+    let script = r#"
+        "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$PG_PORT" -k "$PG_DIR" -c listen_addresses=127.0.0.1 \
+            -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 \
+            >"$PG_DIR/server.log" 2>&1 &
+        server=$!
+        while [ -d "/proc/$WATCHED_PID" ] && [ -d "/proc/$server" ]; do sleep 0.3; done
+        kill -INT "$server" 2>/dev/null
+        wait "$server"
+        rm -rf "$PG_DIR"
+    "#;
+    as_server_user(Path::new("/bin/sh"))
+        .args(["-c", script])
+        .env("PG_BIN", &bin)
+        .env("PG_DIR", &dir)
+        .env("PG_PORT", port.to_string())
+        .env("WATCHED_PID", std::process::id().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start postgres: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+            return Err(format!("postgres did not start on 127.0.0.1:{port}: {}", log.trim()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(format!("postgres://postgres@127.0.0.1:{port}/postgres"))
+}

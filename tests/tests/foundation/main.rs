@@ -1,0 +1,9 @@
+//! The foundation's promises, against a real PostgreSQL: same-transaction enqueue, batches, notifications and
+//! migrations.
+
+mod batch_enqueue_is_one_statement;
+mod bad_payload_writes_nothing;
+mod enqueue_commits_or_rolls_back_with_the_domain_change;
+mod events;
+mod migrations_are_idempotent_and_coexist;
+mod notify_arrives_only_after_commit;

@@ -1,0 +1,79 @@
+use outbox_core::{Error, MIGRATIONS_TABLE};
+use outbox_tests::pg::TestDatabase;
+
+static APP_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("fixtures/app_migrations");
+
+async fn outbox_tables(pool: &sqlx::PgPool) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables
+          WHERE table_schema = 'public' AND table_name LIKE '%outbox%' ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn migrating_twice_is_harmless_and_keeps_the_data() {
+    let db = TestDatabase::create().await;
+    outbox_core::migrate(&db.pool).await.unwrap();
+    let mut tx = db.pool.begin().await.unwrap();
+    outbox_core::enqueue(&mut tx, &crate::events::payment(1)).await.unwrap();
+    tx.commit().await.unwrap();
+
+    outbox_core::migrate(&db.pool).await.unwrap();
+    assert_eq!(crate::events::count_events(&db.pool).await, 1);
+    assert_eq!(outbox_tables(&db.pool).await, ["_outbox_migrations", "outbox_events", "outbox_inbox"]);
+    let applied: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {MIGRATIONS_TABLE}"))
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let known = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations/postgres")).unwrap().count();
+    assert_eq!(applied, i64::try_from(known).unwrap(), "each migration is recorded once");
+}
+
+#[tokio::test]
+async fn concurrent_migrations_wait_for_each_other() {
+    let db = TestDatabase::create().await;
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let pool = db.pool.clone();
+            tokio::spawn(async move { outbox_core::migrate(&pool).await })
+        })
+        .collect();
+    for run in runs {
+        run.await.unwrap().unwrap();
+    }
+    assert_eq!(outbox_tables(&db.pool).await, ["_outbox_migrations", "outbox_events", "outbox_inbox"]);
+}
+
+#[tokio::test]
+async fn outbox_and_application_migrations_do_not_see_each_other() {
+    let db = TestDatabase::create().await;
+    APP_MIGRATOR.run(&db.pool).await.unwrap();
+    outbox_core::migrate(&db.pool).await.unwrap();
+    // The application's migrator still finds only its own versions: no "previously applied but missing" error.
+    APP_MIGRATOR.run(&db.pool).await.unwrap();
+    outbox_core::migrate(&db.pool).await.unwrap();
+
+    let app_versions: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(app_versions, [20250101000000]);
+    let outbox_versions: Vec<i64> = sqlx::query_scalar(&format!("SELECT version FROM {MIGRATIONS_TABLE}"))
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert!(!outbox_versions.is_empty() && !outbox_versions.contains(&20250101000000));
+}
+
+#[tokio::test]
+async fn an_applied_migration_that_changed_is_reported() {
+    let db = TestDatabase::create().await;
+    outbox_core::migrate(&db.pool).await.unwrap();
+    sqlx::query(&format!("UPDATE {MIGRATIONS_TABLE} SET checksum = '\\x00'::bytea WHERE version = (SELECT min(version) FROM {MIGRATIONS_TABLE})"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let error = outbox_core::migrate(&db.pool).await.unwrap_err();
+    assert!(matches!(error, Error::Migrate(sqlx::migrate::MigrateError::VersionMismatch(_))), "{error:?}");
+}
