@@ -68,6 +68,7 @@ pub mod __private;
 pub mod redact;
 pub mod registry;
 pub mod schema;
+pub mod store;
 mod transaction;
 
 pub use backend::Backend;

@@ -3,7 +3,7 @@
 use std::fmt::Display;
 use std::marker::PhantomData;
 
-pub use core::{concat, module_path, stringify};
+pub use core::{concat, module_path, stringify, unreachable};
 pub use inventory;
 pub use serde::Serialize;
 pub use std::string::String;

@@ -1,1 +1,114 @@
-//! `#[derive(OutboxEvent)]`: re-exported by `outbox-core`; depend on that crate instead.
+//! `#[derive(OutboxEvent)]` and `#[derive(Redact)]` for [outbox-core]; depend on `outbox-core` (feature `derive`,
+//! on by default), which re-exports both.
+//!
+//! ```
+//! use outbox_core::OutboxEvent;
+//! use schemars::JsonSchema;
+//! use serde::Serialize;
+//! use time::OffsetDateTime;
+//! use uuid::Uuid;
+//!
+//! #[derive(Serialize, JsonSchema, OutboxEvent)]
+//! #[outbox(event_type = "payment.paid", aggregate = "payment", version = 1)]
+//! struct PaymentPaid {
+//!     #[outbox(aggregate_id)]
+//!     payment_id: Uuid,
+//!     order_id: Uuid,
+//!     #[outbox(sensitive)]
+//!     payer_email: String,
+//!     #[serde(with = "time::serde::rfc3339")]
+//!     #[schemars(with = "String")] // schemars has no `time` support
+//!     paid_at: OffsetDateTime,
+//! }
+//!
+//! let event = PaymentPaid {
+//!     payment_id: Uuid::nil(),
+//!     order_id: Uuid::nil(),
+//!     payer_email: "ana@example.com".into(),
+//!     paid_at: OffsetDateTime::UNIX_EPOCH,
+//! };
+//! assert_eq!(PaymentPaid::EVENT_TYPE, "payment.paid");
+//! assert_eq!(event.aggregate_id(), Uuid::nil().to_string());
+//! assert_eq!(PaymentPaid::sensitive_paths(), ["/payer_email"]);
+//! assert_eq!(event.redacted()["payer_email"], "[REDACTED]");
+//! ```
+//!
+//! [outbox-core]: https://docs.rs/outbox-core
+
+mod ast;
+mod attr;
+mod case;
+mod errors;
+mod expand;
+mod fallback;
+mod secret;
+mod serde;
+mod valid;
+
+use proc_macro::TokenStream;
+use syn::{parse_macro_input, DeriveInput};
+
+/// Implements `outbox_core::OutboxEvent` (and `outbox_core::Redact`) for a struct with named fields, and
+/// registers the event in `outbox_core::registry`.
+///
+/// # Struct attributes
+///
+/// - `event_type = "payment.paid"` (required): lowercase, dot-separated segments of `[a-z0-9_-]`, at most 255
+///   characters, checked at compile time.
+/// - `aggregate = "payment"` (required): the aggregate type, same grammar.
+/// - `version = 1` (required): the schema version, from 1. Bump it for a change that breaks consumers.
+/// - `aggregate_id = "customer.id"` or `aggregate_id = "key()"`: where the aggregate id is, when no field is
+///   marked `#[outbox(aggregate_id)]`: fields and argument-less methods from `self`, separated by dots.
+/// - `crate = "path::to::outbox_core"`: where outbox_core is, when it is not a dependency named `outbox_core`.
+///
+/// # Field attributes
+///
+/// - `aggregate_id`: this field identifies the aggregate; its type must implement `Display` (Uuid, integers,
+///   String, a newtype). Exactly one field, unless the struct names the id with `aggregate_id = "..."`.
+/// - `sensitive`: the value is redacted wherever the toolkit prints the event, and marked `x-sensitive` in the
+///   schema. Works on any field (an `Option`, a `Vec`, a nested struct: the whole value is redacted).
+/// - `not_sensitive`: silences the secret guard for a field whose name only looks like a secret.
+///
+/// The sensitive paths follow serde: `#[serde(rename)]`, `#[serde(rename_all)]`, `#[serde(flatten)]` (merged
+/// without a prefix), `#[serde(skip)]` (absent) and `#[serde(transparent)]`. A field whose type implements
+/// `outbox_core::Redact` (`#[derive(Redact)]`) adds that type's paths under the field's name, `/*` for a
+/// `Vec`, a set or a map.
+///
+/// # Secret guard
+///
+/// A field whose name looks like a secret (`password`, `passwd`, `secret`, `token`, `api_key`, `private_key`,
+/// `credit_card`, `card_number`, `cvv`, `ssn`, in any case) is a compile error unless marked `sensitive` or
+/// `not_sensitive`: secrets do not belong in events, which every consumer receives; publish an identifier.
+///
+/// # Schema and registry
+///
+/// A non-generic event must also implement `schemars::JsonSchema`: it is registered with its schema
+/// (`outbox_core::registry::events()`). Generic structs are not registered, as they have no single concrete type.
+/// In a generic struct, a field whose type names a type parameter requires that type to implement `Redact`.
+#[proc_macro_derive(OutboxEvent, attributes(outbox))]
+pub fn derive_outbox_event(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::derive_event(&input).into()
+}
+
+/// Implements `outbox_core::Redact` for a struct nested in event payloads, from `#[outbox(sensitive)]` marks on
+/// its fields; takes `#[outbox(crate = "...")]` and applies the secret guard like `#[derive(OutboxEvent)]`.
+///
+/// ```
+/// use outbox_core::Redact;
+///
+/// #[derive(serde::Serialize, Redact)]
+/// #[serde(rename_all = "camelCase")]
+/// struct Card {
+///     #[outbox(sensitive)]
+///     card_number: String,
+///     holder_name: String,
+/// }
+///
+/// assert_eq!(<Card as Redact>::redact_paths(), ["/cardNumber"]);
+/// ```
+#[proc_macro_derive(Redact, attributes(outbox))]
+pub fn derive_redact(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::derive_redact(&input).into()
+}

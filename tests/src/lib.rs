@@ -3,6 +3,7 @@
 //! [`pg::TestDatabase::create`] gives each test its own fresh PostgreSQL database. When `DATABASE_URL` is set it
 //! is used as the server (the tests create databases named `outbox_test_*` on it); otherwise a private
 //! throwaway cluster is started once per test binary, on a free port of 127.0.0.1, and removed when the binary
-//! exits.
+//! exits. [`sqlite::TestDatabase::create`] gives each test its own SQLite file.
 
 pub mod pg;
+pub mod sqlite;

@@ -6,11 +6,12 @@ use std::pin::Pin;
 use crate::{NewEvent, Result};
 
 mod postgres;
+mod sqlite;
 
 /// A boxed, sendable future, as the backends return them.
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A database the outbox tables live in: PostgreSQL today.
+/// A database the outbox tables live in: PostgreSQL (production) or SQLite (embedded, one relay per file).
 ///
 /// The trait is sealed; its methods are the backend's SQL and are not meant to be called directly.
 pub trait Backend: sqlx::Database + sealed::Sealed {
@@ -30,4 +31,10 @@ pub trait Backend: sqlx::Database + sealed::Sealed {
 mod sealed {
     pub trait Sealed {}
     impl Sealed for sqlx::Postgres {}
+    impl Sealed for sqlx::Sqlite {}
+}
+
+/// Serializes a map or list of strings, which cannot fail.
+fn json_text<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| String::from("null"))
 }

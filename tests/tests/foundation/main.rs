@@ -7,3 +7,4 @@ mod enqueue_commits_or_rolls_back_with_the_domain_change;
 mod events;
 mod migrations_are_idempotent_and_coexist;
 mod notify_arrives_only_after_commit;
+mod same_promises_on_both_backends;

@@ -1,5 +1,15 @@
 //! PostgreSQL: every statement the outbox runs on it.
 
+mod admin;
+mod claim;
+mod control;
+mod inspect;
+mod lease;
+mod listen;
+mod retention;
+mod settle;
+mod store;
+
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::{Connection, Executor, PgConnection, PgPool, Postgres};
 
@@ -70,8 +80,8 @@ impl Backend for Postgres {
                 event_types.push(event.event_type);
                 versions.push(event.version);
                 payloads.push(event.payload.as_str());
-                headers.push(json_text(&event.headers));
-                sensitive.push(json_text(&event.sensitive_paths));
+                headers.push(super::json_text(&event.headers));
+                sensitive.push(super::json_text(&event.sensitive_paths));
             }
             let query = sqlx::query(if notify.is_some() { INSERT_AND_NOTIFY } else { INSERT })
                 .bind(ids)
@@ -145,7 +155,3 @@ mod tests {
     }
 }
 
-fn json_text<T: serde::Serialize>(value: &T) -> String {
-    // Maps of strings and lists of strings always serialize.
-    serde_json::to_string(value).unwrap_or_else(|_| String::from("null"))
-}

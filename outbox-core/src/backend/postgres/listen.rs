@@ -1,0 +1,28 @@
+//! Commit notifications: `LISTEN` on a dedicated connection.
+
+use sqlx::postgres::PgListener;
+use sqlx::PgPool;
+
+use crate::store::{StoreFuture, Wakeups};
+use crate::Result;
+
+struct PgWakeups {
+    listener: PgListener,
+}
+
+impl Wakeups for PgWakeups {
+    fn next(&mut self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            // `recv` reconnects by itself after a dropped connection; it fails when reconnecting fails.
+            self.listener.recv().await?;
+            Ok(())
+        })
+    }
+}
+
+pub(super) async fn listen(pool: &PgPool, channel: &str) -> Result<Box<dyn Wakeups>> {
+    crate::enqueue::valid_identifier(channel)?;
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(channel).await?;
+    Ok(Box::new(PgWakeups { listener }))
+}

@@ -1,0 +1,498 @@
+//! The relay's view of the outbox table: claim, settle, inspect and administer events, on any backend.
+//!
+//! [`Store`] is the backend-neutral interface the relay engine (crate `outbox-relay`) and the `outbox` command
+//! line use. Every method is one short statement (or a few small batches of one) on the database: no method
+//! keeps a transaction open across an await point of the caller, so nothing is ever locked while a broker is
+//! being called. [`PgStore`] implements it for PostgreSQL; the SQL lives in the backend module, not here.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use outbox_core::store::{ClaimRequest, Ordering, PgStore, Settlement, Store};
+//!
+//! # async fn run() -> Result<(), outbox_core::Error> {
+//! let pool = sqlx::PgPool::connect("postgres://localhost/shop").await?;
+//! let store = PgStore::new(pool);
+//! let owner = uuid::Uuid::now_v7();
+//! let claim = store.claim(&ClaimRequest::new(owner, Duration::from_secs(30), 100, Ordering::Aggregate)).await?;
+//! // ... publish claim.events ...
+//! let settled: Vec<Settlement> = claim.events.iter().map(|e| Settlement::published(e)).collect();
+//! store.settle(owner, &settled, false).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::{Headers, Result};
+
+/// A boxed, sendable future, as [`Store`] methods return them (the trait stays usable as `dyn Store`).
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+/// The status of an event in the outbox table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventStatus {
+    /// Committed, waiting to be published (possibly after a backoff delay).
+    Pending,
+    /// Claimed by a relay, which holds a lease on it.
+    InFlight,
+    /// Published; kept until retention deletes it.
+    Published,
+    /// Failed permanently or ran out of attempts (dead letter): waits for `retry` or `cancel`.
+    Failed,
+    /// Cancelled by an operator; never published.
+    Cancelled,
+}
+
+impl EventStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [EventStatus; 5] =
+        [EventStatus::Pending, EventStatus::InFlight, EventStatus::Published, EventStatus::Failed, EventStatus::Cancelled];
+
+    /// The name stored in the `status` column (`pending`, `in_flight`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventStatus::Pending => "pending",
+            EventStatus::InFlight => "in_flight",
+            EventStatus::Published => "published",
+            EventStatus::Failed => "failed",
+            EventStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for EventStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of parsing an [`EventStatus`] from a name that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown status `{0}`: expected one of pending, in_flight, published, failed, cancelled")]
+pub struct UnknownStatus(pub String);
+
+impl FromStr for EventStatus {
+    type Err = UnknownStatus;
+
+    /// Parses a status name; `in-flight` is accepted for `in_flight`.
+    fn from_str(s: &str) -> Result<Self, UnknownStatus> {
+        match s {
+            "pending" => Ok(EventStatus::Pending),
+            "in_flight" | "in-flight" => Ok(EventStatus::InFlight),
+            "published" => Ok(EventStatus::Published),
+            "failed" => Ok(EventStatus::Failed),
+            "cancelled" | "canceled" => Ok(EventStatus::Cancelled),
+            other => Err(UnknownStatus(other.to_owned())),
+        }
+    }
+}
+
+/// How claims keep the events of one aggregate in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ordering {
+    /// Events of one aggregate (`aggregate_type`, `aggregate_id`) are claimed only once every earlier event of
+    /// that aggregate is finished (published or cancelled). A claim takes the oldest unfinished event of each
+    /// aggregate it picks (the *head*) and, behind it, the following ready events of the same aggregate; the
+    /// relay publishes them in rounds of at most one event per aggregate. A failed head blocks its aggregate.
+    #[default]
+    Aggregate,
+    /// No ordering: any due pending event may be claimed, by any relay, at any time. Maximum throughput.
+    None,
+}
+
+/// What to claim: a batch of due events, leased to `owner` for `lease`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ClaimRequest {
+    /// The claiming relay's id; only it can settle the claimed rows while the lease holds.
+    pub owner: Uuid,
+    /// How long the lease lasts; after it expires the rows can be reclaimed by anyone.
+    pub lease: Duration,
+    /// The most events to claim.
+    pub limit: u32,
+    /// Whether events of one aggregate are kept in order.
+    pub ordering: Ordering,
+}
+
+impl ClaimRequest {
+    /// A claim of at most `limit` events for `owner`, leased for `lease`.
+    pub fn new(owner: Uuid, lease: Duration, limit: u32, ordering: Ordering) -> Self {
+        Self { owner, lease, limit, ordering }
+    }
+}
+
+/// An event as stored: what a publisher needs to send it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StoredEvent {
+    /// The event id (UUID v7); consumers deduplicate by it.
+    pub id: Uuid,
+    /// Insertion order; events of one aggregate are published in this order.
+    pub seq: i64,
+    /// The event type, e.g. `payment.paid`.
+    pub event_type: String,
+    /// The aggregate type, e.g. `payment`.
+    pub aggregate_type: String,
+    /// The aggregate id.
+    pub aggregate_id: String,
+    /// The payload's schema version.
+    pub version: u32,
+    /// The payload, as JSON text.
+    pub payload: String,
+    /// The headers captured at enqueue (e.g. `traceparent`).
+    pub headers: Headers,
+    /// JSON pointers to the payload's sensitive values.
+    pub sensitive_paths: Vec<String>,
+    /// When the event was enqueued.
+    pub created_at: OffsetDateTime,
+    /// How many publish attempts failed so far.
+    pub attempts: u32,
+}
+
+/// One claimed event and the lease token (fencing epoch) that proves the claim.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ClaimedEvent {
+    /// The event.
+    pub event: StoredEvent,
+    /// The row's lease epoch at claim time. It grows with every claim, so a relay whose lease expired and whose
+    /// rows were claimed again can no longer settle them.
+    pub epoch: i64,
+}
+
+/// The result of a claim.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Claim {
+    /// The claimed events, in `seq` order.
+    pub events: Vec<ClaimedEvent>,
+    /// Whether publishing is paused (then `events` is empty).
+    pub paused: bool,
+}
+
+/// The outcome of one claimed event, to be written back by [`Store::settle`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Settlement {
+    /// The event id.
+    pub id: Uuid,
+    /// The epoch the event was claimed with ([`ClaimedEvent::epoch`]).
+    pub epoch: i64,
+    /// What happened.
+    pub outcome: SettleOutcome,
+}
+
+/// What happened to a claimed event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SettleOutcome {
+    /// Published: mark it so (or delete it, with immediate retention).
+    Published,
+    /// A transient failure: count the attempt, record the error, try again after `delay`.
+    Retry {
+        /// A short description of the failure; never the payload.
+        error: String,
+        /// How long to wait before the next attempt.
+        delay: Duration,
+    },
+    /// A permanent failure or the last allowed attempt: count the attempt, record the error, mark it `failed`.
+    Failed {
+        /// A short description of the failure; never the payload.
+        error: String,
+    },
+    /// Not attempted (shutdown, or an earlier event of its aggregate failed): back to `pending` as it was.
+    Release,
+}
+
+impl Settlement {
+    /// `event` was published.
+    pub fn published(event: &ClaimedEvent) -> Self {
+        Self { id: event.event.id, epoch: event.epoch, outcome: SettleOutcome::Published }
+    }
+
+    /// `event` failed transiently; retry after `delay`.
+    pub fn retry(event: &ClaimedEvent, error: impl Into<String>, delay: Duration) -> Self {
+        Self { id: event.event.id, epoch: event.epoch, outcome: SettleOutcome::Retry { error: error.into(), delay } }
+    }
+
+    /// `event` failed for good.
+    pub fn failed(event: &ClaimedEvent, error: impl Into<String>) -> Self {
+        Self { id: event.event.id, epoch: event.epoch, outcome: SettleOutcome::Failed { error: error.into() } }
+    }
+
+    /// `event` was not attempted; release it.
+    pub fn release(event: &ClaimedEvent) -> Self {
+        Self { id: event.event.id, epoch: event.epoch, outcome: SettleOutcome::Release }
+    }
+}
+
+/// How many settlements were applied, by outcome. Settlements of rows the owner no longer holds (its lease
+/// expired and another relay claimed them, or an operator changed them) are not applied and count as `fenced`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SettleReport {
+    /// Rows marked published (or deleted on publish).
+    pub published: u64,
+    /// Rows rescheduled after a transient failure.
+    pub retried: u64,
+    /// Rows moved to `failed`.
+    pub failed: u64,
+    /// Rows released back to `pending`.
+    pub released: u64,
+    /// Settlements not applied because the lease was lost.
+    pub fenced: u64,
+}
+
+/// Which events [`Store::list`] returns.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct EventFilter {
+    /// Only events in this status.
+    pub status: EventStatus,
+    /// Only events of this type.
+    pub event_type: Option<String>,
+    /// Only events of aggregates with this id.
+    pub aggregate_id: Option<String>,
+    /// The most events to return, oldest first.
+    pub limit: u32,
+}
+
+impl EventFilter {
+    /// Up to 100 events in `status`, oldest first.
+    pub fn new(status: EventStatus) -> Self {
+        Self { status, event_type: None, aggregate_id: None, limit: 100 }
+    }
+
+    /// Only events of `event_type`.
+    #[must_use]
+    pub fn event_type(mut self, event_type: impl Into<String>) -> Self {
+        self.event_type = Some(event_type.into());
+        self
+    }
+
+    /// Only events of aggregates with id `aggregate_id`.
+    #[must_use]
+    pub fn aggregate_id(mut self, aggregate_id: impl Into<String>) -> Self {
+        self.aggregate_id = Some(aggregate_id.into());
+        self
+    }
+
+    /// At most `limit` events.
+    #[must_use]
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = limit;
+        self
+    }
+}
+
+/// An event's metadata and delivery state, without its payload.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct EventSummary {
+    /// The event id.
+    pub id: Uuid,
+    /// Insertion order.
+    pub seq: i64,
+    /// The event type.
+    pub event_type: String,
+    /// The aggregate type.
+    pub aggregate_type: String,
+    /// The aggregate id.
+    pub aggregate_id: String,
+    /// The payload's schema version.
+    pub version: u32,
+    /// The delivery status.
+    pub status: EventStatus,
+    /// Failed publish attempts so far.
+    pub attempts: u32,
+    /// When the event was enqueued.
+    pub created_at: OffsetDateTime,
+    /// When the next attempt may happen.
+    pub next_attempt_at: OffsetDateTime,
+    /// When it was published.
+    pub published_at: Option<OffsetDateTime>,
+    /// A short description of the last failure.
+    pub last_error: Option<String>,
+}
+
+/// An event with everything stored about it, as `outbox events show` prints it (after masking the sensitive
+/// values: the payload here is *not* redacted).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct EventDetail {
+    /// Metadata and delivery state.
+    pub summary: EventSummary,
+    /// The payload, unredacted: mask [`sensitive_paths`](Self::sensitive_paths) before showing it.
+    pub payload: serde_json::Value,
+    /// Headers captured at enqueue.
+    pub headers: Headers,
+    /// JSON pointers to the payload's sensitive values.
+    pub sensitive_paths: Vec<String>,
+    /// The relay holding the lease, while in flight.
+    pub lease_owner: Option<Uuid>,
+    /// When that lease expires.
+    pub lease_expires_at: Option<OffsetDateTime>,
+    /// The fencing epoch (number of claims so far).
+    pub lease_epoch: i64,
+}
+
+/// Backlog of one event type.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PendingByType {
+    /// The event type.
+    pub event_type: String,
+    /// Pending events of that type.
+    pub pending: u64,
+    /// Age of the oldest of them.
+    pub oldest_age: Duration,
+}
+
+/// A snapshot of the outbox, as `outbox status` prints it.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct StatusReport {
+    /// Pending events by type, most first.
+    pub pending: Vec<PendingByType>,
+    /// Events currently leased by a relay.
+    pub in_flight: u64,
+    /// Events in `failed` (dead letter).
+    pub failed: u64,
+    /// Events published in the last minute.
+    pub published_last_minute: u64,
+    /// Events published in the last hour.
+    pub published_last_hour: u64,
+    /// Whether publishing is paused.
+    pub paused: bool,
+}
+
+/// Which failed events [`Store::retry`] makes pending again.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RetryTarget {
+    /// These events, if they are `failed`.
+    Ids(Vec<Uuid>),
+    /// Every failed event, or every failed event of one type.
+    AllFailed {
+        /// Only events of this type.
+        event_type: Option<String>,
+    },
+}
+
+/// A stream of wake-ups: one per commit that notified the relay's channel (several may be merged).
+pub trait Wakeups: Send {
+    /// Waits for the next notification.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database) when the connection is lost and could not be re-established;
+    /// the caller backs off and calls [`Store::listen`] again. Notifications sent meanwhile are lost, so the
+    /// caller should claim once after reconnecting.
+    fn next(&mut self) -> StoreFuture<'_, ()>;
+}
+
+/// The relay's operations on the outbox table, one short statement each, for any backend.
+///
+/// Implemented by [`PgStore`]. Every method returns [`Error::Database`](crate::Error::Database) when the
+/// database fails; none holds a transaction open after it returns.
+pub trait Store: Send + Sync + 'static {
+    /// Claims up to `request.limit` due events and leases them to `request.owner`, in one short transaction
+    /// (`FOR UPDATE SKIP LOCKED`, so concurrent relays never wait for each other or claim the same row). Nothing
+    /// is claimed while publishing is [paused](Store::set_paused).
+    fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Claim>;
+
+    /// Writes back the outcomes of claimed events in one statement. Only rows still leased by `owner` with the
+    /// same epoch are changed (fencing). With `delete_published`, published rows are deleted instead of marked.
+    fn settle<'a>(
+        &'a self,
+        owner: Uuid,
+        settlements: &'a [Settlement],
+        delete_published: bool,
+    ) -> StoreFuture<'a, SettleReport>;
+
+    /// Returns in-flight rows whose lease expired to `pending` (bumping their epoch) and returns how many.
+    fn reclaim_expired(&self) -> StoreFuture<'_, u64>;
+
+    /// Deletes up to `limit` published or cancelled events finished more than `older_than` ago (cancelled ones
+    /// count from their creation) and returns how many. Call it repeatedly until it returns less than `limit`.
+    fn delete_finished(&self, older_than: Duration, limit: u32) -> StoreFuture<'_, u64>;
+
+    /// Pauses (`true`) or resumes (`false`) publishing for every relay on this database.
+    fn set_paused(&self, paused: bool) -> StoreFuture<'_, ()>;
+
+    /// Whether publishing is paused.
+    fn is_paused(&self) -> StoreFuture<'_, bool>;
+
+    /// Counts for `outbox status`.
+    fn status(&self) -> StoreFuture<'_, StatusReport>;
+
+    /// Events matching `filter`, oldest first.
+    fn list<'a>(&'a self, filter: &'a EventFilter) -> StoreFuture<'a, Vec<EventSummary>>;
+
+    /// One event with its (unredacted) payload, or `None`.
+    fn show(&self, id: Uuid) -> StoreFuture<'_, Option<EventDetail>>;
+
+    /// Makes failed events pending again, due now, with their attempts reset; returns the ids changed.
+    fn retry<'a>(&'a self, target: &'a RetryTarget) -> StoreFuture<'a, Vec<Uuid>>;
+
+    /// Cancels pending or failed events (in-flight ones are left alone); returns the ids changed.
+    fn cancel<'a>(&'a self, ids: &'a [Uuid]) -> StoreFuture<'a, Vec<Uuid>>;
+
+    /// Counts the published or cancelled events [`delete_finished`](Store::delete_finished) would delete.
+    fn count_finished(&self, older_than: Duration) -> StoreFuture<'_, u64>;
+
+    /// Subscribes to commit notifications on `channel` (PostgreSQL `LISTEN`). Backends without notifications
+    /// return a stream that never yields.
+    fn listen<'a>(&'a self, channel: &'a str) -> StoreFuture<'a, Box<dyn Wakeups>>;
+}
+
+/// The [`Store`] of a PostgreSQL database.
+///
+/// Cheap to clone (it holds a pool).
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn run() -> Result<(), outbox_core::Error> {
+/// use outbox_core::store::{PgStore, Store};
+/// let store = PgStore::new(sqlx::PgPool::connect("postgres://localhost/shop").await?);
+/// store.set_paused(true).await?; // every relay on this database stops claiming
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pub(crate) pool: sqlx::PgPool,
+}
+
+impl PgStore {
+    /// A store on `pool`'s database. The outbox tables must be [migrated](crate::migrate).
+    pub fn new(pool: sqlx::PgPool) -> Self {
+        Self { pool }
+    }
+
+    /// The pool the store runs on.
+    pub fn pool(&self) -> &sqlx::PgPool {
+        &self.pool
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EventStatus;
+
+    #[test]
+    fn status_names_round_trip() {
+        for status in EventStatus::ALL {
+            assert_eq!(status.as_str().parse::<EventStatus>().unwrap(), status);
+        }
+        assert!("done".parse::<EventStatus>().is_err());
+    }
+}

@@ -1,0 +1,40 @@
+//! Generic structs derive too: a field whose type names a type parameter takes that type's sensitive paths
+//! through a `Redact` bound, and generic events are not registered.
+
+use outbox_core::{OutboxEvent, Redact};
+use serde::Serialize;
+
+#[derive(Serialize, Redact)]
+struct Login {
+    #[outbox(sensitive)]
+    email: String,
+}
+
+#[derive(Serialize, OutboxEvent)]
+#[outbox(event_type = "audit.recorded", aggregate = "audit", version = 1)]
+struct AuditRecorded<T, Id = u64> {
+    #[outbox(aggregate_id)]
+    audit_id: Id,
+    subject: T,
+    history: Vec<T>,
+    #[outbox(sensitive)]
+    raw: T,
+}
+
+#[test]
+fn a_type_parameter_contributes_its_paths_at_every_use() {
+    assert_eq!(AuditRecorded::<Login>::sensitive_paths(), ["/subject/email", "/history/*/email", "/raw"]);
+    assert_eq!(AuditRecorded::<String, uuid::Uuid>::sensitive_paths(), ["/raw"]);
+}
+
+#[test]
+fn a_generic_aggregate_id_is_formatted_with_display() {
+    let event = AuditRecorded { audit_id: "a-1".to_owned(), subject: 1_u8, history: vec![], raw: 2_u8 };
+    assert_eq!(event.aggregate_id(), "a-1");
+    assert_eq!(event.redacted(), serde_json::json!({"audit_id": "a-1", "subject": 1, "history": [], "raw": "[REDACTED]"}));
+}
+
+#[test]
+fn generic_events_are_not_registered() {
+    assert!(outbox_core::registry::events().iter().all(|e| e.event_type() != "audit.recorded"));
+}

@@ -1,0 +1,109 @@
+//! Nested structs with `#[derive(Redact)]` contribute `/field/...`, `Vec` and maps `/field/*/...`, `Option` and
+//! `Box` nothing; `#[outbox(sensitive)]` on a nested, optional or list field redacts the whole value.
+
+use std::collections::BTreeMap;
+
+use outbox_core::{OutboxEvent, Redact};
+use serde::Serialize;
+
+#[derive(Serialize, schemars::JsonSchema, Redact)]
+struct Card {
+    #[outbox(sensitive)]
+    number: String,
+    brand: String,
+    billing: Address,
+}
+
+#[derive(Serialize, schemars::JsonSchema, Redact)]
+struct Address {
+    #[outbox(sensitive)]
+    street: String,
+    country: String,
+}
+
+/// A nested type with nothing sensitive, declared as such.
+#[derive(Serialize, schemars::JsonSchema)]
+struct Money {
+    cents: i64,
+}
+impl Redact for Money {}
+
+/// A nested type that does not implement `Redact` at all: taken as opaque.
+#[derive(Serialize, schemars::JsonSchema)]
+struct Note {
+    text: String,
+}
+
+#[derive(Serialize, schemars::JsonSchema, OutboxEvent)]
+#[outbox(event_type = "wallet.updated", aggregate = "wallet", version = 3)]
+struct WalletUpdated {
+    #[outbox(aggregate_id)]
+    wallet_id: u64,
+    primary: Card,
+    backup: Option<Card>,
+    cards: Vec<Card>,
+    by_label: BTreeMap<String, Card>,
+    boxed: Option<Box<Vec<Card>>>,
+    #[outbox(sensitive)]
+    hidden_card: Card,
+    #[outbox(sensitive)]
+    nickname: Option<String>,
+    #[outbox(sensitive)]
+    recovery_codes: Vec<String>,
+    balance: Money,
+    note: Note,
+}
+
+#[test]
+fn every_container_shape_prefixes_the_nested_paths() {
+    assert_eq!(
+        WalletUpdated::sensitive_paths(),
+        [
+            "/primary/number",
+            "/primary/billing/street",
+            "/backup/number",
+            "/backup/billing/street",
+            "/cards/*/number",
+            "/cards/*/billing/street",
+            "/by_label/*/number",
+            "/by_label/*/billing/street",
+            "/boxed/*/number",
+            "/boxed/*/billing/street",
+            "/hidden_card",
+            "/nickname",
+            "/recovery_codes",
+        ]
+    );
+}
+
+#[test]
+fn redaction_reaches_every_element_and_keeps_the_rest() {
+    let card = |n: &str| Card {
+        number: n.into(),
+        brand: "visa".into(),
+        billing: Address { street: format!("street {n}"), country: "PT".into() },
+    };
+    let event = WalletUpdated {
+        wallet_id: 1,
+        primary: card("1111"),
+        backup: None,
+        cards: vec![card("2222"), card("3333")],
+        by_label: BTreeMap::from([("work".to_owned(), card("4444"))]),
+        boxed: Some(Box::new(vec![card("5555")])),
+        hidden_card: card("6666"),
+        nickname: Some("wally".into()),
+        recovery_codes: vec!["abc".into()],
+        balance: Money { cents: 10 },
+        note: Note { text: "hi".into() },
+    };
+    let redacted = event.redacted();
+    let text = redacted.to_string();
+    for secret in ["1111", "2222", "3333", "4444", "5555", "6666", "wally", "abc"] {
+        assert!(!text.contains(secret), "{secret} leaked: {text}");
+    }
+    assert_eq!(redacted["cards"][1]["brand"], "visa");
+    assert_eq!(redacted["cards"][1]["billing"]["country"], "PT");
+    assert_eq!(redacted["hidden_card"], "[REDACTED]");
+    assert_eq!(redacted["backup"], serde_json::Value::Null);
+    assert_eq!(redacted["note"]["text"], "hi");
+}

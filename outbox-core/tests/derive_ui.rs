@@ -1,0 +1,8 @@
+//! Compile-fail tests of `#[derive(OutboxEvent)]` and `#[derive(Redact)]`: one file per mistake, each with the
+//! message the user gets (`TRYBUILD=overwrite cargo test -p outbox-core --test derive_ui` regenerates them).
+
+#[test]
+fn each_mistake_in_a_derive_gets_its_message() {
+    let cases = trybuild::TestCases::new();
+    cases.compile_fail("tests/ui/derive/*.rs");
+}

@@ -1,0 +1,10 @@
+use outbox_core::OutboxEvent;
+use serde::Serialize;
+
+use outbox_core::Redact;
+
+#[derive(Serialize, Redact)]
+struct Card {
+    card_number: String,
+}
+fn main() {}

@@ -1,0 +1,283 @@
+//! `#[outbox(...)]` attributes, parsed into typed values that keep their tokens for error spans.
+
+use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
+use syn::{Attribute, Lit, LitInt, LitStr, Token};
+
+use crate::errors::Errors;
+
+/// Which derive is reading the attributes: they accept different keys.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Derive {
+    /// `#[derive(OutboxEvent)]`.
+    Event,
+    /// `#[derive(Redact)]`.
+    Redact,
+}
+
+impl Derive {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Event => "#[derive(OutboxEvent)]",
+            Self::Redact => "#[derive(Redact)]",
+        }
+    }
+
+    fn container_keys(self) -> &'static [&'static str] {
+        match self {
+            Self::Event => &["event_type", "aggregate", "version", "aggregate_id", "crate"],
+            Self::Redact => &["crate"],
+        }
+    }
+
+    fn field_keys(self) -> &'static [&'static str] {
+        match self {
+            Self::Event => &["aggregate_id", "sensitive", "not_sensitive"],
+            Self::Redact => &["sensitive", "not_sensitive"],
+        }
+    }
+}
+
+/// The struct-level attributes.
+#[derive(Default)]
+pub(crate) struct Container {
+    /// The first `#[outbox(...)]` attribute, to point at when a required key is missing.
+    pub(crate) first: Option<Attribute>,
+    pub(crate) event_type: Option<LitStr>,
+    pub(crate) aggregate: Option<LitStr>,
+    pub(crate) version: Option<LitInt>,
+    pub(crate) aggregate_id: Option<LitStr>,
+    pub(crate) krate: Option<syn::Path>,
+    /// Keys the user tried to give but got wrong (a bad value, a typo): not reported again as missing.
+    pub(crate) attempted: Vec<&'static str>,
+}
+
+/// The field-level attributes; each flag keeps the token that set it.
+#[derive(Default)]
+pub(crate) struct Field {
+    pub(crate) aggregate_id: Option<syn::Path>,
+    pub(crate) sensitive: Option<syn::Path>,
+    pub(crate) not_sensitive: Option<syn::Path>,
+}
+
+fn outbox_attrs(attrs: &[Attribute]) -> impl Iterator<Item = &Attribute> {
+    attrs.iter().filter(|attr| attr.path().is_ident("outbox"))
+}
+
+/// Parses the `#[outbox(...)]` attributes of the struct.
+pub(crate) fn container(derive: Derive, attrs: &[Attribute], errors: &mut Errors) -> Container {
+    let mut container = Container::default();
+    for attr in outbox_attrs(attrs) {
+        container.first.get_or_insert_with(|| attr.clone());
+        let parsed = attr.parse_nested_meta(|meta| {
+            let key = key_of(&meta);
+            if !derive.container_keys().contains(&key.as_str()) {
+                errors.push(unknown_key(derive, &meta, &key, Place::Container));
+                container.attempted.extend(closest(&key, derive.container_keys()));
+                return skip_value(&meta);
+            }
+            let before = errors.count();
+            match key.as_str() {
+                "event_type" => set(&mut container.event_type, string(&meta, errors)?, &meta, errors),
+                "aggregate" => set(&mut container.aggregate, string(&meta, errors)?, &meta, errors),
+                "aggregate_id" => set(&mut container.aggregate_id, string(&meta, errors)?, &meta, errors),
+                "version" => set(&mut container.version, integer(&meta, errors)?, &meta, errors),
+                _ => {
+                    let path = string(&meta, errors)?.and_then(|lit| match lit.parse::<syn::Path>() {
+                        Ok(path) => Some(path),
+                        Err(_) => {
+                            errors.push(syn::Error::new_spanned(
+                                &lit,
+                                "`crate` must name a path to outbox_core, e.g. `crate = \"my_app::outbox_core\"`",
+                            ));
+                            None
+                        }
+                    });
+                    set(&mut container.krate, path, &meta, errors);
+                }
+            }
+            if errors.count() > before {
+                container.attempted.extend(derive.container_keys().iter().find(|known| **known == key));
+            }
+            Ok(())
+        });
+        if let Err(error) = parsed {
+            errors.push(error);
+        }
+    }
+    container
+}
+
+/// Parses the `#[outbox(...)]` attributes of one field.
+pub(crate) fn field(derive: Derive, attrs: &[Attribute], errors: &mut Errors) -> Field {
+    let mut field = Field::default();
+    for attr in outbox_attrs(attrs) {
+        let parsed = attr.parse_nested_meta(|meta| {
+            let key = key_of(&meta);
+            if !derive.field_keys().contains(&key.as_str()) {
+                errors.push(unknown_key(derive, &meta, &key, Place::Field));
+                return skip_value(&meta);
+            }
+            if meta.input.peek(Token![=]) || meta.input.peek(syn::token::Paren) {
+                errors.push(syn::Error::new_spanned(
+                    &meta.path,
+                    format!("`{key}` takes no value: write `#[outbox({key})]`"),
+                ));
+                skip_value(&meta)?;
+            }
+            let flag = Some(meta.path.clone());
+            match key.as_str() {
+                "aggregate_id" => set(&mut field.aggregate_id, flag, &meta, errors),
+                "sensitive" => set(&mut field.sensitive, flag, &meta, errors),
+                _ => set(&mut field.not_sensitive, flag, &meta, errors),
+            }
+            Ok(())
+        });
+        if let Err(error) = parsed {
+            errors.push(error);
+        }
+    }
+    field
+}
+
+fn key_of(meta: &ParseNestedMeta<'_>) -> String {
+    if meta.path.is_ident("crate") {
+        return "crate".to_owned();
+    }
+    let path = &meta.path;
+    path.get_ident().map(ToString::to_string).unwrap_or_else(|| quote::quote!(#path).to_string().replace(' ', ""))
+}
+
+/// Stores `value` unless the key was already given.
+fn set<T>(slot: &mut Option<T>, value: Option<T>, meta: &ParseNestedMeta<'_>, errors: &mut Errors) {
+    let Some(value) = value else { return };
+    if slot.is_some() {
+        let key = key_of(meta);
+        errors.push(syn::Error::new_spanned(&meta.path, format!("duplicate `{key}` attribute: give it once")));
+    } else {
+        *slot = Some(value);
+    }
+}
+
+/// `key = "text"`; a value of another kind is reported and gives `None`.
+fn string(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option<LitStr>> {
+    let key = key_of(meta);
+    match value(meta, &key, errors)? {
+        Some(Lit::Str(lit)) => Ok(Some(lit)),
+        Some(other) => {
+            errors.push(syn::Error::new_spanned(other, format!("`{key}` takes a string: `{key} = \"...\"`")));
+            Ok(None)
+        }
+        None => Ok(None),
+    }
+}
+
+/// `key = 1`; a value of another kind is reported and gives `None`.
+fn integer(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option<LitInt>> {
+    let key = key_of(meta);
+    match value(meta, &key, errors)? {
+        Some(Lit::Int(lit)) => Ok(Some(lit)),
+        Some(other) => {
+            errors.push(syn::Error::new_spanned(other, format!("`{key}` takes an integer: `{key} = 1`")));
+            Ok(None)
+        }
+        None => Ok(None),
+    }
+}
+
+fn value(meta: &ParseNestedMeta<'_>, key: &str, errors: &mut Errors) -> syn::Result<Option<Lit>> {
+    if !meta.input.peek(Token![=]) {
+        errors.push(syn::Error::new_spanned(&meta.path, format!("`{key}` needs a value: `{key} = ...`")));
+        skip_value(meta)?;
+        return Ok(None);
+    }
+    let expr: syn::Expr = meta.value()?.parse()?;
+    match expr {
+        syn::Expr::Lit(syn::ExprLit { lit, .. }) => Ok(Some(lit)),
+        other => {
+            errors.push(syn::Error::new_spanned(other, format!("`{key}` takes a literal: `{key} = \"...\"` or `{key} = 1`")));
+            Ok(None)
+        }
+    }
+}
+
+/// Consumes the value of a key that was rejected, so parsing goes on with the next key.
+pub(crate) fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(Token![=]) {
+        let _: syn::Expr = meta.value()?.parse()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        let _: proc_macro2::TokenTree = meta.input.parse()?;
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Container,
+    Field,
+}
+
+fn unknown_key(derive: Derive, meta: &ParseNestedMeta<'_>, key: &str, place: Place) -> syn::Error {
+    let (here, there) = match place {
+        Place::Container => (derive.container_keys(), derive.field_keys()),
+        Place::Field => (derive.field_keys(), derive.container_keys()),
+    };
+    let span = meta.path.span();
+    let message = if there.contains(&key) {
+        match place {
+            Place::Container => format!("`{key}` goes on a field, not on the struct: `#[outbox({key})]` above the field"),
+            Place::Field => format!("`{key}` goes on the struct, not on a field: `#[outbox({key} = ...)]` above `struct`"),
+        }
+    } else if derive == Derive::Redact && Derive::Event.container_keys().contains(&key) {
+        format!("`{key}` is for #[derive(OutboxEvent)]; #[derive(Redact)] marks the fields of a nested type and takes only `crate` on the struct")
+    } else if derive == Derive::Redact && key == "aggregate_id" {
+        "`aggregate_id` is for #[derive(OutboxEvent)]: a nested type has no aggregate id".to_owned()
+    } else {
+        let expected = here.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+        match closest(key, here) {
+            Some(guess) => format!("unknown outbox attribute `{key}`: did you mean `{guess}`? (expected one of {expected})"),
+            None => format!("unknown outbox attribute `{key}` (expected one of {expected})"),
+        }
+    };
+    syn::Error::new(span, message)
+}
+
+/// The known key nearest to `key`, if it is near enough to be a typo.
+fn closest(key: &str, known: &[&'static str]) -> Option<&'static str> {
+    known
+        .iter()
+        .map(|candidate| (distance(key, candidate), *candidate))
+        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(1))
+        .min()
+        .map(|(_, candidate)| candidate)
+}
+
+/// Levenshtein distance.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::closest;
+
+    #[test]
+    fn typos_get_a_suggestion_and_unrelated_words_do_not() {
+        let keys = &["event_type", "aggregate", "version", "aggregate_id", "crate"];
+        assert_eq!(closest("event_typ", keys), Some("event_type"));
+        assert_eq!(closest("evnt_type", keys), Some("event_type"));
+        assert_eq!(closest("aggregat", keys), Some("aggregate"));
+        assert_eq!(closest("verison", keys), Some("version"));
+        assert_eq!(closest("colour", keys), None);
+    }
+}

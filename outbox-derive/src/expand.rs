@@ -1,0 +1,197 @@
+//! Code generation: the `Redact` and `OutboxEvent` impls and the registration of the event.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+use syn::{DeriveInput, Ident, Type, WherePredicate};
+
+use crate::ast::{Field, Input};
+use crate::attr::Derive;
+use crate::errors::Errors;
+use crate::fallback;
+use crate::valid::{self, AggregateId, Step};
+
+/// `#[derive(OutboxEvent)]`.
+pub(crate) fn derive_event(node: &DeriveInput) -> TokenStream {
+    let mut errors = Errors::default();
+    let input = Input::from_syn(Derive::Event, node, &mut errors);
+    let event = input.as_ref().and_then(|input| valid::event(input, &mut errors));
+    let krate = krate(input.as_ref());
+    match (&input, event, errors.into_error()) {
+        (Some(input), Some(event), None) => {
+            let redact = redact_impl(input, &krate);
+            let event = event_impl(input, &event, &krate);
+            let registration = registration(input, &krate);
+            quote! {
+                const _: () = {
+                    #redact
+                    #event
+                    #registration
+                };
+            }
+        }
+        (_, _, error) => fallback::event(node, &krate, error),
+    }
+}
+
+/// `#[derive(Redact)]`.
+pub(crate) fn derive_redact(node: &DeriveInput) -> TokenStream {
+    let mut errors = Errors::default();
+    let input = Input::from_syn(Derive::Redact, node, &mut errors);
+    if let Some(input) = &input {
+        valid::fields(input, &mut errors);
+    }
+    let krate = krate(input.as_ref());
+    match (input, errors.into_error()) {
+        (Some(input), None) => {
+            let redact = redact_impl(&input, &krate);
+            quote! {
+                const _: () = {
+                    #redact
+                };
+            }
+        }
+        (_, error) => fallback::redact(node, &krate, error),
+    }
+}
+
+/// The path to outbox_core: `#[outbox(crate = "...")]` or `::outbox_core`.
+fn krate(input: Option<&Input<'_>>) -> syn::Path {
+    input.and_then(|input| input.attrs.krate.clone()).unwrap_or_else(|| syn::parse_quote!(::outbox_core))
+}
+
+/// The fields that appear in the JSON.
+fn serialized<'a>(input: &'a Input<'a>) -> impl Iterator<Item = &'a Field<'a>> {
+    input.fields.iter().filter(|field| !field.serde.skip)
+}
+
+/// Whether `ty` names one of the struct's type parameters.
+fn is_generic(input: &Input<'_>, ty: &Type) -> bool {
+    let params: Vec<&Ident> = input.node.generics.type_params().map(|param| &param.ident).collect();
+    !params.is_empty() && mentions(ty.to_token_stream(), &params)
+}
+
+fn mentions(tokens: TokenStream, idents: &[&Ident]) -> bool {
+    tokens.into_iter().any(|token| match token {
+        proc_macro2::TokenTree::Ident(ident) => idents.contains(&&ident),
+        proc_macro2::TokenTree::Group(group) => mentions(group.stream(), idents),
+        _ => false,
+    })
+}
+
+/// `Field: Redact` for every serialized, not sensitive field whose type names a type parameter.
+fn redact_bounds(input: &Input<'_>, krate: &syn::Path) -> Vec<WherePredicate> {
+    serialized(input)
+        .filter(|field| field.attrs.sensitive.is_none() && is_generic(input, field.ty))
+        .map(|field| {
+            let ty = field.ty;
+            syn::parse_quote_spanned!(ty.span()=> #ty: #krate::__private::Redact)
+        })
+        .collect()
+}
+
+fn with_bounds(input: &Input<'_>, bounds: Vec<WherePredicate>) -> syn::Generics {
+    let mut generics = input.node.generics.clone();
+    if !bounds.is_empty() {
+        generics.make_where_clause().predicates.extend(bounds);
+    }
+    generics
+}
+
+fn redact_impl(input: &Input<'_>, krate: &syn::Path) -> TokenStream {
+    let ident = &input.node.ident;
+    let generics = with_bounds(input, redact_bounds(input, krate));
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let private = quote!(#krate::__private);
+    let pushes = serialized(input).map(|field| {
+        let pointer = field.pointer(input);
+        let ty = field.ty;
+        if field.attrs.sensitive.is_some() {
+            quote! { paths.push(#private::String::from(#pointer)); }
+        } else if is_generic(input, ty) {
+            quote_spanned! {ty.span()=>
+                paths.extend(#private::prefixed(#pointer, <#ty as #private::Redact>::redact_paths()));
+            }
+        } else {
+            quote_spanned! {ty.span()=>
+                paths.extend(#private::prefixed(#pointer, {
+                    #[allow(unused_imports)]
+                    use #private::{Opaque as _, ViaRedact as _};
+                    (&#private::Probe::<#ty>::new()).redact_paths()
+                }));
+            }
+        }
+    });
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #private::Redact for #ident #ty_generics #where_clause {
+            fn redact_paths() -> #private::Vec<#private::String> {
+                #[allow(unused_mut)]
+                let mut paths = #private::Vec::new();
+                #(#pushes)*
+                paths
+            }
+        }
+    }
+}
+
+fn event_impl(input: &Input<'_>, event: &valid::Event<'_>, krate: &syn::Path) -> TokenStream {
+    let ident = &input.node.ident;
+    let private = quote!(#krate::__private);
+    let mut bounds = redact_bounds(input, krate);
+    if input.node.generics.type_params().next().is_some() {
+        let (_, ty_generics, _) = input.node.generics.split_for_impl();
+        bounds.push(syn::parse_quote!(#ident #ty_generics: #private::Serialize));
+    }
+    let id_expr = match &event.aggregate_id {
+        AggregateId::Field(field) => {
+            let name = field.ident;
+            let ty = field.ty;
+            if is_generic(input, ty) {
+                bounds.push(syn::parse_quote_spanned!(ty.span()=> #ty: #private::AggregateId));
+            }
+            quote_spanned!(ty.span()=> #private::AggregateId::to_aggregate_id(&self.#name))
+        }
+        AggregateId::Path { steps, lit } => {
+            let steps = steps.iter().map(|step| match step {
+                Step::Field(name) => quote!(.#name),
+                Step::Method(name) => quote!(.#name()),
+            });
+            quote_spanned!(lit.span()=> #private::AggregateId::to_aggregate_id(&self #(#steps)*))
+        }
+    };
+    let generics = with_bounds(input, bounds);
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let (event_type, aggregate, version) = (event.event_type, event.aggregate, event.version);
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #private::OutboxEvent for #ident #ty_generics #where_clause {
+            const EVENT_TYPE: &'static str = #event_type;
+            const AGGREGATE_TYPE: &'static str = #aggregate;
+            const VERSION: u32 = #version;
+
+            fn aggregate_id(&self) -> #private::String {
+                #id_expr
+            }
+
+            fn sensitive_paths() -> #private::Vec<#private::String> {
+                <Self as #private::Redact>::redact_paths()
+            }
+        }
+    }
+}
+
+/// Registers the event at link time; a generic struct has no single concrete type to register.
+fn registration(input: &Input<'_>, krate: &syn::Path) -> TokenStream {
+    if !input.node.generics.params.is_empty() {
+        return TokenStream::new();
+    }
+    let ident = &input.node.ident;
+    let private = quote!(#krate::__private);
+    let name = ident.to_string();
+    quote! {
+        #private::inventory::submit! {
+            #private::EventDescriptor::of::<#ident>(#private::concat!(#private::module_path!(), "::", #name))
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Checks across attributes: required keys, the event type's grammar, one aggregate id, the secret guard.
+
+use syn::{Ident, LitStr};
+
+use crate::ast::{Field, Input};
+use crate::errors::Errors;
+use crate::secret::looks_secret;
+
+/// The longest event type (or aggregate type) accepted.
+const MAX_NAME_LEN: usize = 255;
+
+/// An event's checked metadata.
+pub(crate) struct Event<'a> {
+    pub(crate) event_type: &'a LitStr,
+    pub(crate) aggregate: &'a LitStr,
+    pub(crate) version: u32,
+    pub(crate) aggregate_id: AggregateId<'a>,
+}
+
+/// Where the aggregate id comes from.
+pub(crate) enum AggregateId<'a> {
+    /// The field marked `#[outbox(aggregate_id)]`.
+    Field(&'a Field<'a>),
+    /// `aggregate_id = "customer.id"` or `aggregate_id = "key()"`: fields and methods from `self`.
+    Path { steps: Vec<Step>, lit: &'a LitStr },
+}
+
+/// One step of an `aggregate_id = "..."` path.
+pub(crate) enum Step {
+    Field(Ident),
+    Method(Ident),
+}
+
+/// Checks what `#[derive(OutboxEvent)]` needs; `None` when something required is missing or wrong (the errors
+/// are pushed).
+pub(crate) fn event<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Event<'a>> {
+    fields(input, errors);
+    let attrs = &input.attrs;
+    let event_type = attrs.event_type.as_ref();
+    if let Some(lit) = event_type {
+        check_name(lit, "event type", "payment.paid", errors);
+    }
+    let aggregate = attrs.aggregate.as_ref();
+    if let Some(lit) = aggregate {
+        check_name(lit, "aggregate", "payment", errors);
+    }
+    let missing: Vec<&str> = [
+        ("event_type", event_type.is_none()),
+        ("aggregate", aggregate.is_none()),
+        ("version", attrs.version.is_none()),
+    ]
+    .into_iter()
+    .filter(|(key, missing)| *missing && !attrs.attempted.contains(key))
+    .map(|(key, _)| key)
+    .collect();
+    if !missing.is_empty() {
+        let keys: Vec<String> = missing.iter().map(|key| format!("`{key}`")).collect();
+        let message = format!(
+            "missing {}: #[derive(OutboxEvent)] needs the event's type, aggregate and schema version, e.g. \
+             `#[outbox(event_type = \"payment.paid\", aggregate = \"payment\", version = 1)]`",
+            keys.join(" and ")
+        );
+        errors.push(match &attrs.first {
+            Some(attr) => syn::Error::new_spanned(attr, message),
+            None => syn::Error::new_spanned(&input.node.ident, message),
+        });
+    }
+    let version = match &attrs.version {
+        Some(lit) => match lit.base10_parse::<u32>() {
+            Ok(0) => {
+                errors.push(syn::Error::new_spanned(lit, "version 0 is not valid: versions start at 1"));
+                None
+            }
+            Ok(version) if version <= i32::MAX.unsigned_abs() => Some(version),
+            _ => {
+                errors.push(syn::Error::new_spanned(lit, "the version must be an integer from 1 to 2147483647"));
+                None
+            }
+        },
+        None => None,
+    };
+    let aggregate_id = aggregate_id(input, errors);
+    Some(Event { event_type: event_type?, aggregate: aggregate?, version: version?, aggregate_id: aggregate_id? })
+}
+
+/// `event_type` and `aggregate`: lowercase, dot-separated segments of `[a-z0-9_-]`.
+fn check_name(lit: &LitStr, what: &str, example: &str, errors: &mut Errors) {
+    let name = lit.value();
+    let rule = "use lowercase, dot-separated segments of `a-z`, `0-9`, `_` and `-`";
+    let problem = if name.is_empty() {
+        Some(format!("the {what} is empty"))
+    } else if name.len() > MAX_NAME_LEN {
+        Some(format!("the {what} is {} characters long, more than {MAX_NAME_LEN}", name.len()))
+    } else if name.starts_with('.') || name.ends_with('.') {
+        Some(format!("the {what} `{name}` starts or ends with a dot"))
+    } else if name.contains("..") {
+        Some(format!("the {what} `{name}` has an empty segment (`..`)"))
+    } else if let Some(bad) = name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '_' | '-' | '.')) {
+        Some(format!("the {what} `{name}` contains {bad:?}"))
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        errors.push(syn::Error::new_spanned(lit, format!("invalid {what}: {problem}; {rule}, e.g. `{example}`")));
+    }
+}
+
+fn aggregate_id<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<AggregateId<'a>> {
+    let marked: Vec<&Field<'_>> = input.fields.iter().filter(|field| field.attrs.aggregate_id.is_some()).collect();
+    let container = input.attrs.aggregate_id.as_ref();
+    if let (Some(lit), Some(field)) = (container, marked.first()) {
+        errors.push(syn::Error::new_spanned(
+            lit,
+            format!(
+                "the aggregate id is given twice: here and by `#[outbox(aggregate_id)]` on field `{}`; keep one",
+                field.ident
+            ),
+        ));
+        return None;
+    }
+    for extra in marked.iter().skip(1) {
+        errors.push(syn::Error::new_spanned(
+            extra.attrs.aggregate_id.as_ref(),
+            format!(
+                "only one field can be the aggregate id, and `{}` already is: an event is about one aggregate",
+                marked[0].ident
+            ),
+        ));
+    }
+    if let Some(lit) = container {
+        return aggregate_id_path(input, lit, errors);
+    }
+    match marked.first() {
+        Some(field) if marked.len() == 1 => Some(AggregateId::Field(field)),
+        Some(_) => None,
+        None => {
+            errors.push(syn::Error::new_spanned(
+                &input.node.ident,
+                "no aggregate id: mark the field that identifies the aggregate with `#[outbox(aggregate_id)]`, or \
+                 name it on the struct with `#[outbox(aggregate_id = \"field.path\")]` (a method works too: \
+                 `aggregate_id = \"key()\"`)",
+            ));
+            None
+        }
+    }
+}
+
+fn aggregate_id_path<'a>(input: &Input<'_>, lit: &'a LitStr, errors: &mut Errors) -> Option<AggregateId<'a>> {
+    let text = lit.value();
+    let mut steps = Vec::new();
+    for segment in text.split('.') {
+        let (name, method) = match segment.strip_suffix("()") {
+            Some(name) => (name, true),
+            None => (segment, false),
+        };
+        let Ok(ident) = syn::parse_str::<Ident>(name) else {
+            errors.push(syn::Error::new_spanned(
+                lit,
+                format!(
+                    "`{text}` is not a path to the aggregate id: use field names and methods without arguments \
+                     separated by dots, e.g. `\"customer.id\"` or `\"key()\"`"
+                ),
+            ));
+            return None;
+        };
+        let ident = Ident::new(&ident.to_string(), lit.span());
+        steps.push(if method { Step::Method(ident) } else { Step::Field(ident) });
+    }
+    if let Some(Step::Field(first)) = steps.first() {
+        if !input.fields.iter().any(|field| field.ident == first) {
+            let names: Vec<String> = input.fields.iter().map(|field| format!("`{}`", field.ident)).collect();
+            errors.push(syn::Error::new_spanned(
+                lit,
+                format!("`{first}` is not a field of `{}` (its fields: {})", input.node.ident, names.join(", ")),
+            ));
+            return None;
+        }
+    }
+    Some(AggregateId::Path { steps, lit })
+}
+
+/// The checks on fields that both derives share.
+pub(crate) fn fields(input: &Input<'_>, errors: &mut Errors) {
+    for field in &input.fields {
+        let attrs = &field.attrs;
+        if let (Some(sensitive), Some(_)) = (&attrs.sensitive, &attrs.not_sensitive) {
+            errors.push(syn::Error::new_spanned(
+                sensitive,
+                format!("field `{}` is marked both `sensitive` and `not_sensitive`; keep one", field.ident),
+            ));
+        }
+        if let (Some(sensitive), Some(_)) = (&attrs.sensitive, &attrs.aggregate_id) {
+            errors.push(syn::Error::new_spanned(
+                sensitive,
+                "the aggregate id cannot be sensitive: it is stored and published in clear, to order and key the \
+                 events; use an opaque identifier as the aggregate id",
+            ));
+        }
+        if let (Some(sensitive), true) = (&attrs.sensitive, field.serde.flatten) {
+            errors.push(syn::Error::new_spanned(
+                sensitive,
+                "a `#[serde(flatten)]` field cannot be marked sensitive as a whole: its properties are merged into \
+                 the parent; mark the sensitive fields inside its type (#[derive(Redact)])",
+            ));
+        }
+        let unmarked = attrs.sensitive.is_none() && attrs.not_sensitive.is_none();
+        if unmarked && !field.serde.skip {
+            let secret = looks_secret(&field.ident.to_string()).or_else(|| field.serde.rename.as_deref().and_then(looks_secret));
+            if let Some(secret) = secret {
+                errors.push(syn::Error::new_spanned(
+                    field.ident,
+                    format!(
+                        "field `{}` looks like it holds a secret (`{secret}`): events are stored in the outbox and \
+                         copied to every consumer, so keep secrets out of them and publish an identifier instead \
+                         (a key id, a token id, a masked number); if the value must travel, mark it \
+                         `#[outbox(sensitive)]` so it is redacted wherever the toolkit prints it, or mark it \
+                         `#[outbox(not_sensitive)]` if it holds no secret",
+                        field.ident
+                    ),
+                ));
+            }
+        }
+    }
+}

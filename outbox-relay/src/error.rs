@@ -1,0 +1,99 @@
+//! The error type of `outbox-relay`.
+
+/// Everything that can go wrong building or running a relay.
+///
+/// Errors are either **fatal** (bad configuration, missing tables, a sink that cannot be opened: retrying would
+/// not help, so [`Relay::run`](crate::Relay::run) returns them) or **retryable** (a database that is restarting or
+/// unreachable: the relay logs them, backs off and carries on). [`is_retryable`](Error::is_retryable) tells
+/// which. No variant ever carries a payload value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ---- fatal ----
+    /// A configuration value is out of its allowed range. Fatal; reported by
+    /// [`RelayConfigBuilder::build`](crate::RelayConfigBuilder::build) before anything runs.
+    #[error("invalid relay configuration: `{field}` {reason}")]
+    InvalidConfig {
+        /// The setting at fault, e.g. `batch_size`.
+        field: &'static str,
+        /// What is wrong with it, e.g. `must be between 1 and 10000, got 0`.
+        reason: String,
+    },
+
+    /// A sink URL cannot be parsed or names a sink this build does not have. Fatal.
+    #[error("invalid sink `{sink}`: {reason}")]
+    InvalidSink {
+        /// The sink as given.
+        sink: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A sink could not be opened (for example the file of `file:PATH` cannot be created). Fatal.
+    #[error("cannot open sink `{sink}`: {source}")]
+    OpenSink {
+        /// The sink as given.
+        sink: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The database refused the relay's statements for a reason retrying cannot fix: the outbox tables are
+    /// missing or outdated (run `outbox migrate`), or access is denied. Fatal.
+    #[error("the database refused the relay ({source}); is the schema migrated (`outbox migrate`) and the role allowed?")]
+    Schema {
+        /// What the database reported.
+        #[source]
+        source: outbox_core::Error,
+    },
+
+    // ---- retryable ----
+    /// The database failed in a way that may pass (connection lost, server restarting, timeout). Retryable: the
+    /// relay logs it and tries again after a backoff.
+    #[error("database error (retrying): {source}")]
+    Database {
+        /// What the database reported.
+        #[source]
+        source: outbox_core::Error,
+    },
+}
+
+impl Error {
+    /// Whether retrying the operation later may succeed.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// let error = outbox_relay::Error::InvalidConfig { field: "batch_size", reason: "must be at least 1".into() };
+    /// assert!(!error.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Database { .. })
+    }
+
+    /// Sorts a store error into fatal ([`Error::Schema`]) or retryable ([`Error::Database`]) by its SQLSTATE:
+    /// class 42 (undefined table or column, syntax), 28 (authorization) and 3D (no such database) are fatal.
+    pub(crate) fn from_store(source: outbox_core::Error) -> Self {
+        let fatal = match &source {
+            outbox_core::Error::Database(sqlx::Error::Database(db)) => {
+                db.code().is_some_and(|code| code.starts_with("42") || code.starts_with("28") || code.starts_with("3D"))
+            }
+            outbox_core::Error::Database(sqlx::Error::Configuration(_)) => true,
+            outbox_core::Error::Migrate(_) | outbox_core::Error::InvalidIdentifier(_) => true,
+            _ => false,
+        };
+        if fatal {
+            Error::Schema { source }
+        } else {
+            Error::Database { source }
+        }
+    }
+
+    pub(crate) fn config(field: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidConfig { field, reason: reason.into() }
+    }
+}
+
+/// The result type of `outbox-relay`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

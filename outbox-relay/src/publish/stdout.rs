@@ -1,0 +1,41 @@
+//! The `stdout` sink: one JSON line per event on standard output.
+
+use std::io::Write;
+
+use super::{Message, Outcome, Publisher};
+
+/// Writes each message as a JSON line ([`Message::to_json_line`]) to standard output, flushing after every
+/// batch. A write error (closed pipe) is a transient failure of the whole batch.
+///
+/// # Example
+///
+/// ```
+/// let publisher = outbox_relay::StdoutPublisher::new();
+/// # let _ = publisher;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct StdoutPublisher {
+    _private: (),
+}
+
+impl StdoutPublisher {
+    /// A publisher to standard output.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Publisher for StdoutPublisher {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        let mut buffer = String::new();
+        for message in batch {
+            buffer.push_str(&message.to_json_line());
+            buffer.push('\n');
+        }
+        let mut out = std::io::stdout().lock();
+        match out.write_all(buffer.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => vec![Outcome::Published; batch.len()],
+            Err(error) => vec![Outcome::transient(format!("writing to stdout: {error}")); batch.len()],
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Sink URLs: which built-in publisher the `outbox relay --sink URL` command uses.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::publish::{FilePublisher, Message, Outcome, Publisher, StdoutPublisher};
+use crate::{Error, Result};
+
+/// A parsed sink URL.
+///
+/// | URL | publisher |
+/// | --- | --- |
+/// | `stdout` (or `stdout:`) | [`StdoutPublisher`] |
+/// | `file:PATH` (or `file://PATH`) | [`FilePublisher`] appending to `PATH` |
+/// | `http://...`, `https://...` | HTTP webhooks |
+///
+/// # Example
+///
+/// ```
+/// use outbox_relay::Sink;
+///
+/// assert_eq!("stdout".parse::<Sink>()?, Sink::Stdout);
+/// assert_eq!("file:/tmp/events.jsonl".parse::<Sink>()?, Sink::File("/tmp/events.jsonl".into()));
+/// assert!("kafka://broker:9092".parse::<Sink>().is_err()); // unknown scheme
+/// # Ok::<(), outbox_relay::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Sink {
+    /// JSON lines on standard output.
+    Stdout,
+    /// JSON lines appended to a file.
+    File(PathBuf),
+    /// HTTP(S) webhooks to this URL.
+    Webhook(url::Url),
+}
+
+impl FromStr for Sink {
+    type Err = Error;
+
+    fn from_str(sink: &str) -> Result<Self> {
+        let invalid = |reason: &str| Error::InvalidSink { sink: sink.to_owned(), reason: reason.to_owned() };
+        if sink == "stdout" || sink == "stdout:" || sink == "-" {
+            return Ok(Sink::Stdout);
+        }
+        let Some((scheme, rest)) = sink.split_once(':') else {
+            return Err(invalid("expected `stdout`, `file:PATH`, `http://...` or `https://...`"));
+        };
+        match scheme.to_ascii_lowercase().as_str() {
+            "file" => {
+                let path = rest.strip_prefix("//").unwrap_or(rest);
+                if path.is_empty() {
+                    return Err(invalid("`file:` needs a path, e.g. `file:/var/log/outbox.jsonl`"));
+                }
+                Ok(Sink::File(PathBuf::from(path)))
+            }
+            "http" | "https" => {
+                let url = url::Url::parse(sink).map_err(|e| invalid(&format!("malformed URL: {e}")))?;
+                if url.host_str().is_none_or(str::is_empty) {
+                    return Err(invalid("malformed URL: no host"));
+                }
+                Ok(Sink::Webhook(url))
+            }
+            other => Err(invalid(&format!(
+                "unknown sink scheme `{other}`: expected `stdout`, `file:PATH`, `http://...` or `https://...`"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Sink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Sink::Stdout => f.write_str("stdout"),
+            Sink::File(path) => write!(f, "file:{}", path.display()),
+            Sink::Webhook(url) => f.write_str(url.as_str()),
+        }
+    }
+}
+
+impl Sink {
+    /// Opens the sink's publisher.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OpenSink`] when the file of a `file:` sink cannot be opened, and [`Error::InvalidSink`] for a
+    /// sink this build does not include.
+    pub fn open(&self) -> Result<SinkPublisher> {
+        match self {
+            Sink::Stdout => Ok(SinkPublisher::Stdout(StdoutPublisher::new())),
+            Sink::File(path) => FilePublisher::open(path)
+                .map(SinkPublisher::File)
+                .map_err(|source| Error::OpenSink { sink: self.to_string(), source }),
+            // The webhook publisher (publish/webhook.rs) plugs in here.
+            Sink::Webhook(_) => {
+                Err(Error::InvalidSink { sink: self.to_string(), reason: "webhook sink not built in".to_owned() })
+            }
+        }
+    }
+}
+
+/// The publisher of a [`Sink`], chosen at run time.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum SinkPublisher {
+    /// `stdout`.
+    Stdout(StdoutPublisher),
+    /// `file:PATH`.
+    File(FilePublisher),
+}
+
+impl Publisher for SinkPublisher {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        match self {
+            SinkPublisher::Stdout(publisher) => publisher.publish(batch).await,
+            SinkPublisher::File(publisher) => publisher.publish(batch).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sink;
+    use crate::Error;
+
+    #[test]
+    fn known_sinks_parse() {
+        assert_eq!("file:///tmp/x".parse::<Sink>().unwrap(), Sink::File("/tmp/x".into()));
+        assert!(matches!("https://example.com/hook".parse::<Sink>().unwrap(), Sink::Webhook(_)));
+    }
+
+    #[test]
+    fn bad_sinks_are_rejected_with_the_reason() {
+        for (sink, reason) in [
+            ("kafka://b:9092", "unknown sink scheme `kafka`"),
+            ("nonsense", "expected `stdout`"),
+            ("file:", "needs a path"),
+            ("http://", "malformed URL"),
+            ("https://exa mple.com", "malformed URL"),
+        ] {
+            match sink.parse::<Sink>() {
+                Err(Error::InvalidSink { reason: got, .. }) => assert!(got.contains(reason), "{sink}: {got}"),
+                other => panic!("{sink}: {other:?}"),
+            }
+        }
+    }
+}
