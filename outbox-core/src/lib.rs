@@ -53,8 +53,11 @@
 //!
 //! With the `derive` feature (on by default), `#[derive(OutboxEvent)]` declares an event's metadata on the
 //! payload struct, checks it at compile time, lists its sensitive fields for [redaction](redact), gives it a
-//! [JSON Schema](schema::event_schema) and [registers](registry::events) it; see [`OutboxEvent`](derive@OutboxEvent).
+//! [JSON Schema](schema::event_schema) and [registers](registry::events) it.
 
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
 mod backend;
 mod enqueue;
 mod error;
@@ -62,9 +65,6 @@ mod event;
 mod migrate;
 mod new_event;
 mod payload;
-#[doc(hidden)]
-#[path = "private.rs"]
-pub mod __private;
 pub mod redact;
 pub mod registry;
 pub mod schema;

@@ -13,6 +13,21 @@ pub use crate::redact::Redact;
 pub use crate::registry::EventDescriptor;
 pub use crate::OutboxEvent;
 
+/// An event that has a JSON Schema, as registered events need.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no JSON Schema: a registered event needs one for its contract",
+    label = "add `schemars::JsonSchema` to the derives of this struct",
+    note = "write `#[derive(Serialize, JsonSchema, OutboxEvent)]`; the schema is what consumers may rely on"
+)]
+pub trait EventSchema: OutboxEvent + schemars::JsonSchema {}
+
+impl<T: OutboxEvent + schemars::JsonSchema> EventSchema for T {}
+
+/// The registry entry of `E`.
+pub const fn descriptor<E: EventSchema>(type_name: &'static str) -> EventDescriptor {
+    EventDescriptor::of::<E>(type_name)
+}
+
 /// `prefix` + each of `paths`.
 pub fn prefixed(prefix: &str, paths: Vec<String>) -> Vec<String> {
     crate::redact::prefixed(prefix, paths)

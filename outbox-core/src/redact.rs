@@ -147,12 +147,41 @@ macro_rules! nothing_sensitive {
 }
 
 nothing_sensitive!(
-    bool, char, str, String, (),
-    i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize, f32, f64,
-    std::num::NonZeroI32, std::num::NonZeroI64, std::num::NonZeroU32, std::num::NonZeroU64,
-    std::net::IpAddr, std::net::Ipv4Addr, std::net::Ipv6Addr, std::time::Duration,
-    uuid::Uuid, time::OffsetDateTime, time::PrimitiveDateTime, time::UtcDateTime, time::Date, time::Time,
-    serde_json::Value, serde_json::Number,
+    bool,
+    char,
+    str,
+    String,
+    (),
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    f32,
+    f64,
+    std::num::NonZeroI32,
+    std::num::NonZeroI64,
+    std::num::NonZeroU32,
+    std::num::NonZeroU64,
+    std::net::IpAddr,
+    std::net::Ipv4Addr,
+    std::net::Ipv6Addr,
+    std::time::Duration,
+    uuid::Uuid,
+    time::OffsetDateTime,
+    time::PrimitiveDateTime,
+    time::UtcDateTime,
+    time::Date,
+    time::Time,
+    serde_json::Value,
+    serde_json::Number,
 );
 
 macro_rules! same_as_inner {
@@ -225,7 +254,10 @@ mod tests {
     fn wildcard_matches_every_array_element_and_every_map_value() {
         let mut value = json!({"list": [{"s": 1}, {"s": 2}], "map": {"a": {"s": 3}, "b": {"s": 4}}});
         redact(&mut value, &["/list/*/s", "/map/*/s"]);
-        assert_eq!(value, json!({"list": [{"s": REDACTED}, {"s": REDACTED}], "map": {"a": {"s": REDACTED}, "b": {"s": REDACTED}}}));
+        assert_eq!(
+            value,
+            json!({"list": [{"s": REDACTED}, {"s": REDACTED}], "map": {"a": {"s": REDACTED}, "b": {"s": REDACTED}}})
+        );
     }
 
     #[test]

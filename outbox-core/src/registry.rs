@@ -178,10 +178,8 @@ pub fn check() -> Result<(), RegistryError> {
 /// # Example
 ///
 /// ```
-/// #[test]
-/// fn every_event_type_and_version_is_declared_once() {
-///     outbox_core::registry::assert_unique();
-/// }
+/// // the body of a `#[test] fn every_event_type_and_version_is_declared_once()` of your application:
+/// outbox_core::registry::assert_unique();
 /// ```
 #[track_caller]
 pub fn assert_unique() {

@@ -213,6 +213,11 @@ pub enum SettleOutcome {
 }
 
 impl Settlement {
+    /// The outcome of the event `id` claimed with `epoch`.
+    pub fn new(id: Uuid, epoch: i64, outcome: SettleOutcome) -> Self {
+        Self { id, epoch, outcome }
+    }
+
     /// `event` was published.
     pub fn published(event: &ClaimedEvent) -> Self {
         Self { id: event.event.id, epoch: event.epoch, outcome: SettleOutcome::Published }

@@ -31,7 +31,10 @@ fn a_type_parameter_contributes_its_paths_at_every_use() {
 fn a_generic_aggregate_id_is_formatted_with_display() {
     let event = AuditRecorded { audit_id: "a-1".to_owned(), subject: 1_u8, history: vec![], raw: 2_u8 };
     assert_eq!(event.aggregate_id(), "a-1");
-    assert_eq!(event.redacted(), serde_json::json!({"audit_id": "a-1", "subject": 1, "history": [], "raw": "[REDACTED]"}));
+    assert_eq!(
+        event.redacted(),
+        serde_json::json!({"audit_id": "a-1", "subject": 1, "history": [], "raw": "[REDACTED]"})
+    );
 }
 
 #[test]

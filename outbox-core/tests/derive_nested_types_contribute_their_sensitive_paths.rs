@@ -43,7 +43,7 @@ struct WalletUpdated {
     backup: Option<Card>,
     cards: Vec<Card>,
     by_label: BTreeMap<String, Card>,
-    boxed: Option<Box<Vec<Card>>>,
+    boxed: Option<Box<[Card]>>,
     #[outbox(sensitive)]
     hidden_card: Card,
     #[outbox(sensitive)]
@@ -89,7 +89,7 @@ fn redaction_reaches_every_element_and_keeps_the_rest() {
         backup: None,
         cards: vec![card("2222"), card("3333")],
         by_label: BTreeMap::from([("work".to_owned(), card("4444"))]),
-        boxed: Some(Box::new(vec![card("5555")])),
+        boxed: Some(Box::new([card("5555")])),
         hidden_card: card("6666"),
         nickname: Some("wally".into()),
         recovery_codes: vec!["abc".into()],

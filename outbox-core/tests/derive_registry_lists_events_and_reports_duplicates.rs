@@ -42,7 +42,9 @@ fn registered_events_carry_their_metadata_and_schema() {
     assert_eq!(v2.schema().unwrap().get("x-outbox-version"), Some(&serde_json::json!(2)));
 
     let v1 = registry::find("invoice.issued", 1);
-    assert!(v1.iter().all(|e| e.sensitive_paths() == InvoiceIssued::sensitive_paths() || e.sensitive_paths().is_empty()));
+    assert!(v1
+        .iter()
+        .all(|e| e.sensitive_paths() == InvoiceIssued::sensitive_paths() || e.sensitive_paths().is_empty()));
     assert!(v1.iter().any(|e| e.sensitive_paths() == ["/tax_number"]));
 }
 

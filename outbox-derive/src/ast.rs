@@ -56,10 +56,14 @@ impl<'a> Input<'a> {
             },
             Data::Enum(data) => {
                 let message = match derive {
-                    Derive::Event => "#[derive(OutboxEvent)] works on structs with named fields, not on enums: an \
-                                      event type has one payload shape; declare one event struct per variant",
-                    Derive::Redact => "#[derive(Redact)] works on structs with named fields, not on enums (yet): \
-                                       implement `outbox_core::Redact` by hand for this enum",
+                    Derive::Event => {
+                        "#[derive(OutboxEvent)] works on structs with named fields, not on enums: an \
+                                      event type has one payload shape; declare one event struct per variant"
+                    }
+                    Derive::Redact => {
+                        "#[derive(Redact)] works on structs with named fields, not on enums (yet): \
+                                       implement `outbox_core::Redact` by hand for this enum"
+                    }
                 };
                 let (keyword, ident) = (&data.enum_token, &node.ident);
                 errors.push(syn::Error::new_spanned(quote::quote!(#keyword #ident), message));

@@ -195,7 +195,10 @@ fn value(meta: &ParseNestedMeta<'_>, key: &str, errors: &mut Errors) -> syn::Res
     match expr {
         syn::Expr::Lit(syn::ExprLit { lit, .. }) => Ok(Some(lit)),
         other => {
-            errors.push(syn::Error::new_spanned(other, format!("`{key}` takes a literal: `{key} = \"...\"` or `{key} = 1`")));
+            errors.push(syn::Error::new_spanned(
+                other,
+                format!("`{key}` takes a literal: `{key} = \"...\"` or `{key} = 1`"),
+            ));
             Ok(None)
         }
     }
@@ -225,8 +228,12 @@ fn unknown_key(derive: Derive, meta: &ParseNestedMeta<'_>, key: &str, place: Pla
     let span = meta.path.span();
     let message = if there.contains(&key) {
         match place {
-            Place::Container => format!("`{key}` goes on a field, not on the struct: `#[outbox({key})]` above the field"),
-            Place::Field => format!("`{key}` goes on the struct, not on a field: `#[outbox({key} = ...)]` above `struct`"),
+            Place::Container => {
+                format!("`{key}` goes on a field, not on the struct: `#[outbox({key})]` above the field")
+            }
+            Place::Field => {
+                format!("`{key}` goes on the struct, not on a field: `#[outbox({key} = ...)]` above `struct`")
+            }
         }
     } else if derive == Derive::Redact && Derive::Event.container_keys().contains(&key) {
         format!("`{key}` is for #[derive(OutboxEvent)]; #[derive(Redact)] marks the fields of a nested type and takes only `crate` on the struct")
@@ -235,7 +242,9 @@ fn unknown_key(derive: Derive, meta: &ParseNestedMeta<'_>, key: &str, place: Pla
     } else {
         let expected = here.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
         match closest(key, here) {
-            Some(guess) => format!("unknown outbox attribute `{key}`: did you mean `{guess}`? (expected one of {expected})"),
+            Some(guess) => {
+                format!("unknown outbox attribute `{key}`: did you mean `{guess}`? (expected one of {expected})")
+            }
             None => format!("unknown outbox attribute `{key}` (expected one of {expected})"),
         }
     };

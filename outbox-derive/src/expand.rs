@@ -189,9 +189,9 @@ fn registration(input: &Input<'_>, krate: &syn::Path) -> TokenStream {
     let ident = &input.node.ident;
     let private = quote!(#krate::__private);
     let name = ident.to_string();
-    quote! {
+    quote_spanned! {ident.span()=>
         #private::inventory::submit! {
-            #private::EventDescriptor::of::<#ident>(#private::concat!(#private::module_path!(), "::", #name))
+            #private::descriptor::<#ident>(#private::concat!(#private::module_path!(), "::", #name))
         }
     }
 }

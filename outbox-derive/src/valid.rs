@@ -58,7 +58,11 @@ pub(crate) fn event<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Eve
         let message = format!(
             "missing {}: #[derive(OutboxEvent)] needs the event's type, aggregate and schema version, e.g. \
              `#[outbox(event_type = \"payment.paid\", aggregate = \"payment\", version = 1)]`",
-            keys.join(" and ")
+            match keys.split_last() {
+                Some((last, [])) => last.clone(),
+                Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+                None => String::new(),
+            }
         );
         errors.push(match &attrs.first {
             Some(attr) => syn::Error::new_spanned(attr, message),
@@ -95,10 +99,9 @@ fn check_name(lit: &LitStr, what: &str, example: &str, errors: &mut Errors) {
         Some(format!("the {what} `{name}` starts or ends with a dot"))
     } else if name.contains("..") {
         Some(format!("the {what} `{name}` has an empty segment (`..`)"))
-    } else if let Some(bad) = name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '_' | '-' | '.')) {
-        Some(format!("the {what} `{name}` contains {bad:?}"))
     } else {
-        None
+        let bad = name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '_' | '-' | '.'));
+        bad.map(|bad| format!("the {what} `{name}` contains {bad:?}"))
     };
     if let Some(problem) = problem {
         errors.push(syn::Error::new_spanned(lit, format!("invalid {what}: {problem}; {rule}, e.g. `{example}`")));
@@ -205,7 +208,8 @@ pub(crate) fn fields(input: &Input<'_>, errors: &mut Errors) {
         }
         let unmarked = attrs.sensitive.is_none() && attrs.not_sensitive.is_none();
         if unmarked && !field.serde.skip {
-            let secret = looks_secret(&field.ident.to_string()).or_else(|| field.serde.rename.as_deref().and_then(looks_secret));
+            let secret =
+                looks_secret(&field.ident.to_string()).or_else(|| field.serde.rename.as_deref().and_then(looks_secret));
             if let Some(secret) = secret {
                 errors.push(syn::Error::new_spanned(
                     field.ident,

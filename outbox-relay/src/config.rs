@@ -16,8 +16,8 @@ pub enum Wakeup {
     Poll,
     /// `LISTEN` on a channel that producers `NOTIFY` at commit (`Outbox::new().with_notify()`), plus polling at
     /// the poll interval as a safety net. Lowest idle latency, but PostgreSQL serializes the commits of notifying
-    /// transactions, which costs producers commit throughput under concurrency. The listener reconnects with
-    /// backoff when its connection drops.
+    /// transactions, which costs producers commit throughput under concurrency. An idle relay polls only at the
+    /// poll interval, as a safety net. The listener reconnects with backoff when its connection drops.
     Notify {
         /// The channel, e.g. [`outbox_core::DEFAULT_CHANNEL`].
         channel: String,

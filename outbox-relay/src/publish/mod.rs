@@ -14,9 +14,13 @@ use uuid::Uuid;
 
 mod file;
 mod stdout;
+#[cfg(feature = "webhook")]
+mod webhook;
 
 pub use file::FilePublisher;
 pub use stdout::StdoutPublisher;
+#[cfg(feature = "webhook")]
+pub use webhook::{WebhookBuilder, WebhookPublisher};
 
 /// One event as a publisher sees it.
 #[derive(Debug, Clone, PartialEq)]

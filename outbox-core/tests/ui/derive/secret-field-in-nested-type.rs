@@ -1,4 +1,3 @@
-use outbox_core::OutboxEvent;
 use serde::Serialize;
 
 use outbox_core::Redact;

@@ -1,1 +1,84 @@
-fn main() {}
+//! `outbox`: run the relay and operate the outbox from the command line.
+//!
+//! Exit codes: 0 success, 1 a runtime failure (database unreachable, some ids not changed), 2 bad input
+//! (unknown sink scheme, malformed URL or duration, unknown status, missing database): a one-line error on
+//! stderr and nothing written.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod args;
+mod connect;
+mod control;
+mod events;
+mod migrate;
+mod relay;
+mod status;
+
+use args::{Cli, Command};
+
+/// A failure of a command: what to print and how to exit.
+#[derive(Debug)]
+enum Failure {
+    /// Bad input: exit 2, nothing was written.
+    Usage(String),
+    /// The command ran and failed: exit 1.
+    Runtime(String),
+}
+
+impl Failure {
+    fn runtime(error: impl std::fmt::Display) -> Self {
+        Failure::Runtime(error.to_string())
+    }
+}
+
+type Outcome = Result<(), Failure>;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return args::report_parse_error(&error),
+    };
+    init_logging(cli.log_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Outcome {
+    let database_url = cli.database_url;
+    match cli.command {
+        Command::Migrate => migrate::run(database_url.as_deref()).await,
+        Command::Relay(relay) => relay::run(database_url.as_deref(), relay).await,
+        Command::Status(status) => status::run(database_url.as_deref(), status).await,
+        Command::Events { command } => events::run(database_url.as_deref(), command).await,
+        Command::Pause => control::run(database_url.as_deref(), true).await,
+        Command::Resume => control::run(database_url.as_deref(), false).await,
+    }
+}
+
+fn init_logging(level: tracing::Level) {
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_max_level(level)
+        .with_target(false)
+        .init();
+}

@@ -1,0 +1,208 @@
+//! The command line: every command, argument and value parser.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use outbox_core::store::EventStatus;
+use outbox_relay::Sink;
+use uuid::Uuid;
+
+/// Run the outbox relay and operate the outbox table.
+#[derive(Debug, Parser)]
+#[command(name = "outbox", version, about, long_about = None, propagate_version = true)]
+pub(crate) struct Cli {
+    /// PostgreSQL URL of the database holding the outbox tables.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true, value_name = "URL")]
+    pub(crate) database_url: Option<String>,
+
+    /// Log level on stderr: error, warn, info, debug or trace.
+    #[arg(long, env = "OUTBOX_LOG", global = true, default_value = "info", value_name = "LEVEL")]
+    pub(crate) log_level: tracing::Level,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Create or upgrade the outbox tables (safe to run at every deploy, and concurrently).
+    Migrate,
+    /// Publish committed events to a sink until SIGINT/SIGTERM.
+    Relay(RelayArgs),
+    /// Backlog, in-flight, failed and recently published counts, and whether publishing is paused.
+    Status(StatusArgs),
+    /// List, show, retry, cancel or purge events.
+    Events {
+        #[command(subcommand)]
+        command: EventsCommand,
+    },
+    /// Pause publishing: every relay on the database stops claiming (in-flight batches finish).
+    Pause,
+    /// Resume publishing after `outbox pause`.
+    Resume,
+}
+
+/// `outbox relay`.
+#[derive(Debug, Args)]
+pub(crate) struct RelayArgs {
+    /// Where to publish: `stdout`, `file:PATH` (JSON lines), `http://...` or `https://...` (webhooks).
+    #[arg(long, value_parser = parse_sink, value_name = "URL")]
+    pub(crate) sink: Sink,
+
+    /// The most events per batch (the relay grows batches up to it while a backlog lasts).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub(crate) batch_size: u32,
+
+    /// Batches published at once.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub(crate) concurrency: usize,
+
+    /// The longest wait between two claims when idle (adaptive polling: tighter while events flow).
+    #[arg(long, value_parser = parse_duration, default_value = "20ms", value_name = "DURATION")]
+    pub(crate) poll_interval: Duration,
+
+    /// How long claimed events are leased; after it, another relay may take them over.
+    #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DURATION")]
+    pub(crate) lease: Duration,
+
+    /// Attempts before an event that keeps failing goes to `failed`.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub(crate) max_attempts: u32,
+
+    /// First retry delay ceiling (exponential backoff with full jitter).
+    #[arg(long, value_parser = parse_duration, default_value = "500ms", value_name = "DURATION")]
+    pub(crate) backoff_base: Duration,
+
+    /// Longest retry delay.
+    #[arg(long, value_parser = parse_duration, default_value = "5m", value_name = "DURATION")]
+    pub(crate) backoff_max: Duration,
+
+    /// Keep the events of one aggregate in order (`aggregate`), or not (`none`, fastest).
+    #[arg(long, value_enum, default_value_t = OrderingArg::Aggregate)]
+    pub(crate) ordering: OrderingArg,
+
+    /// Delete published and cancelled events older than this (e.g. `7d`); `0s` deletes published events as
+    /// they are published. Kept forever when absent.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) retention: Option<Duration>,
+
+    /// Also wake up on PostgreSQL NOTIFY on this channel (producers must enqueue with notifications on).
+    #[arg(long, value_name = "CHANNEL", num_args = 0..=1, default_missing_value = outbox_core::DEFAULT_CHANNEL)]
+    pub(crate) notify: Option<String>,
+
+    /// How long shutdown waits for in-flight batches before releasing them.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    pub(crate) shutdown_timeout: Duration,
+}
+
+/// `--ordering`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OrderingArg {
+    /// Events of one aggregate are published in commit order.
+    Aggregate,
+    /// No ordering guarantee; maximum throughput.
+    None,
+}
+
+/// `outbox status`.
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `outbox events ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum EventsCommand {
+    /// List events in one status, oldest first.
+    List {
+        /// pending, in_flight, published, failed or cancelled.
+        #[arg(long, value_parser = parse_status, value_name = "STATUS")]
+        status: EventStatus,
+        /// Only events of this type.
+        #[arg(long, value_name = "TYPE")]
+        event_type: Option<String>,
+        /// Only events of aggregates with this id.
+        #[arg(long, value_name = "ID")]
+        aggregate_id: Option<String>,
+        /// The most events to list.
+        #[arg(long, default_value_t = 100, value_name = "N")]
+        limit: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one event, its payload with sensitive values masked.
+    Show {
+        /// The event id.
+        id: Uuid,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make failed events pending again (attempts reset).
+    Retry {
+        /// The events to retry.
+        #[arg(required_unless_present = "all_failed", conflicts_with = "all_failed", value_name = "ID")]
+        ids: Vec<Uuid>,
+        /// Retry every failed event (or every failed event of `--event-type`).
+        #[arg(long)]
+        all_failed: bool,
+        /// With `--all-failed`: only events of this type.
+        #[arg(long, requires = "all_failed", value_name = "TYPE")]
+        event_type: Option<String>,
+    },
+    /// Cancel pending or failed events: they will never be published.
+    Cancel {
+        /// The events to cancel.
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<Uuid>,
+    },
+    /// Delete published and cancelled events older than an age, in small batches.
+    Purge {
+        /// The age, e.g. `7d`.
+        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        older_than: Duration,
+    },
+}
+
+fn parse_sink(sink: &str) -> Result<Sink, String> {
+    sink.parse::<Sink>().map_err(|error| match error {
+        outbox_relay::Error::InvalidSink { reason, .. } => reason,
+        other => other.to_string(),
+    })
+}
+
+fn parse_duration(duration: &str) -> Result<Duration, String> {
+    humantime::parse_duration(duration).map_err(|error| format!("malformed duration ({error}); use e.g. 500ms, 30s, 7d"))
+}
+
+fn parse_status(status: &str) -> Result<EventStatus, String> {
+    status.parse::<EventStatus>().map_err(|error| error.to_string())
+}
+
+/// Prints a parse error as one line (exit 2), or the help or version it asked for (exit 0).
+pub(crate) fn report_parse_error(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = error.print();
+            ExitCode::SUCCESS
+        }
+        _ => {
+            let rendered = error.render().to_string();
+            let line: Vec<&str> = rendered
+                .lines()
+                .map(str::trim)
+                .take_while(|line| !line.is_empty() && !line.starts_with("Usage:"))
+                .collect();
+            let line = line.join(" ");
+            let line = line.strip_prefix("error: ").unwrap_or(&line);
+            eprintln!("error: {line} (see `outbox --help`)");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! HTTP webhooks, signed as [Standard Webhooks](https://www.standardwebhooks.com/) (`webhook-id`,
+//! `webhook-timestamp`, `webhook-signature`: HMAC-SHA256 of `id.timestamp.body` with a shared secret).
+
+use std::fmt;
+use std::time::Duration;
+
+use futures_util::stream::{self, StreamExt};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
+use reqwest::StatusCode;
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+use uuid::Uuid;
+
+use super::{Message, Outcome, Publisher};
+use crate::{Error, Result};
+
+/// The headers of the Standard Webhooks signature scheme.
+const WEBHOOK_ID: &str = "webhook-id";
+const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
+const WEBHOOK_SIGNATURE: &str = "webhook-signature";
+
+/// Trace context headers copied from the event's row into the request.
+const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
+
+/// Publishes events as signed HTTP `POST` requests.
+///
+/// Each request carries a JSON body `{"id", "type", "version", "aggregate": {"type", "id"}, "timestamp",
+/// "data"}` (`data` is the payload as enqueued; a batch request sends a JSON array of them), `webhook-id` (the
+/// event id, so receivers deduplicate retries; for a batch, an id derived from its event ids),
+/// `webhook-timestamp`, `webhook-signature` (`v1,<base64 HMAC-SHA256>`), and the event's `traceparent` and
+/// `tracestate` when it has them.
+///
+/// A `2xx` answer publishes the event. `408`, `429`, `5xx`, timeouts and connection failures are transient (the
+/// relay retries with backoff); any other status is permanent (the event goes to `failed`). Redirects are not
+/// followed: configure the final URL. Response bodies are never read into errors or logs.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use outbox_relay::WebhookPublisher;
+///
+/// let publisher = WebhookPublisher::builder("https://hooks.example.com/outbox".parse()?)
+///     .secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+///     .timeout(Duration::from_secs(5))
+///     .build()?;
+/// assert_eq!(publisher.to_string(), "https://hooks.example.com/outbox");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct WebhookPublisher {
+    client: reqwest::Client,
+    url: url::Url,
+    signer: standardwebhooks::Webhook,
+    batch: bool,
+    concurrency: usize,
+}
+
+/// Settings of a [`WebhookPublisher`], validated by [`build`](Self::build).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct WebhookBuilder {
+    url: url::Url,
+    secret: Option<String>,
+    batch: bool,
+    timeout: Duration,
+    concurrency: usize,
+}
+
+impl WebhookPublisher {
+    /// Starts the settings of a publisher that posts to `url`.
+    pub fn builder(url: url::Url) -> WebhookBuilder {
+        WebhookBuilder { url, secret: None, batch: false, timeout: Duration::from_secs(10), concurrency: 16 }
+    }
+
+    async fn post_one(&self, message: &Message) -> Outcome {
+        let Ok(body) = serde_json::to_vec(&Body::of(message)) else {
+            return Outcome::permanent("the payload is not valid JSON");
+        };
+        let trace: Vec<(&'static str, &str)> = TRACE_HEADERS
+            .iter()
+            .filter_map(|name| message.headers.get(*name).map(|value| (*name, value.as_str())))
+            .collect();
+        self.post(&message.id.to_string(), body, &trace).await
+    }
+
+    async fn post(&self, id: &str, body: Vec<u8>, trace: &[(&'static str, &str)]) -> Outcome {
+        let timestamp = time::OffsetDateTime::now_utc().unix_timestamp();
+        let signature = match self.signer.sign(id, timestamp, &body) {
+            Ok(signature) => signature,
+            Err(error) => return Outcome::permanent(format!("cannot sign the webhook: {error}")),
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in [(WEBHOOK_ID, id), (WEBHOOK_TIMESTAMP, &timestamp.to_string()), (WEBHOOK_SIGNATURE, &signature)]
+        {
+            match HeaderValue::from_str(value) {
+                Ok(value) => headers.insert(HeaderName::from_static(name), value),
+                Err(_) => return Outcome::permanent(format!("`{name}` is not a valid header value")),
+            };
+        }
+        for (name, value) in trace {
+            // A malformed trace header is dropped rather than failing the event.
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        }
+        match self.client.post(self.url.clone()).headers(headers).body(body).send().await {
+            Ok(response) => outcome_of_status(response.status()),
+            Err(error) if error.is_timeout() => Outcome::transient("webhook timed out"),
+            Err(error) => Outcome::transient(format!("webhook request failed: {}", error.without_url())),
+        }
+    }
+}
+
+impl WebhookBuilder {
+    /// The signing secret shared with the receiver: `whsec_` followed by base64, as Standard Webhooks libraries
+    /// generate it (a bare base64 string is accepted too). Required.
+    pub fn secret(mut self, secret: impl Into<String>) -> Self {
+        self.secret = Some(secret.into());
+        self
+    }
+
+    /// Sends each batch as one request whose body is a JSON array (default: one request per event). The whole
+    /// batch then succeeds or fails together.
+    pub fn batch(mut self, batch: bool) -> Self {
+        self.batch = batch;
+        self
+    }
+
+    /// How long one request may take, connecting included (default 10 s). Keep it well below the relay's lease.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How many requests of one batch are in flight at once (default 16). With ordering on, a batch holds at
+    /// most one event per aggregate, so concurrent requests never reorder an aggregate's events.
+    pub fn concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// Validates the settings and builds the publisher.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSink`] when the URL is not `http`/`https` with a host, the secret is missing or not base64,
+    /// the timeout is zero, or the concurrency is zero.
+    pub fn build(self) -> Result<WebhookPublisher> {
+        let url = self.url;
+        let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+            return Err(invalid("a webhook URL is `http://host/...` or `https://host/...`"));
+        }
+        let secret = self.secret.ok_or_else(|| invalid("a webhook needs a signing secret (`whsec_...`)"))?;
+        let signer = standardwebhooks::Webhook::new(&secret)
+            .map_err(|_| invalid("the webhook secret is not `whsec_` followed by base64"))?;
+        if self.timeout.is_zero() {
+            return Err(invalid("the webhook timeout must be more than zero"));
+        }
+        if self.concurrency == 0 {
+            return Err(invalid("the webhook concurrency must be at least 1"));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(self.timeout)
+            .connect_timeout(self.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("outbox-relay/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|error| invalid(&format!("cannot build the HTTP client: {}", error.without_url())))?;
+        Ok(WebhookPublisher { client, url, signer, batch: self.batch, concurrency: self.concurrency })
+    }
+}
+
+impl Publisher for WebhookPublisher {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        if self.batch {
+            let bodies: Vec<Body<'_>> = batch.iter().map(Body::of).collect();
+            let outcome = match serde_json::to_vec(&bodies) {
+                Ok(body) => self.post(&batch_id(batch), body, &[]).await,
+                Err(_) => Outcome::permanent("a payload in the batch is not valid JSON"),
+            };
+            return vec![outcome; batch.len()];
+        }
+        let requests: Vec<_> = batch.iter().map(|message| self.post_one(message)).collect();
+        stream::iter(requests).buffered(self.concurrency).collect().await
+    }
+}
+
+impl fmt::Display for WebhookPublisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&masked(&self.url))
+    }
+}
+
+impl fmt::Debug for WebhookPublisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookPublisher")
+            .field("url", &masked(&self.url))
+            .field("secret", &"[REDACTED]")
+            .field("batch", &self.batch)
+            .field("concurrency", &self.concurrency)
+            .finish()
+    }
+}
+
+/// The request body for one event.
+#[derive(Serialize)]
+struct Body<'a> {
+    id: Uuid,
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    version: u32,
+    aggregate: Aggregate<'a>,
+    timestamp: String,
+    data: &'a serde_json::value::RawValue,
+}
+
+#[derive(Serialize)]
+struct Aggregate<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    id: &'a str,
+}
+
+impl<'a> Body<'a> {
+    fn of(message: &'a Message) -> Self {
+        let data = serde_json::from_str::<&serde_json::value::RawValue>(&message.payload)
+            .unwrap_or_else(|_| null_json());
+        Body {
+            id: message.id,
+            event_type: &message.event_type,
+            version: message.version,
+            aggregate: Aggregate { kind: &message.aggregate_type, id: &message.aggregate_id },
+            timestamp: message.created_at.format(&Rfc3339).unwrap_or_default(),
+            data,
+        }
+    }
+}
+
+fn null_json() -> &'static serde_json::value::RawValue {
+    // `null` is valid JSON, so this parse cannot fail.
+    serde_json::from_str("null").unwrap_or_else(|_| unreachable!("`null` is JSON"))
+}
+
+/// A batch's `webhook-id`: the same for the same events, so a retried batch is recognised as a duplicate.
+fn batch_id(batch: &[Message]) -> String {
+    let mut ids = Vec::with_capacity(batch.len() * 16);
+    for message in batch {
+        ids.extend_from_slice(message.id.as_bytes());
+    }
+    format!("batch_{}", Uuid::new_v5(&Uuid::NAMESPACE_OID, &ids).simple())
+}
+
+/// The relay's reading of an HTTP status.
+fn outcome_of_status(status: StatusCode) -> Outcome {
+    if status.is_success() {
+        Outcome::Published
+    } else if status == StatusCode::REQUEST_TIMEOUT || status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
+    {
+        Outcome::transient(format!("webhook answered HTTP {}", status.as_u16()))
+    } else {
+        Outcome::permanent(format!("webhook answered HTTP {}", status.as_u16()))
+    }
+}
+
+/// The URL with any password replaced by `***`, for messages and logs.
+pub(crate) fn masked(url: &url::Url) -> String {
+    let mut url = url.clone();
+    if url.password().is_some() {
+        let _ = url.set_password(Some("***"));
+    }
+    url.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use reqwest::StatusCode;
+
+    use super::{masked, outcome_of_status, Outcome};
+
+    #[test]
+    fn statuses_map_to_the_documented_outcomes() {
+        for code in [200, 201, 202, 204] {
+            assert_eq!(outcome_of_status(StatusCode::from_u16(code).unwrap()), Outcome::Published, "{code}");
+        }
+        for code in [408, 429, 500, 502, 503, 504] {
+            assert!(matches!(outcome_of_status(StatusCode::from_u16(code).unwrap()), Outcome::Transient(_)), "{code}");
+        }
+        for code in [301, 302, 400, 401, 403, 404, 410, 413, 422] {
+            assert!(matches!(outcome_of_status(StatusCode::from_u16(code).unwrap()), Outcome::Permanent(_)), "{code}");
+        }
+    }
+
+    #[test]
+    fn passwords_are_masked_in_printed_urls() {
+        let url = "https://user:hunter2@hooks.example.com/x".parse().unwrap();
+        assert_eq!(masked(&url), "https://user:***@hooks.example.com/x");
+    }
+}

@@ -1,0 +1,196 @@
+//! Helpers shared by the relay's integration tests: a test event, enqueueing, recording and failing
+//! publishers, running relays, bounded waiting.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use outbox_core::store::PgStore;
+use outbox_core::{Outbox, OutboxEvent};
+use outbox_relay::{CancellationToken, Message, Outcome, Publisher, Relay, RelayConfig, RunSummary};
+use outbox_tests::pg::TestDatabase;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+/// The event every test enqueues: its aggregate and its number within the aggregate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TestEvent {
+    pub aggregate: String,
+    pub n: u32,
+    pub card_number: String,
+}
+
+impl OutboxEvent for TestEvent {
+    const EVENT_TYPE: &'static str = "test.happened";
+    const AGGREGATE_TYPE: &'static str = "test";
+    const VERSION: u32 = 1;
+
+    fn aggregate_id(&self) -> String {
+        self.aggregate.clone()
+    }
+
+    fn sensitive_paths() -> Vec<String> {
+        vec!["/card_number".to_owned()]
+    }
+}
+
+pub fn event(aggregate: impl Into<String>, n: u32) -> TestEvent {
+    TestEvent { aggregate: aggregate.into(), n, card_number: "4111111111111111".to_owned() }
+}
+
+/// Enqueues `events` in one committed transaction; returns their ids.
+pub async fn enqueue(pool: &PgPool, events: &[TestEvent]) -> Vec<Uuid> {
+    let mut tx = pool.begin().await.expect("begin");
+    let ids = Outbox::new().enqueue_all(&mut tx, events).await.expect("enqueue");
+    tx.commit().await.expect("commit");
+    ids
+}
+
+/// Enqueues `aggregates x per_aggregate` events, interleaved (event 0 of every aggregate, then event 1, ...),
+/// one transaction per round.
+pub async fn enqueue_interleaved(pool: &PgPool, aggregates: u32, per_aggregate: u32) -> Vec<Uuid> {
+    let mut ids = Vec::new();
+    for n in 0..per_aggregate {
+        let round: Vec<TestEvent> = (0..aggregates).map(|a| event(format!("agg-{a}"), n)).collect();
+        ids.extend(enqueue(pool, &round).await);
+    }
+    ids
+}
+
+/// One publish seen by a [`Recorder`].
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub relay: usize,
+    pub id: Uuid,
+    pub aggregate: String,
+    pub n: u32,
+}
+
+/// A publisher that records every message it publishes, in the order publish calls happen, and fails the
+/// events it is told to.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    pub seen: Mutex<Vec<Seen>>,
+    pub permanent: Mutex<HashSet<Uuid>>,
+    pub transient: Mutex<HashSet<Uuid>>,
+    pub calls: Mutex<Vec<usize>>,
+}
+
+impl Recorder {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    /// A publisher for relay number `relay` that records into this recorder.
+    pub fn for_relay(self: &Arc<Self>, relay: usize) -> RecordingPublisher {
+        RecordingPublisher { relay, recorder: Arc::clone(self) }
+    }
+}
+
+/// [`Recorder`]'s publisher for one relay.
+#[derive(Debug, Clone)]
+pub struct RecordingPublisher {
+    pub relay: usize,
+    pub recorder: Arc<Recorder>,
+}
+
+impl Publisher for RecordingPublisher {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        let permanent = self.recorder.permanent.lock().unwrap().clone();
+        let transient = self.recorder.transient.lock().unwrap().clone();
+        let mut seen = self.recorder.seen.lock().unwrap();
+        self.recorder.calls.lock().unwrap().push(batch.len());
+        batch
+            .iter()
+            .map(|message| {
+                if permanent.contains(&message.id) {
+                    return Outcome::permanent("rejected by the test");
+                }
+                if transient.contains(&message.id) {
+                    return Outcome::transient("broker unavailable (test)");
+                }
+                let payload: TestEvent = serde_json::from_str(&message.payload).expect("payload");
+                seen.push(Seen { relay: self.relay, id: message.id, aggregate: payload.aggregate, n: payload.n });
+                Outcome::Published
+            })
+            .collect()
+    }
+}
+
+/// A running relay.
+pub struct Running {
+    pub shutdown: CancellationToken,
+    pub handle: JoinHandle<outbox_relay::Result<RunSummary>>,
+}
+
+impl Running {
+    /// Stops the relay gracefully and returns its summary.
+    pub async fn stop(self) -> RunSummary {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.handle)
+            .await
+            .expect("relay did not stop within 30s")
+            .expect("relay task panicked")
+            .expect("relay failed")
+    }
+}
+
+pub fn start(db: &TestDatabase, publisher: impl Publisher, config: RelayConfig) -> Running {
+    let relay = Relay::new(PgStore::new(db.pool.clone()), publisher, config);
+    let shutdown = CancellationToken::new();
+    let handle = tokio::spawn(relay.run(shutdown.clone()));
+    Running { shutdown, handle }
+}
+
+/// A config for tests: fast polling, short backoff.
+pub fn config() -> outbox_relay::RelayConfigBuilder {
+    RelayConfig::builder()
+        .poll_interval(Duration::from_millis(10))
+        .backoff(Duration::from_millis(10), Duration::from_millis(50))
+}
+
+/// Waits until `condition` holds, checking every 20ms, for at most `timeout`; panics with `what` otherwise.
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if condition().await {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out after {timeout:?} waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Rows per status.
+pub async fn counts(pool: &PgPool) -> HashMap<String, i64> {
+    sqlx::query_as::<_, (String, i64)>("SELECT status, count(*) FROM outbox_events GROUP BY status")
+        .fetch_all(pool)
+        .await
+        .expect("count statuses")
+        .into_iter()
+        .collect()
+}
+
+pub async fn count(pool: &PgPool, status: &str) -> i64 {
+    counts(pool).await.get(status).copied().unwrap_or(0)
+}
+
+pub async fn status_of(pool: &PgPool, id: Uuid) -> String {
+    sqlx::query_scalar("SELECT status FROM outbox_events WHERE id = $1").bind(id).fetch_one(pool).await.expect("status")
+}

@@ -1,0 +1,277 @@
+//! The webhook publisher against a real HTTP server on 127.0.0.1: signatures, statuses, batches, and the relay
+//! end to end.
+
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use outbox_relay::{Message, Outcome, Publisher, Relay, RelayConfig, WebhookPublisher};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// What the receiving server saw, and how it answers.
+#[derive(Default)]
+struct Receiver {
+    requests: Mutex<Vec<(HeaderMap, Bytes)>>,
+    status: AtomicU16,
+    delay_ms: AtomicU64,
+}
+
+/// Starts a real HTTP server on 127.0.0.1 that records every request and answers with the configured status.
+async fn start_receiver() -> (Arc<Receiver>, url::Url) {
+    let receiver = Arc::new(Receiver { status: AtomicU16::new(204), ..Receiver::default() });
+    let state = receiver.clone();
+    let app = axum::Router::new().route(
+        "/hooks/outbox",
+        post(move |headers: HeaderMap, body: Bytes| {
+            let state = state.clone();
+            async move {
+                let delay = state.delay_ms.load(AtomicOrdering::SeqCst);
+                if delay > 0 {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
+                state.requests.lock().unwrap().push((headers, body));
+                StatusCode::from_u16(state.status.load(AtomicOrdering::SeqCst)).unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (receiver, format!("http://{address}/hooks/outbox").parse().unwrap())
+}
+
+fn publisher(url: &url::Url) -> WebhookPublisher {
+    WebhookPublisher::builder(url.clone()).secret(SECRET).timeout(Duration::from_millis(500)).build().unwrap()
+}
+
+fn message(n: u32) -> Message {
+    let mut message = Message::new(
+        uuid::Uuid::now_v7(),
+        "payment.paid",
+        "payment",
+        n.to_string(),
+        format!(r#"{{"payment_id":{n},"amount_cents":{}}}"#, n * 100),
+    );
+    message.version = 2;
+    message
+}
+
+/// The three signature headers of a request, as a receiver reads them.
+fn signature_headers(headers: &HeaderMap) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for name in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
+        let value = headers.get(name).unwrap_or_else(|| panic!("no {name} header")).clone();
+        map.insert(name, value);
+    }
+    map
+}
+
+/// Verifies a request as a receiver would, with the Standard Webhooks reference library.
+fn verify(headers: &HeaderMap, body: &[u8]) {
+    standardwebhooks::Webhook::new(SECRET)
+        .unwrap()
+        .verify(body, &signature_headers(headers))
+        .expect("the signature verifies with the secret");
+}
+
+#[tokio::test]
+async fn every_event_is_posted_once_with_a_signature_that_verifies_with_the_secret() {
+    let (receiver, url) = start_receiver().await;
+    let batch: Vec<_> = (1..=5).map(message).collect();
+    let outcomes = publisher(&url).publish(&batch).await;
+    assert_eq!(outcomes, vec![Outcome::Published; 5]);
+
+    let requests = receiver.requests.lock().unwrap();
+    assert_eq!(requests.len(), 5);
+    let mut seen = Vec::new();
+    for (headers, body) in requests.iter() {
+        verify(headers, body);
+        assert_eq!(headers["content-type"], "application/json");
+        let body: serde_json::Value = serde_json::from_slice(body).unwrap();
+        let id = headers["webhook-id"].to_str().unwrap().to_owned();
+        assert_eq!(body["id"], id.as_str(), "webhook-id is the event id");
+        let sent = batch.iter().find(|m| m.id.to_string() == id).expect("a known event");
+        assert_eq!(body["type"], "payment.paid");
+        assert_eq!(body["version"], 2);
+        assert_eq!(body["aggregate"], serde_json::json!({"type": "payment", "id": sent.aggregate_id}));
+        assert_eq!(body["data"], sent.payload_json().unwrap());
+        seen.push(id);
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 5);
+}
+
+#[tokio::test]
+async fn a_tampered_body_or_another_secret_does_not_verify() {
+    let (receiver, url) = start_receiver().await;
+    publisher(&url).publish(&[message(1)]).await;
+    let (headers, body) = receiver.requests.lock().unwrap()[0].clone();
+    let signature = signature_headers(&headers);
+    let mut tampered = body.to_vec();
+    tampered.extend_from_slice(b" ");
+    assert!(standardwebhooks::Webhook::new(SECRET).unwrap().verify(&tampered, &signature).is_err());
+    let other = standardwebhooks::Webhook::new("whsec_QW5vdGhlclNlY3JldEtleUJ5dGVzMTIzNA==").unwrap();
+    assert!(other.verify(&body, &signature).is_err(), "another secret does not verify");
+}
+
+#[tokio::test]
+async fn trace_context_headers_are_forwarded() {
+    let (receiver, url) = start_receiver().await;
+    let mut traced = message(1);
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    traced.headers.insert("traceparent".into(), traceparent.into());
+    traced.headers.insert("tracestate".into(), "congo=t61rcWkgMzE".into());
+    publisher(&url).publish(&[traced]).await;
+    let (headers, _) = receiver.requests.lock().unwrap()[0].clone();
+    assert_eq!(headers["traceparent"], traceparent);
+    assert_eq!(headers["tracestate"], "congo=t61rcWkgMzE");
+}
+
+#[tokio::test]
+async fn batch_mode_sends_one_signed_request_holding_every_event() {
+    let (receiver, url) = start_receiver().await;
+    let publisher = WebhookPublisher::builder(url).secret(SECRET).batch(true).build().unwrap();
+    let batch: Vec<_> = (1..=4).map(message).collect();
+    assert_eq!(publisher.publish(&batch).await, vec![Outcome::Published; 4]);
+    let requests = receiver.requests.lock().unwrap();
+    assert_eq!(requests.len(), 1);
+    let (headers, body) = &requests[0];
+    verify(headers, body);
+    let bodies: Vec<serde_json::Value> = serde_json::from_slice(body).unwrap();
+    let ids: Vec<_> = bodies.iter().map(|b| b["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(ids, batch.iter().map(|m| m.id.to_string()).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn statuses_map_to_published_transient_or_permanent() {
+    let (receiver, url) = start_receiver().await;
+    let publisher = publisher(&url);
+    for (status, expected) in [
+        (200, "published"),
+        (202, "published"),
+        (408, "transient"),
+        (429, "transient"),
+        (500, "transient"),
+        (503, "transient"),
+        (400, "permanent"),
+        (404, "permanent"),
+        (413, "permanent"),
+        (422, "permanent"),
+        (302, "permanent"),
+    ] {
+        receiver.status.store(status, AtomicOrdering::SeqCst);
+        let outcome = publisher.publish(&[message(1)]).await.remove(0);
+        let kind = match &outcome {
+            Outcome::Published => "published",
+            Outcome::Transient(_) => "transient",
+            Outcome::Permanent(_) => "permanent",
+        };
+        assert_eq!(kind, expected, "HTTP {status}: {outcome:?}");
+        if let Outcome::Transient(error) | Outcome::Permanent(error) = outcome {
+            assert_eq!(error.message(), format!("webhook answered HTTP {status}"));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_slow_or_unreachable_receiver_is_a_transient_failure() {
+    let (receiver, url) = start_receiver().await;
+    receiver.delay_ms.store(2_000, AtomicOrdering::SeqCst);
+    let outcome = publisher(&url).publish(&[message(1)]).await.remove(0);
+    assert_eq!(outcome, Outcome::transient("webhook timed out"));
+
+    // A port nobody listens on: bind one, then close it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let url: url::Url = format!("http://{closed}/hooks").parse().unwrap();
+    let outcome = publisher(&url).publish(&[message(1)]).await.remove(0);
+    match outcome {
+        Outcome::Transient(error) => {
+            assert!(error.message().starts_with("webhook request failed"), "{}", error.message());
+            assert!(!error.message().contains("/hooks"), "errors carry no URL: {}", error.message());
+        }
+        other => panic!("expected a transient failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn invalid_settings_are_refused_with_one_line_errors_and_never_show_the_password() {
+    let url: url::Url = "https://relay:hunter2@hooks.example.com/x".parse().unwrap();
+    let cases = [
+        (WebhookPublisher::builder(url.clone()), "a webhook needs a signing secret"),
+        (WebhookPublisher::builder(url.clone()).secret("whsec_not base64!"), "is not `whsec_` followed by base64"),
+        (WebhookPublisher::builder(url.clone()).secret(SECRET).timeout(Duration::ZERO), "timeout must be more than zero"),
+        (WebhookPublisher::builder(url.clone()).secret(SECRET).concurrency(0), "concurrency must be at least 1"),
+        (WebhookPublisher::builder("ftp://hooks.example.com/".parse().unwrap()).secret(SECRET), "a webhook URL is"),
+    ];
+    for (builder, expected) in cases {
+        let error = builder.build().unwrap_err().to_string();
+        assert!(error.contains(expected), "{error}");
+        assert!(!error.contains('\n'), "{error}");
+        assert!(!error.contains("hunter2"), "{error}");
+    }
+    let publisher = WebhookPublisher::builder(url).secret(SECRET).build().unwrap();
+    assert_eq!(publisher.to_string(), "https://relay:***@hooks.example.com/x");
+    let debug = format!("{publisher:?}");
+    assert!(!debug.contains("hunter2") && !debug.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), "{debug}");
+}
+
+#[tokio::test]
+async fn relay_publishes_committed_events_to_the_webhook_and_marks_them_published() {
+    use outbox_core::store::PgStore;
+    use outbox_core::OutboxEvent;
+
+    #[derive(serde::Serialize)]
+    struct OrderPlaced {
+        order_id: u32,
+    }
+    impl OutboxEvent for OrderPlaced {
+        const EVENT_TYPE: &'static str = "order.placed";
+        const AGGREGATE_TYPE: &'static str = "order";
+        const VERSION: u32 = 1;
+        fn aggregate_id(&self) -> String {
+            (self.order_id % 5).to_string()
+        }
+    }
+
+    let db = outbox_tests::pg::TestDatabase::migrated().await;
+    let events: Vec<_> = (0..20).map(|order_id| OrderPlaced { order_id }).collect();
+    let mut tx = db.pool.begin().await.unwrap();
+    let ids = outbox_core::Outbox::new().enqueue_all(&mut tx, &events).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let (receiver, url) = start_receiver().await;
+    let config = RelayConfig::builder().poll_interval(Duration::from_millis(20)).build().unwrap();
+    let relay = Relay::new(PgStore::new(db.pool.clone()), publisher(&url), config);
+    let shutdown = outbox_relay::CancellationToken::new();
+    let running = tokio::spawn(relay.run(shutdown.clone()));
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let published: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE status = 'published'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if published == 20 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "only {published} of 20 published within 30 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+
+    let requests = receiver.requests.lock().unwrap();
+    for (headers, body) in requests.iter() {
+        verify(headers, body);
+    }
+    let mut received: Vec<uuid::Uuid> =
+        requests.iter().map(|(headers, _)| headers["webhook-id"].to_str().unwrap().parse().unwrap()).collect();
+    received.sort();
+    received.dedup();
+    assert_eq!(received, ids, "every committed event reached the webhook");
+}
