@@ -40,6 +40,10 @@ pub enum Error {
     #[error("invalid identifier `{0}`: use 1 to 63 characters of [a-z0-9_], starting with a letter or `_`")]
     InvalidIdentifier(String),
 
+    /// An inbox consumer name is empty, longer than 200 bytes, or has control characters.
+    #[error("invalid inbox consumer name {0:?}: use 1 to 200 bytes without control characters")]
+    InvalidConsumer(String),
+
     /// The database reported an error; the transaction is in an unknown state and should be rolled back.
     #[error(transparent)]
     Database(#[from] sqlx::Error),

@@ -59,9 +59,11 @@
 #[path = "private.rs"]
 pub mod __private;
 mod backend;
+pub mod contracts;
 mod enqueue;
 mod error;
 mod event;
+pub mod inbox;
 mod migrate;
 mod new_event;
 mod payload;

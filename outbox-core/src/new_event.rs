@@ -32,7 +32,7 @@ pub type Headers = BTreeMap<String, String>;
 /// assert_eq!(event.id().get_version_num(), 7); // UUID v7: ids sort by creation time
 /// # Ok::<(), outbox_core::Error>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NewEvent {
     pub(crate) id: Uuid,
     pub(crate) event_type: &'static str,
@@ -42,6 +42,25 @@ pub struct NewEvent {
     pub(crate) payload: String,
     pub(crate) headers: Headers,
     pub(crate) sensitive_paths: Vec<String>,
+}
+
+/// Prints the metadata and the payload with its sensitive values redacted.
+impl std::fmt::Debug for NewEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let payload = serde_json::from_str::<serde_json::Value>(&self.payload)
+            .map(|payload| crate::redact::redacted(&payload, &self.sensitive_paths))
+            .unwrap_or_else(|_| serde_json::Value::String(crate::redact::REDACTED.to_owned()));
+        f.debug_struct("NewEvent")
+            .field("id", &self.id)
+            .field("event_type", &self.event_type)
+            .field("aggregate_type", &self.aggregate_type)
+            .field("aggregate_id", &self.aggregate_id)
+            .field("version", &self.version)
+            .field("payload", &payload)
+            .field("headers", &self.headers)
+            .field("sensitive_paths", &self.sensitive_paths)
+            .finish()
+    }
 }
 
 impl NewEvent {
@@ -123,5 +142,59 @@ impl NewEvent {
     /// The JSON pointers of the payload's sensitive values.
     pub fn sensitive_paths(&self) -> &[String] {
         &self.sensitive_paths
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NewEvent;
+    use crate::OutboxEvent;
+
+    #[derive(serde::Serialize)]
+    struct Signup {
+        user_id: u32,
+        email: String,
+    }
+
+    impl OutboxEvent for Signup {
+        const EVENT_TYPE: &'static str = "user.signed_up";
+        const AGGREGATE_TYPE: &'static str = "user";
+        const VERSION: u32 = 1;
+        fn aggregate_id(&self) -> String {
+            self.user_id.to_string()
+        }
+        fn sensitive_paths() -> Vec<String> {
+            vec!["/email".to_owned()]
+        }
+    }
+
+    #[test]
+    fn debug_output_redacts_sensitive_values() {
+        let event = NewEvent::new(&Signup { user_id: 3, email: "ana@example.com".into() }).unwrap();
+        let debug = format!("{event:?}");
+        assert!(!debug.contains("ana@example.com"), "{debug}");
+        assert!(debug.contains("[REDACTED]") && debug.contains("user.signed_up"), "{debug}");
+    }
+
+    #[test]
+    fn empty_aggregate_id_is_refused() {
+        let error = NewEvent::new(&Signup { user_id: 3, email: String::new() }).map(|_| ());
+        assert!(error.is_ok());
+        struct Nameless;
+        impl serde::Serialize for Nameless {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_unit()
+            }
+        }
+        impl OutboxEvent for Nameless {
+            const EVENT_TYPE: &'static str = "thing.happened";
+            const AGGREGATE_TYPE: &'static str = "thing";
+            const VERSION: u32 = 1;
+            fn aggregate_id(&self) -> String {
+                String::new()
+            }
+        }
+        let error = NewEvent::new(&Nameless).unwrap_err();
+        assert_eq!(error.to_string(), "invalid event `thing.happened`: the aggregate id must not be empty");
     }
 }

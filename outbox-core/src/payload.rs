@@ -10,11 +10,10 @@ use crate::{Error, Result};
 /// non-string keys (serde_json's own check) or a NaN or infinite float (which serde_json would turn into `null`).
 pub(crate) fn to_json<T: Serialize + ?Sized>(event_type: &'static str, value: &T) -> Result<String> {
     let mut finite = FiniteCheck { path: Vec::new() };
-    if let Err(NonFinite(path)) = value.serialize(&mut finite) {
-        // A `Serialize` impl that fails on its own reports the same failure below, with serde_json's message.
-        if let Some(path) = path {
-            return Err(Error::NonFiniteNumber { event_type, path });
-        }
+    // A `Serialize` impl that fails on its own (`NonFinite(None)`) reports the same failure below, with
+    // serde_json's message.
+    if let Err(NonFinite(Some(path))) = value.serialize(&mut finite) {
+        return Err(Error::NonFiniteNumber { event_type, path });
     }
     serde_json::to_string(value).map_err(|source| Error::Serialize { event_type, source })
 }

@@ -25,7 +25,7 @@ impl<'c, DB: Backend> InTransaction for &mut sqlx::Transaction<'c, DB> {
     type Database = DB;
 
     fn connection(&mut self) -> &mut DB::Connection {
-        &mut ***self
+        self
     }
 }
 

@@ -21,6 +21,14 @@ struct Address {
     country: String,
 }
 
+/// A newtype whose whole value is sensitive: `transparent` makes its pointer the value itself.
+#[derive(Serialize, schemars::JsonSchema, Redact)]
+#[serde(transparent)]
+struct Email {
+    #[outbox(sensitive)]
+    address: String,
+}
+
 /// A nested type with nothing sensitive, declared as such.
 #[derive(Serialize, schemars::JsonSchema)]
 struct Money {
@@ -52,6 +60,7 @@ struct WalletUpdated {
     recovery_codes: Vec<String>,
     balance: Money,
     note: Note,
+    contact: Email,
 }
 
 #[test]
@@ -72,8 +81,14 @@ fn every_container_shape_prefixes_the_nested_paths() {
             "/hidden_card",
             "/nickname",
             "/recovery_codes",
+            "/contact",
         ]
     );
+}
+
+#[test]
+fn a_transparent_newtype_marks_its_whole_value() {
+    assert_eq!(<Email as Redact>::redact_paths(), [""]);
 }
 
 #[test]
@@ -95,10 +110,11 @@ fn redaction_reaches_every_element_and_keeps_the_rest() {
         recovery_codes: vec!["abc".into()],
         balance: Money { cents: 10 },
         note: Note { text: "hi".into() },
+        contact: Email { address: "wally@example.com".into() },
     };
     let redacted = event.redacted();
     let text = redacted.to_string();
-    for secret in ["1111", "2222", "3333", "4444", "5555", "6666", "wally", "abc"] {
+    for secret in ["1111", "2222", "3333", "4444", "5555", "6666", "wally", "abc", "example.com"] {
         assert!(!text.contains(secret), "{secret} leaked: {text}");
     }
     assert_eq!(redacted["cards"][1]["brand"], "visa");

@@ -94,6 +94,10 @@ pub fn derive_outbox_event(input: TokenStream) -> TokenStream {
 /// Implements `outbox_core::Redact` for a struct nested in event payloads, from `#[outbox(sensitive)]` marks on
 /// its fields; takes `#[outbox(crate = "...")]` and applies the secret guard like `#[derive(OutboxEvent)]`.
 ///
+/// An event does not need it: `#[derive(OutboxEvent)]` implements `Redact` too, so an event can be nested in
+/// another. With `#[serde(transparent)]`, a sensitive field makes the whole value sensitive (a `Secret`
+/// newtype).
+///
 /// ```
 /// use outbox_core::Redact;
 ///

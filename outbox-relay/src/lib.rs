@@ -56,6 +56,18 @@ pub use outbox_core::store::Ordering;
 pub use publish::{FilePublisher, Message, Outcome, PublishError, Publisher, StdoutPublisher};
 #[cfg(feature = "webhook")]
 pub use publish::{WebhookBuilder, WebhookPublisher};
+#[cfg(feature = "rabbitmq")]
+pub use publish::{AmqpBuilder, AmqpPublisher};
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+pub use publish::{CloudEvents, ContentMode, Naming, Template};
+#[cfg(feature = "kafka")]
+pub use publish::{KafkaBuilder, KafkaPublisher};
+#[cfg(feature = "nats")]
+pub use publish::{NatsBuilder, NatsPublisher};
+#[cfg(feature = "redis")]
+pub use publish::{RedisBuilder, RedisPublisher};
+#[cfg(feature = "sqs")]
+pub use publish::{SqsBuilder, SqsPublisher};
 pub use relay::{Relay, RunSummary};
 pub use sink::{Sink, SinkPublisher};
 pub use tokio_util::sync::CancellationToken;

@@ -15,11 +15,17 @@ use tokio::sync::{Notify, Semaphore};
 use uuid::Uuid;
 
 /// A publisher that blocks in `publish` until released, and says when a publish has started.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Stalling {
     started: Arc<Notify>,
     release: Arc<Semaphore>,
     published: Arc<std::sync::Mutex<Vec<Uuid>>>,
+}
+
+impl Default for Stalling {
+    fn default() -> Self {
+        Self { started: Arc::default(), release: Arc::new(Semaphore::new(0)), published: Arc::default() }
+    }
 }
 
 impl Publisher for Stalling {

@@ -2,6 +2,9 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
+
+use uuid::Uuid;
 
 use crate::{NewEvent, Result};
 
@@ -22,6 +25,14 @@ pub trait Backend: sqlx::Database + sealed::Sealed {
         events: &'c [NewEvent],
         notify: Option<&'c str>,
     ) -> BoxFuture<'c, Result<()>>;
+
+    /// Inserts `(consumer, event_id)` into the inbox unless it is there; `true` when it was inserted.
+    #[doc(hidden)]
+    fn inbox_record<'c>(conn: &'c mut Self::Connection, consumer: &'c str, event_id: Uuid) -> BoxFuture<'c, Result<bool>>;
+
+    /// Deletes up to `limit` inbox records of `consumer` older than `age`; returns how many.
+    #[doc(hidden)]
+    fn inbox_purge<'a>(pool: &'a sqlx::Pool<Self>, consumer: &'a str, age: Duration, limit: u32) -> BoxFuture<'a, Result<u64>>;
 
     /// Applies the outbox migrations that are not applied yet, under a lock so concurrent callers wait.
     #[doc(hidden)]

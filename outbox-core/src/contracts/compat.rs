@@ -69,7 +69,7 @@ const TYPE_NAMES: [(u8, &str); 7] = [
 const ANNOTATIONS: &[&str] =
     &["title", "description", "examples", "default", "deprecated", "readOnly", "writeOnly", "$comment", SENSITIVE];
 
-static EMPTY: Map<String, Value> = Map::new();
+static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
 
 impl Walk {
     fn push(&mut self, rule: Rule, pointer: &str, old: String, new: String, backward: bool, forward: bool) {
@@ -493,7 +493,7 @@ fn is_sensitive(value: &Value) -> bool {
 fn as_map(value: &Value) -> Option<&Map<String, Value>> {
     match value {
         Value::Object(map) => Some(map),
-        Value::Bool(true) => Some(&EMPTY),
+        Value::Bool(true) => Some(&*EMPTY),
         _ => None,
     }
 }
@@ -682,7 +682,7 @@ fn types_text(branches: &[Value], nullable: bool) -> String {
 }
 
 /// A short description of a schema for reports: its types, or its values.
-fn summary(value: &Value) -> String {
+pub(crate) fn summary(value: &Value) -> String {
     let (branches, nullable) = branches(value);
     types_text(&branches, nullable)
 }
@@ -711,7 +711,7 @@ fn allowed_values(map: &Map<String, Value>) -> Option<Vec<Value>> {
 }
 
 fn properties(map: &Map<String, Value>) -> &Map<String, Value> {
-    map.get("properties").and_then(Value::as_object).unwrap_or(&EMPTY)
+    map.get("properties").and_then(Value::as_object).unwrap_or(&*EMPTY)
 }
 
 fn required(map: &Map<String, Value>) -> BTreeSet<&str> {

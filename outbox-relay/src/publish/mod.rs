@@ -12,7 +12,21 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+#[cfg(feature = "rabbitmq")]
+mod amqp;
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+mod cloudevents;
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+mod destination;
 mod file;
+#[cfg(feature = "kafka")]
+mod kafka;
+#[cfg(feature = "nats")]
+mod nats;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(feature = "sqs")]
+mod sqs;
 mod stdout;
 #[cfg(feature = "webhook")]
 mod webhook;
@@ -21,6 +35,21 @@ pub use file::FilePublisher;
 pub use stdout::StdoutPublisher;
 #[cfg(feature = "webhook")]
 pub use webhook::{WebhookBuilder, WebhookPublisher};
+
+#[cfg(feature = "rabbitmq")]
+pub use amqp::{AmqpBuilder, AmqpPublisher};
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+pub use cloudevents::{CloudEvents, ContentMode};
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+pub use destination::{Naming, Template};
+#[cfg(feature = "kafka")]
+pub use kafka::{KafkaBuilder, KafkaPublisher};
+#[cfg(feature = "nats")]
+pub use nats::{NatsBuilder, NatsPublisher};
+#[cfg(feature = "redis")]
+pub use redis::{RedisBuilder, RedisPublisher};
+#[cfg(feature = "sqs")]
+pub use sqs::{SqsBuilder, SqsPublisher};
 
 /// One event as a publisher sees it.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,6 +5,7 @@ mod batch_enqueue_is_one_statement;
 mod bad_payload_writes_nothing;
 mod enqueue_commits_or_rolls_back_with_the_domain_change;
 mod events;
+mod inbox_processes_each_event_once;
 mod migrations_are_idempotent_and_coexist;
 mod notify_arrives_only_after_commit;
 mod same_promises_on_both_backends;

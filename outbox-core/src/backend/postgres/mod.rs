@@ -3,6 +3,7 @@
 mod admin;
 mod claim;
 mod control;
+mod inbox;
 mod inspect;
 mod lease;
 mod listen;
@@ -99,6 +100,19 @@ impl Backend for Postgres {
             query.execute(conn).await?;
             Ok(())
         })
+    }
+
+    fn inbox_record<'c>(conn: &'c mut PgConnection, consumer: &'c str, event_id: uuid::Uuid) -> BoxFuture<'c, Result<bool>> {
+        Box::pin(inbox::record(conn, consumer, event_id))
+    }
+
+    fn inbox_purge<'a>(
+        pool: &'a PgPool,
+        consumer: &'a str,
+        age: std::time::Duration,
+        limit: u32,
+    ) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(inbox::purge(pool, consumer, age, limit))
     }
 
     fn migrate(pool: &PgPool) -> BoxFuture<'_, Result<()>> {

@@ -23,6 +23,15 @@ SELECT json_extract(e.value, '$.id'), json_extract(e.value, '$.aggregate_type'),
   FROM json_each(?1) AS e
  ORDER BY e.key";
 
+const INBOX_RECORD: &str = "INSERT INTO outbox_inbox (consumer, event_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING";
+
+/// A bounded batch, so a purge never holds the write lock for long.
+const INBOX_PURGE: &str = "\
+DELETE FROM outbox_inbox
+ WHERE rowid IN (SELECT rowid FROM outbox_inbox
+                  WHERE consumer = ?1 AND processed_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)
+                  LIMIT ?3)";
+
 /// The bookkeeping of applied migrations, in [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE).
 const CREATE_MIGRATIONS_TABLE: &str = "\
 CREATE TABLE IF NOT EXISTS _outbox_migrations (
@@ -69,6 +78,38 @@ impl Backend for Sqlite {
                 .collect();
             sqlx::query(INSERT).bind(super::json_text(&rows)).execute(conn).await?;
             Ok(())
+        })
+    }
+
+    fn inbox_record<'c>(
+        conn: &'c mut SqliteConnection,
+        consumer: &'c str,
+        event_id: uuid::Uuid,
+    ) -> BoxFuture<'c, Result<bool>> {
+        Box::pin(async move {
+            let done = sqlx::query(INBOX_RECORD)
+                .bind(consumer)
+                .bind(event_id.hyphenated().to_string())
+                .execute(conn)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        })
+    }
+
+    fn inbox_purge<'a>(
+        pool: &'a SqlitePool,
+        consumer: &'a str,
+        age: std::time::Duration,
+        limit: u32,
+    ) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            let done = sqlx::query(INBOX_PURGE)
+                .bind(consumer)
+                .bind(format!("-{:.3} seconds", age.as_secs_f64()))
+                .bind(i64::from(limit))
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected())
         })
     }
 

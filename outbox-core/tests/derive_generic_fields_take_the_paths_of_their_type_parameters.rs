@@ -41,3 +41,21 @@ fn a_generic_aggregate_id_is_formatted_with_display() {
 fn generic_events_are_not_registered() {
     assert!(outbox_core::registry::events().iter().all(|e| e.event_type() != "audit.recorded"));
 }
+
+#[derive(Serialize, OutboxEvent)]
+#[outbox(event_type = "note.borrowed", aggregate = "note", version = 1)]
+struct NoteBorrowed<'a> {
+    #[outbox(aggregate_id)]
+    note_id: &'a str,
+    #[outbox(sensitive)]
+    body: &'a str,
+}
+
+#[test]
+fn a_struct_with_a_lifetime_borrows_its_fields() {
+    let body = String::from("dear diary");
+    let event = NoteBorrowed { note_id: "n-1", body: &body };
+    assert_eq!(event.aggregate_id(), "n-1");
+    assert_eq!(NoteBorrowed::sensitive_paths(), ["/body"]);
+    assert!(!event.redacted().to_string().contains("diary"));
+}

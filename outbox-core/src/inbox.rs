@@ -1,0 +1,178 @@
+//! The consumer side: process each event at most once per consumer, in the consumer's own transaction.
+
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::{Backend, Error, InTransaction, Result};
+
+/// Deduplicates deliveries for one consumer.
+///
+/// Delivery is at least once, so a consumer may see an event again (a relay crashed between publish and mark, a
+/// broker redelivered). The outbox prevents loss; the inbox prevents duplicate effects: record the event id in
+/// `outbox_inbox` in the same transaction as the consumer's own writes. If the id was already recorded, the
+/// effect already happened and the delivery is skipped; if the handler fails, the transaction rolls back the
+/// effect and the record together, so a redelivery runs it again.
+///
+/// # Example
+///
+/// ```no_run
+/// use outbox_core::inbox::{Inbox, Processed};
+///
+/// # async fn run(pool: sqlx::PgPool, event_id: uuid::Uuid) -> Result<(), outbox_core::Error> {
+/// let inbox = Inbox::new("billing")?;
+/// let processed = inbox
+///     .process(&pool, event_id, async |tx| {
+///         sqlx::query("UPDATE invoices SET status = 'paid' WHERE id = $1").bind(7_i64).execute(&mut **tx).await?;
+///         Ok::<_, outbox_core::Error>(())
+///     })
+///     .await?;
+/// if let Processed::Duplicate = processed {
+///     println!("already processed {event_id}; skipped");
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Inbox {
+    consumer: String,
+}
+
+/// The result of [`Inbox::process`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Processed<T> {
+    /// First delivery: the handler ran and its transaction committed with the inbox record.
+    Done(T),
+    /// The event was processed before; the handler did not run.
+    Duplicate,
+}
+
+impl Inbox {
+    /// The inbox of consumer `consumer` (a stable name per consuming service, e.g. `billing`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConsumer`] when the name is empty, longer than 200 bytes, or has control characters.
+    pub fn new(consumer: impl Into<String>) -> Result<Self> {
+        let consumer = consumer.into();
+        if consumer.is_empty() || consumer.len() > 200 || consumer.chars().any(char::is_control) {
+            return Err(Error::InvalidConsumer(consumer));
+        }
+        Ok(Self { consumer })
+    }
+
+    /// The consumer name.
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+
+    /// Records `event_id` as processed in the caller's transaction. Returns `true` the first time (run the
+    /// effect, then commit), `false` when it was processed before (skip it).
+    ///
+    /// A concurrent delivery of the same event waits for this transaction: it sees `false` if this one commits,
+    /// and `true` if it rolls back.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] when the insert fails.
+    pub async fn record<T: InTransaction>(&self, mut tx: T, event_id: Uuid) -> Result<bool> {
+        <T::Database as Backend>::inbox_record(tx.connection(), &self.consumer, event_id).await
+    }
+
+    /// Runs `handler` in a new transaction unless the event was processed before, and commits its writes
+    /// together with the inbox record.
+    ///
+    /// If the handler returns an error, the transaction rolls back (its writes and the record) and the error
+    /// is returned, so a redelivery processes the event again.
+    ///
+    /// # Errors
+    ///
+    /// The handler's error, or [`Error`] (converted into `E`) when the database fails.
+    pub async fn process<DB, T, E, F>(&self, pool: &sqlx::Pool<DB>, event_id: Uuid, handler: F) -> Result<Processed<T>, E>
+    where
+        DB: Backend,
+        E: From<Error>,
+        F: AsyncFnOnce(&mut sqlx::Transaction<'static, DB>) -> Result<T, E>,
+    {
+        let mut tx = pool.begin().await.map_err(Error::from)?;
+        if !self.record(&mut tx, event_id).await? {
+            tx.rollback().await.map_err(Error::from)?;
+            return Ok(Processed::Duplicate);
+        }
+        let value = handler(&mut tx).await?; // an error drops `tx`, which rolls it back
+        tx.commit().await.map_err(Error::from)?;
+        Ok(Processed::Done(value))
+    }
+
+    /// Deletes this consumer's records older than `age`, at most `limit` at a time, and returns how many went.
+    /// Keep records for longer than any redelivery can take (the broker's retention, the relay's retry window):
+    /// an event redelivered after its record is gone is processed again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] when the delete fails.
+    pub async fn purge<DB: Backend>(&self, pool: &sqlx::Pool<DB>, age: Duration, limit: u32) -> Result<u64> {
+        let mut deleted = 0;
+        loop {
+            let batch = DB::inbox_purge(pool, &self.consumer, age, limit.max(1)).await?;
+            deleted += batch;
+            if batch < u64::from(limit.max(1)) {
+                return Ok(deleted);
+            }
+        }
+    }
+}
+
+/// The header names our publishers put the event id in, in the order they are looked up: CloudEvents `id` in
+/// each protocol binding's spelling, the Standard Webhooks id, the NATS deduplication id, and a plain name.
+pub const EVENT_ID_HEADERS: [&str; 7] =
+    ["ce-id", "ce_id", "cloudEvents:id", "cloudEvents_id", "webhook-id", "Nats-Msg-Id", "event-id"];
+
+/// Finds the event id in a received message's headers (see [`EVENT_ID_HEADERS`]; names compare without case).
+///
+/// # Example
+///
+/// ```
+/// let id = uuid::Uuid::now_v7();
+/// let headers = [("content-type", "application/json".to_owned()), ("ce_id", id.to_string())];
+/// let found = outbox_core::inbox::event_id_from_headers(headers.iter().map(|(k, v)| (*k, v.as_str())));
+/// assert_eq!(found, Some(id));
+/// ```
+pub fn event_id_from_headers<'h>(headers: impl IntoIterator<Item = (&'h str, &'h str)>) -> Option<Uuid> {
+    let headers: Vec<(&str, &str)> = headers.into_iter().collect();
+    EVENT_ID_HEADERS.iter().find_map(|wanted| {
+        headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(wanted))
+            .and_then(|(_, value)| Uuid::parse_str(value.trim()).ok())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{event_id_from_headers, Inbox};
+
+    #[test]
+    fn event_id_is_found_under_every_binding_name_and_case() {
+        let id = uuid::Uuid::now_v7();
+        for name in ["ce-id", "CE_ID", "cloudEvents:id", "cloudevents_id", "webhook-id", "nats-msg-id", "event-id"] {
+            let value = id.to_string();
+            assert_eq!(event_id_from_headers([(name, value.as_str())]), Some(id), "{name}");
+        }
+    }
+
+    #[test]
+    fn missing_or_malformed_ids_are_none() {
+        assert_eq!(event_id_from_headers([("content-type", "text/plain")]), None);
+        assert_eq!(event_id_from_headers([("ce-id", "not-a-uuid")]), None);
+    }
+
+    #[test]
+    fn consumer_names_are_validated() {
+        assert!(Inbox::new("billing").is_ok());
+        for bad in [String::new(), "a\nb".to_owned(), "x".repeat(201)] {
+            assert!(Inbox::new(bad).is_err());
+        }
+    }
+}

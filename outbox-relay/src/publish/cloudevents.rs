@@ -1,0 +1,316 @@
+//! The CloudEvents 1.0 envelope the broker publishers put around an event.
+//!
+//! **Binary mode** (the default): the payload, as enqueued, is the message body, and the event's attributes travel
+//! as message headers named per the broker's CloudEvents protocol binding: `ce_id` for Kafka (and, for want of a
+//! binding, SQS and Redis), `ce-id` for NATS, `cloudEvents:id` for AMQP. **Structured mode**: the whole event is
+//! the body, as `application/cloudevents+json`.
+//!
+//! Attributes: `id` (the event id), `source` (configurable, default `outbox`), `specversion` `1.0`, `type` (the
+//! event type), `subject` (the aggregate id), `time` (when the event was enqueued, RFC 3339), `datacontenttype`
+//! `application/json`, `dataschema` (`<base><event_type>/v<version>.schema.json`, matching the
+//! `contracts/<event_type>/v<version>.schema.json` layout, when a base URI is configured), and two extension
+//! attributes: `schemaversion` (the payload's schema version) and `aggregatetype`. The W3C `traceparent` and
+//! `tracestate` captured at enqueue are forwarded under their own names, as the distributed tracing extension
+//! says.
+
+use std::fmt;
+
+use serde_json::value::RawValue;
+use time::format_description::well_known::Rfc3339;
+
+use super::Message;
+
+/// The content type of a structured-mode body.
+pub const STRUCTURED_CONTENT_TYPE: &str = "application/cloudevents+json";
+
+/// The content type of the payload.
+pub const DATA_CONTENT_TYPE: &str = "application/json";
+
+/// Trace context headers forwarded from the event's row.
+const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
+
+/// How the event travels: attributes as headers (binary) or the whole envelope as the body (structured).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContentMode {
+    /// The payload is the body; CloudEvents attributes are headers.
+    #[default]
+    Binary,
+    /// The body is the CloudEvents JSON envelope (`application/cloudevents+json`) with the payload as `data`.
+    Structured,
+}
+
+impl ContentMode {
+    /// Parses `binary` or `structured`.
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        match value {
+            "binary" => Some(ContentMode::Binary),
+            "structured" => Some(ContentMode::Structured),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ContentMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ContentMode::Binary => "binary",
+            ContentMode::Structured => "structured",
+        })
+    }
+}
+
+/// How a protocol binding spells attribute header names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Binding {
+    /// Kafka: `ce_` prefix, `content-type` header.
+    Kafka,
+    /// NATS (and HTTP): `ce-` prefix, `content-type` header.
+    Nats,
+    /// AMQP: `cloudEvents:` prefix; the content type is a message property.
+    Amqp,
+    /// SQS message attributes and Redis stream fields (no official binding): `ce_` prefix as Kafka.
+    Underscore,
+}
+
+impl Binding {
+    fn prefix(self) -> &'static str {
+        match self {
+            Binding::Kafka | Binding::Underscore => "ce_",
+            Binding::Nats => "ce-",
+            Binding::Amqp => "cloudEvents:",
+        }
+    }
+}
+
+/// The CloudEvents settings of a publisher: `source`, where the contracts are published, and the content mode.
+///
+/// # Example
+///
+/// ```
+/// use outbox_relay::{CloudEvents, ContentMode};
+///
+/// let envelope = CloudEvents::new()
+///     .source("https://shop.example.com/orders")
+///     .schema_base("https://contracts.example.com/")?
+///     .mode(ContentMode::Structured);
+/// assert_eq!(envelope.source_uri(), "https://shop.example.com/orders");
+/// # Ok::<(), outbox_relay::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct CloudEvents {
+    source: String,
+    schema_base: Option<String>,
+    mode: ContentMode,
+}
+
+impl Default for CloudEvents {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CloudEvents {
+    /// Source `outbox`, no `dataschema`, binary mode.
+    pub fn new() -> Self {
+        Self { source: "outbox".to_owned(), schema_base: None, mode: ContentMode::Binary }
+    }
+
+    /// The `source` attribute: a URI-reference naming the producing service (default `outbox`).
+    pub fn source(mut self, source: impl Into<String>) -> Self {
+        self.source = source.into();
+        self
+    }
+
+    /// Where the contracts are published: `dataschema` becomes `<base><event_type>/v<version>.schema.json`. A
+    /// missing trailing `/` is added.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSink`](crate::Error::InvalidSink) when `base` is not an absolute URI.
+    pub fn schema_base(mut self, base: &str) -> crate::Result<Self> {
+        if url::Url::parse(base).is_err() {
+            return Err(crate::Error::InvalidSink {
+                sink: base.to_owned(),
+                reason: "the dataschema base must be an absolute URI, e.g. `https://example.com/contracts/`"
+                    .to_owned(),
+            });
+        }
+        let mut base = base.to_owned();
+        if !base.ends_with('/') {
+            base.push('/');
+        }
+        self.schema_base = Some(base);
+        Ok(self)
+    }
+
+    /// Binary (default) or structured content mode.
+    pub fn mode(mut self, mode: ContentMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The `source` attribute.
+    pub fn source_uri(&self) -> &str {
+        &self.source
+    }
+
+    /// The content mode.
+    pub fn content_mode(&self) -> ContentMode {
+        self.mode
+    }
+
+    /// The `dataschema` of `message`, when a schema base is configured.
+    pub fn dataschema(&self, message: &Message) -> Option<String> {
+        self.schema_base.as_ref().map(|base| format!("{base}{}/v{}.schema.json", message.event_type, message.version))
+    }
+
+    /// Reads the options every broker URL shares: `source`, `schema_base` and `mode` (`binary`/`structured`).
+    pub(crate) fn from_query(query: &mut super::destination::Query<'_>) -> crate::Result<Self> {
+        let mut envelope = CloudEvents::new();
+        if let Some(source) = query.take("source") {
+            if source.is_empty() {
+                return Err(query.invalid("`source` must not be empty"));
+            }
+            envelope = envelope.source(source);
+        }
+        if let Some(base) = query.take("schema_base") {
+            envelope =
+                envelope.schema_base(&base).map_err(|_| query.invalid("`schema_base` must be an absolute URI"))?;
+        }
+        if let Some(mode) = query.take("mode") {
+            let mode = ContentMode::parse(&mode).ok_or_else(|| query.invalid("`mode` is `binary` or `structured`"))?;
+            envelope = envelope.mode(mode);
+        }
+        Ok(envelope)
+    }
+
+    /// The context attributes of `message`, unprefixed, in a stable order. The data content type is not among
+    /// them: each binding carries it its own way.
+    pub(crate) fn attributes(&self, message: &Message) -> Vec<(&'static str, String)> {
+        let mut attributes = vec![
+            ("id", message.id.to_string()),
+            ("source", self.source.clone()),
+            ("specversion", "1.0".to_owned()),
+            ("type", message.event_type.clone()),
+            ("subject", message.aggregate_id.clone()),
+            ("time", message.created_at.format(&Rfc3339).unwrap_or_default()),
+        ];
+        if let Some(schema) = self.dataschema(message) {
+            attributes.push(("dataschema", schema));
+        }
+        attributes.push(("schemaversion", message.version.to_string()));
+        attributes.push(("aggregatetype", message.aggregate_type.clone()));
+        attributes
+    }
+
+    /// The headers of `message` for `binding`, without the content type: the prefixed attributes in binary mode
+    /// (none in structured mode), then the trace context.
+    pub(crate) fn headers(&self, message: &Message, binding: Binding) -> Vec<(String, String)> {
+        let mut headers = Vec::new();
+        if self.mode == ContentMode::Binary {
+            let prefix = binding.prefix();
+            headers.extend(self.attributes(message).into_iter().map(|(name, value)| (format!("{prefix}{name}"), value)));
+        }
+        headers.extend(trace_headers(message).map(|(name, value)| (name.to_owned(), value.to_owned())));
+        headers
+    }
+
+    /// The content type of the body: `application/json` in binary mode, `application/cloudevents+json` in
+    /// structured mode.
+    pub(crate) fn content_type(&self) -> &'static str {
+        match self.mode {
+            ContentMode::Binary => DATA_CONTENT_TYPE,
+            ContentMode::Structured => STRUCTURED_CONTENT_TYPE,
+        }
+    }
+
+    /// The body: the payload (binary mode) or the JSON envelope (structured mode).
+    pub(crate) fn body(&self, message: &Message) -> Vec<u8> {
+        match self.mode {
+            ContentMode::Binary => message.payload.as_bytes().to_vec(),
+            ContentMode::Structured => self.structured(message).into_bytes(),
+        }
+    }
+
+    /// The structured-mode envelope of `message`.
+    pub(crate) fn structured(&self, message: &Message) -> String {
+        let mut envelope = serde_json::Map::new();
+        for (name, value) in self.attributes(message) {
+            envelope.insert(name.to_owned(), serde_json::Value::String(value));
+        }
+        envelope.insert("datacontenttype".to_owned(), DATA_CONTENT_TYPE.into());
+        for (name, value) in trace_headers(message) {
+            envelope.insert(name.to_owned(), value.into());
+        }
+        // The payload is JSON from the outbox table; it is spliced in verbatim rather than re-encoded.
+        let head = serde_json::to_string(&envelope).unwrap_or_else(|_| "{}".to_owned());
+        let data = serde_json::from_str::<&RawValue>(&message.payload).map(RawValue::get).unwrap_or("null");
+        match head.strip_suffix('}') {
+            Some(open) if open.len() > 1 => format!("{open},\"data\":{data}}}"),
+            _ => format!("{{\"data\":{data}}}"),
+        }
+    }
+}
+
+/// The trace context headers of `message` (`traceparent`, `tracestate`) that it has.
+pub(crate) fn trace_headers(message: &Message) -> impl Iterator<Item = (&'static str, &str)> {
+    TRACE_HEADERS.iter().filter_map(|name| message.headers.get(*name).map(|value| (*name, value.as_str())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Binding, CloudEvents, ContentMode};
+    use crate::Message;
+
+    fn message() -> Message {
+        let mut message = Message::new(uuid::Uuid::nil(), "order.placed", "order", "42", r#"{"total": 12.5}"#);
+        message.version = 3;
+        message.headers.insert("traceparent".into(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
+        message.created_at =
+            time::OffsetDateTime::from_unix_timestamp(1_767_323_045).unwrap() + time::Duration::milliseconds(500);
+        message
+    }
+
+    #[test]
+    fn binary_mode_headers_follow_each_binding() {
+        let envelope = CloudEvents::new().schema_base("https://example.com/contracts").unwrap();
+        let headers = envelope.headers(&message(), Binding::Kafka);
+        let get = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+        assert_eq!(get("ce_id"), Some("00000000-0000-0000-0000-000000000000"));
+        assert_eq!(get("ce_source"), Some("outbox"));
+        assert_eq!(get("ce_specversion"), Some("1.0"));
+        assert_eq!(get("ce_type"), Some("order.placed"));
+        assert_eq!(get("ce_subject"), Some("42"));
+        assert_eq!(get("ce_time"), Some("2026-01-02T03:04:05.5Z"));
+        assert_eq!(get("ce_dataschema"), Some("https://example.com/contracts/order.placed/v3.schema.json"));
+        assert_eq!(get("ce_schemaversion"), Some("3"));
+        assert_eq!(get("ce_aggregatetype"), Some("order"));
+        assert_eq!(get("traceparent"), Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+        assert!(envelope.headers(&message(), Binding::Nats).iter().any(|(n, _)| n == "ce-id"));
+        assert!(envelope.headers(&message(), Binding::Amqp).iter().any(|(n, _)| n == "cloudEvents:id"));
+        assert_eq!(envelope.body(&message()), br#"{"total": 12.5}"#);
+        assert_eq!(envelope.content_type(), "application/json");
+    }
+
+    #[test]
+    fn structured_mode_puts_the_envelope_in_the_body() {
+        let envelope = CloudEvents::new().source("/shop").mode(ContentMode::Structured);
+        let body: serde_json::Value = serde_json::from_slice(&envelope.body(&message())).unwrap();
+        assert_eq!(body["specversion"], "1.0");
+        assert_eq!(body["source"], "/shop");
+        assert_eq!(body["type"], "order.placed");
+        assert_eq!(body["datacontenttype"], "application/json");
+        assert_eq!(body["data"], serde_json::json!({"total": 12.5}));
+        assert_eq!(body["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        assert!(body.get("dataschema").is_none());
+        let headers = envelope.headers(&message(), Binding::Kafka);
+        assert_eq!(headers.len(), 1, "only the trace context is a header: {headers:?}");
+        assert_eq!(envelope.content_type(), "application/cloudevents+json");
+    }
+
+    #[test]
+    fn schema_bases_must_be_absolute() {
+        assert!(CloudEvents::new().schema_base("contracts/").is_err());
+    }
+}

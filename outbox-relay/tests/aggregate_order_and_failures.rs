@@ -1,0 +1,172 @@
+//! Ordering per aggregate across relays, head-of-line blocking of a failing aggregate only, retries with
+//! bounded backoff, and exhausted attempts.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::{count, enqueue, enqueue_interleaved, event, start, status_of, wait_until, Recorder};
+use outbox_core::store::{Ordering, PgStore, RetryTarget, Store};
+use outbox_tests::pg::TestDatabase;
+use time::OffsetDateTime;
+
+#[tokio::test]
+async fn three_relays_publish_each_aggregate_in_order() {
+    let db = TestDatabase::migrated().await;
+    enqueue_interleaved(&db.pool, 200, 50).await;
+    let recorder = Recorder::new();
+    let relays: Vec<_> = (0..3)
+        .map(|r| start(&db, recorder.for_relay(r), common::config().batch_size(100).concurrency(2).build().unwrap()))
+        .collect();
+    wait_until(Duration::from_secs(120), "all 10000 are published", || async {
+        count(&db.pool, "published").await == 10_000
+    })
+    .await;
+    for relay in relays {
+        relay.stop().await;
+    }
+    let mut by_aggregate: HashMap<String, Vec<u32>> = HashMap::new();
+    let mut relays_used = std::collections::HashSet::new();
+    for seen in recorder.seen() {
+        by_aggregate.entry(seen.aggregate).or_default().push(seen.n);
+        relays_used.insert(seen.relay);
+    }
+    assert_eq!(by_aggregate.len(), 200);
+    let expected: Vec<u32> = (0..50).collect();
+    for (aggregate, order) in &by_aggregate {
+        assert_eq!(order, &expected, "aggregate {aggregate} arrived out of order");
+    }
+    assert!(relays_used.len() > 1, "only one relay did all the work; the test shows nothing about several");
+}
+
+#[tokio::test]
+async fn unordered_relays_publish_everything_in_large_batches() {
+    let db = TestDatabase::migrated().await;
+    enqueue_interleaved(&db.pool, 5, 400).await;
+    let recorder = Recorder::new();
+    let relay = start(&db, recorder.for_relay(0), common::config().ordering(Ordering::None).batch_size(200).build().unwrap());
+    wait_until(Duration::from_secs(60), "all 2000 are published", || async {
+        count(&db.pool, "published").await == 2000
+    })
+    .await;
+    relay.stop().await;
+    let calls = recorder.calls.lock().unwrap().clone();
+    // The batch size adapts up to its maximum while a backlog exists.
+    assert_eq!(calls.iter().max(), Some(&200), "batch sizes: {calls:?}");
+}
+
+#[tokio::test]
+async fn poison_event_fails_and_only_its_aggregate_waits() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    let mut ids = HashMap::new();
+    for n in 0..5 {
+        let round: Vec<_> = (0..20).map(|a| event(format!("agg-{a}"), n)).collect();
+        for (a, id) in enqueue(&db.pool, &round).await.into_iter().enumerate() {
+            ids.insert((a, n), id);
+        }
+    }
+    let poison = ids[&(3, 1)];
+    let recorder = Recorder::new();
+    recorder.permanent.lock().unwrap().insert(poison);
+    let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
+
+    wait_until(Duration::from_secs(30), "the 19 healthy aggregates and agg-3's first event are published", || async {
+        count(&db.pool, "published").await == 19 * 5 + 1
+    })
+    .await;
+    assert_eq!(status_of(&db.pool, poison).await, "failed");
+    let last_error: Option<String> =
+        sqlx::query_scalar("SELECT last_error FROM outbox_events WHERE id = $1").bind(poison).fetch_one(&db.pool).await.unwrap();
+    assert_eq!(last_error.as_deref(), Some("rejected by the test"));
+    // Head-of-line: agg-3's later events wait behind the failed one.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for n in 2..5 {
+        assert_eq!(status_of(&db.pool, ids[&(3, n)]).await, "pending");
+    }
+
+    // Cancelling the poison event unblocks the aggregate.
+    assert_eq!(store.cancel(&[poison]).await.unwrap(), vec![poison]);
+    wait_until(Duration::from_secs(30), "agg-3's remaining events are published", || async {
+        count(&db.pool, "published").await == 20 * 5 - 1
+    })
+    .await;
+    relay.stop().await;
+    let agg3: Vec<u32> = recorder.seen().into_iter().filter(|s| s.aggregate == "agg-3").map(|s| s.n).collect();
+    assert_eq!(agg3, [0, 2, 3, 4]);
+}
+
+#[tokio::test]
+async fn retrying_a_failed_event_publishes_it_and_then_its_successors() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    let ids = enqueue(&db.pool, &[event("r", 0), event("r", 1)]).await;
+    let recorder = Recorder::new();
+    recorder.permanent.lock().unwrap().insert(ids[0]);
+    let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
+    wait_until(Duration::from_secs(20), "the first event fails", || async { count(&db.pool, "failed").await == 1 }).await;
+    recorder.permanent.lock().unwrap().clear();
+    assert_eq!(store.retry(&RetryTarget::AllFailed { event_type: None }).await.unwrap(), vec![ids[0]]);
+    wait_until(Duration::from_secs(20), "both are published", || async { count(&db.pool, "published").await == 2 }).await;
+    relay.stop().await;
+    let order: Vec<u32> = recorder.seen().into_iter().map(|s| s.n).collect();
+    assert_eq!(order, [0, 1]);
+}
+
+/// The database's clock.
+async fn db_now(db: &TestDatabase) -> OffsetDateTime {
+    sqlx::query_scalar("SELECT clock_timestamp()").fetch_one(&db.pool).await.unwrap()
+}
+
+async fn schedule(db: &TestDatabase, id: uuid::Uuid) -> (i32, OffsetDateTime, Option<String>) {
+    sqlx::query_as("SELECT attempts, next_attempt_at, last_error FROM outbox_events WHERE id = $1")
+        .bind(id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn transient_failures_back_off_within_bounds_then_fail_when_attempts_run_out() {
+    let db = TestDatabase::migrated().await;
+    let id = enqueue(&db.pool, &[event("flaky", 0)]).await[0];
+    let recorder = Recorder::new();
+    recorder.transient.lock().unwrap().insert(id);
+    let base = Duration::from_secs(100);
+    let max = Duration::from_secs(150);
+    let config = common::config().backoff(base, max).max_attempts(3).build().unwrap();
+    let relay = start(&db, recorder.for_relay(0), config);
+
+    // Each failure schedules the next attempt at most min(max, base * 2^(attempts - 1)) after it happened.
+    for (attempt, ceiling) in [(1, base), (2, max)] {
+        let before = db_now(&db).await;
+        if attempt > 1 {
+            // Skip the wait: make the retry due now.
+            sqlx::query("UPDATE outbox_events SET next_attempt_at = now() WHERE id = $1").bind(id).execute(&db.pool).await.unwrap();
+        }
+        wait_until(Duration::from_secs(20), "the attempt is recorded", || async {
+            schedule(&db, id).await.0 == attempt
+        })
+        .await;
+        let after = db_now(&db).await;
+        let (_, next_attempt_at, last_error) = schedule(&db, id).await;
+        assert_eq!(status_of(&db.pool, id).await, "pending");
+        assert_eq!(last_error.as_deref(), Some("broker unavailable (test)"));
+        assert!(next_attempt_at >= before, "attempt {attempt}: next attempt before the failure");
+        assert!(
+            next_attempt_at <= after + ceiling,
+            "attempt {attempt}: next attempt {next_attempt_at} later than {ceiling:?} after {after}"
+        );
+    }
+
+    // The third failure is the last allowed attempt: failed at once.
+    sqlx::query("UPDATE outbox_events SET next_attempt_at = now() WHERE id = $1").bind(id).execute(&db.pool).await.unwrap();
+    wait_until(Duration::from_secs(20), "the event is failed", || async { status_of(&db.pool, id).await == "failed" })
+        .await;
+    let (attempts, _, last_error) = schedule(&db, id).await;
+    assert_eq!(attempts, 3);
+    assert!(last_error.unwrap().starts_with("gave up after 3 attempts"));
+    let summary = relay.stop().await;
+    assert_eq!((summary.retried, summary.failed), (2, 1));
+}

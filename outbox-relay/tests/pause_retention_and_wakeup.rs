@@ -1,0 +1,161 @@
+//! The control row pauses claiming; retention deletes only old finished rows; the NOTIFY listener wakes the
+//! relay and reconnects after its connection is killed.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::{count, enqueue, event, start, wait_until, Recorder};
+use outbox_core::store::{PgStore, Store};
+use outbox_core::Outbox;
+use outbox_relay::{Retention, Wakeup};
+use outbox_tests::pg::TestDatabase;
+use uuid::Uuid;
+
+async fn claimed_ids(db: &TestDatabase) -> BTreeSet<Uuid> {
+    sqlx::query_scalar::<_, Uuid>("SELECT id FROM outbox_events WHERE lease_epoch > 0")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+#[tokio::test]
+async fn pause_stops_claiming_within_one_poll_interval() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    let poll = Duration::from_millis(50);
+    let recorder = Recorder::new();
+    let relay = start(&db, recorder.for_relay(0), common::config().poll_interval(poll).build().unwrap());
+
+    // A steady stream of events is flowing when the pause comes.
+    let producer_db = db.pool.clone();
+    let producer = tokio::spawn(async move {
+        for n in 0..200 {
+            common::enqueue(&producer_db, &[event("stream", n)]).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    wait_until(Duration::from_secs(20), "some events are published", || async { recorder.count() > 10 }).await;
+    store.set_paused(true).await.unwrap();
+    assert!(store.is_paused().await.unwrap());
+    tokio::time::sleep(poll).await;
+    let claimed_after_one_interval = claimed_ids(&db).await;
+    tokio::time::sleep(poll * 10).await;
+    assert_eq!(claimed_ids(&db).await, claimed_after_one_interval, "events were claimed while paused");
+    assert_eq!(count(&db.pool, "in_flight").await, 0, "in-flight work was not finished");
+    producer.await.unwrap();
+    assert!(count(&db.pool, "pending").await > 0, "the producer finished before the pause: nothing shown");
+
+    store.set_paused(false).await.unwrap();
+    wait_until(Duration::from_secs(20), "everything is published after resume", || async {
+        count(&db.pool, "published").await == 200
+    })
+    .await;
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn retention_deletes_only_old_published_and_cancelled_rows() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    let published = enqueue(&db.pool, &(0..10).map(|n| event(format!("p{n}"), 0)).collect::<Vec<_>>()).await;
+    let relay = start(&db, Recorder::new().for_relay(0), common::config().build().unwrap());
+    wait_until(Duration::from_secs(20), "10 published", || async { count(&db.pool, "published").await == 10 }).await;
+    relay.stop().await;
+    let cancelled = enqueue(&db.pool, &[event("c", 0), event("c2", 0)]).await;
+    store.cancel(&cancelled).await.unwrap();
+    let pending = enqueue(&db.pool, &[event("q", 0)]).await;
+    let failed = enqueue(&db.pool, &[event("f", 0)]).await;
+    sqlx::query("UPDATE outbox_events SET status = 'failed' WHERE id = $1").bind(failed[0]).execute(&db.pool).await.unwrap();
+    // Age: 6 of the published rows, one cancelled, and the pending and failed ones are two days old.
+    let old: Vec<Uuid> = published[..6].iter().chain(&cancelled[..1]).chain(&pending).chain(&failed).copied().collect();
+    sqlx::query(
+        "UPDATE outbox_events SET created_at = now() - interval '2 days',
+                published_at = CASE WHEN published_at IS NULL THEN NULL ELSE now() - interval '2 days' END
+          WHERE id = ANY($1)",
+    )
+    .bind(&old)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+
+    let relay = start(
+        &db,
+        Recorder::new().for_relay(0),
+        common::config().retention(Retention::After(Duration::from_secs(24 * 3600))).build().unwrap(),
+    );
+    wait_until(Duration::from_secs(20), "old finished rows are deleted", || async {
+        count(&db.pool, "published").await == 4 && count(&db.pool, "cancelled").await == 1
+    })
+    .await;
+    relay.stop().await;
+    let left: BTreeSet<Uuid> =
+        sqlx::query_scalar::<_, Uuid>("SELECT id FROM outbox_events").fetch_all(&db.pool).await.unwrap().into_iter().collect();
+    let expected: BTreeSet<Uuid> =
+        published[6..].iter().chain(&cancelled[1..]).chain(&pending).chain(&failed).copied().collect();
+    // The pending one was published by the second relay meanwhile (it is recent as far as published_at goes).
+    assert_eq!(left, expected);
+}
+
+#[tokio::test]
+async fn immediate_retention_deletes_rows_as_they_are_published() {
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &(0..25).map(|n| event(format!("i{n}"), 0)).collect::<Vec<_>>()).await;
+    let recorder = Recorder::new();
+    let relay = start(&db, recorder.for_relay(0), common::config().retention(Retention::Immediately).build().unwrap());
+    wait_until(Duration::from_secs(20), "the table is empty", || async { common::counts(&db.pool).await.is_empty() })
+        .await;
+    let summary = relay.stop().await;
+    assert_eq!(summary.published, 25);
+    assert_eq!(recorder.count(), 25);
+}
+
+async fn listener_pid(db: &TestDatabase) -> Option<i32> {
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%' LIMIT 1",
+    )
+    .fetch_optional(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn notify_wakes_the_relay_and_the_listener_reconnects_after_losing_its_connection() {
+    let db = TestDatabase::migrated().await;
+    let recorder = Recorder::new();
+    // Polling every hour: only notifications can get these events out within the test's time.
+    let config = common::config()
+        .poll_interval(Duration::from_secs(3600))
+        .wakeup(Wakeup::Notify { channel: outbox_core::DEFAULT_CHANNEL.to_owned() })
+        .build()
+        .unwrap();
+    let relay = start(&db, recorder.for_relay(0), config);
+    wait_until(Duration::from_secs(20), "the relay listens", || async { listener_pid(&db).await.is_some() }).await;
+    tokio::time::sleep(Duration::from_millis(200)).await; // past the claim that follows (re)connecting
+
+    let notifying = Outbox::new().with_notify();
+    let mut tx = db.pool.begin().await.unwrap();
+    notifying.enqueue(&mut tx, &event("n", 0)).await.unwrap();
+    tx.commit().await.unwrap();
+    wait_until(Duration::from_secs(10), "the notified event is published", || async { recorder.count() == 1 }).await;
+
+    // The database drops the listener's connection (as in a restart).
+    let first = listener_pid(&db).await.unwrap();
+    sqlx::query("SELECT pg_terminate_backend($1)").bind(first).execute(&db.pool).await.unwrap();
+    wait_until(Duration::from_secs(30), "the listener reconnects", || async {
+        listener_pid(&db).await.is_some_and(|pid| pid != first)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut tx = db.pool.begin().await.unwrap();
+    notifying.enqueue(&mut tx, &event("n", 1)).await.unwrap();
+    tx.commit().await.unwrap();
+    wait_until(Duration::from_secs(10), "the event after the reconnect is published", || async {
+        recorder.count() == 2
+    })
+    .await;
+    relay.stop().await;
+}

@@ -1,0 +1,182 @@
+//! The consumer inbox, on PostgreSQL and on SQLite: each event's effect happens once per consumer.
+
+macro_rules! inbox_suite {
+    ($database:ty, $age_two_days:literal) => {
+        use std::time::Duration;
+
+        use outbox_core::inbox::{Inbox, Processed};
+        use outbox_core::Error;
+        use uuid::Uuid;
+
+        type Pool = sqlx::Pool<$database>;
+
+        /// The consumer's own effect: one ledger line per processed event.
+        async fn create_ledger(pool: &Pool) {
+            sqlx::query("CREATE TABLE ledger (event_id TEXT NOT NULL, consumer TEXT NOT NULL)")
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+
+        async fn ledger_lines(pool: &Pool, event_id: Uuid) -> i64 {
+            sqlx::query_scalar("SELECT count(*) FROM ledger WHERE event_id = $1")
+                .bind(event_id.to_string())
+                .fetch_one(pool)
+                .await
+                .unwrap()
+        }
+
+        async fn handle(inbox: &Inbox, pool: &Pool, event_id: Uuid, pause: Duration) -> Processed<()> {
+            let consumer = inbox.consumer().to_owned();
+            inbox
+                .process(pool, event_id, async |tx| {
+                    sqlx::query("INSERT INTO ledger (event_id, consumer) VALUES ($1, $2)")
+                        .bind(event_id.to_string())
+                        .bind(&consumer)
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(Error::from)?;
+                    tokio::time::sleep(pause).await;
+                    Ok::<_, Error>(())
+                })
+                .await
+                .unwrap()
+        }
+
+        #[tokio::test]
+        async fn second_delivery_is_skipped_and_reported_as_a_duplicate() {
+            let db = <TestDatabase>::migrated().await;
+            create_ledger(&db.pool).await;
+            let inbox = Inbox::new("billing").unwrap();
+            let event_id = Uuid::now_v7();
+            assert_eq!(handle(&inbox, &db.pool, event_id, Duration::ZERO).await, Processed::Done(()));
+            assert_eq!(handle(&inbox, &db.pool, event_id, Duration::ZERO).await, Processed::Duplicate);
+            assert_eq!(ledger_lines(&db.pool, event_id).await, 1);
+        }
+
+        #[tokio::test]
+        async fn concurrent_deliveries_of_one_event_have_one_effect() {
+            let db = <TestDatabase>::migrated().await;
+            create_ledger(&db.pool).await;
+            let inbox = Inbox::new("billing").unwrap();
+            let event_id = Uuid::now_v7();
+            let (first, second) = tokio::join!(
+                handle(&inbox, &db.pool, event_id, Duration::from_millis(300)),
+                handle(&inbox, &db.pool, event_id, Duration::from_millis(300)),
+            );
+            let mut outcomes = [first, second];
+            outcomes.sort_by_key(|o| matches!(o, Processed::Duplicate));
+            assert_eq!(outcomes, [Processed::Done(()), Processed::Duplicate]);
+            assert_eq!(ledger_lines(&db.pool, event_id).await, 1);
+        }
+
+        #[tokio::test]
+        async fn handler_error_rolls_back_effect_and_record_so_a_retry_runs_again() {
+            let db = <TestDatabase>::migrated().await;
+            create_ledger(&db.pool).await;
+            let inbox = Inbox::new("billing").unwrap();
+            let event_id = Uuid::now_v7();
+            let failed = inbox
+                .process(&db.pool, event_id, async |tx| {
+                    sqlx::query("INSERT INTO ledger (event_id, consumer) VALUES ($1, 'billing')")
+                        .bind(event_id.to_string())
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(Error::from)?;
+                    Err::<(), Error>(Error::InvalidConsumer("the handler failed".into()))
+                })
+                .await;
+            assert!(failed.is_err());
+            assert_eq!(ledger_lines(&db.pool, event_id).await, 0, "the effect rolled back");
+            assert_eq!(handle(&inbox, &db.pool, event_id, Duration::ZERO).await, Processed::Done(()));
+            assert_eq!(ledger_lines(&db.pool, event_id).await, 1);
+        }
+
+        #[tokio::test]
+        async fn each_consumer_processes_the_event_once() {
+            let db = <TestDatabase>::migrated().await;
+            create_ledger(&db.pool).await;
+            let event_id = Uuid::now_v7();
+            for consumer in ["billing", "shipping"] {
+                let inbox = Inbox::new(consumer).unwrap();
+                assert_eq!(handle(&inbox, &db.pool, event_id, Duration::ZERO).await, Processed::Done(()));
+                assert_eq!(handle(&inbox, &db.pool, event_id, Duration::ZERO).await, Processed::Duplicate);
+            }
+            assert_eq!(ledger_lines(&db.pool, event_id).await, 2);
+        }
+
+        #[tokio::test]
+        async fn record_in_the_callers_transaction_commits_with_it() {
+            let db = <TestDatabase>::migrated().await;
+            let inbox = Inbox::new("billing").unwrap();
+            let event_id = Uuid::now_v7();
+            let mut tx = db.pool.begin().await.unwrap();
+            assert!(inbox.record(&mut tx, event_id).await.unwrap());
+            tx.rollback().await.unwrap();
+            let mut tx = db.pool.begin().await.unwrap();
+            assert!(inbox.record(&mut tx, event_id).await.unwrap(), "the rolled back record is gone");
+            tx.commit().await.unwrap();
+            let mut tx = db.pool.begin().await.unwrap();
+            assert!(!inbox.record(&mut tx, event_id).await.unwrap());
+        }
+
+        #[tokio::test]
+        async fn purge_deletes_only_old_records_of_its_consumer() {
+            let db = <TestDatabase>::migrated().await;
+            let billing = Inbox::new("billing").unwrap();
+            let shipping = Inbox::new("shipping").unwrap();
+            let (old, recent, other) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+            let mut tx = db.pool.begin().await.unwrap();
+            billing.record(&mut tx, old).await.unwrap();
+            billing.record(&mut tx, recent).await.unwrap();
+            shipping.record(&mut tx, other).await.unwrap();
+            tx.commit().await.unwrap();
+            sqlx::query(concat!("UPDATE outbox_inbox SET processed_at = ", $age_two_days, " WHERE event_id <> $1"))
+                .bind(<TestDatabase>::id_value(recent))
+                .execute(&db.pool)
+                .await
+                .unwrap();
+
+            let deleted = billing.purge(&db.pool, Duration::from_secs(24 * 3600), 1).await.unwrap();
+            assert_eq!(deleted, 1);
+            let left: Vec<(String, String)> =
+                sqlx::query_as("SELECT consumer, CAST(event_id AS TEXT) FROM outbox_inbox ORDER BY consumer")
+                    .fetch_all(&db.pool)
+                    .await
+                    .unwrap();
+            assert_eq!(left, [("billing".to_owned(), recent.to_string()), ("shipping".to_owned(), other.to_string())]);
+        }
+    };
+}
+
+/// How each backend stores an event id in `outbox_inbox`, for hand-written test SQL.
+trait IdValue {
+    type Value;
+    fn id_value(id: uuid::Uuid) -> Self::Value;
+}
+
+impl IdValue for outbox_tests::pg::TestDatabase {
+    type Value = uuid::Uuid;
+    fn id_value(id: uuid::Uuid) -> uuid::Uuid {
+        id
+    }
+}
+
+impl IdValue for outbox_tests::sqlite::TestDatabase {
+    type Value = String;
+    fn id_value(id: uuid::Uuid) -> String {
+        id.to_string()
+    }
+}
+
+mod postgres {
+    use super::IdValue;
+    use outbox_tests::pg::TestDatabase;
+    inbox_suite!(sqlx::Postgres, "now() - interval '2 days'");
+}
+
+mod sqlite {
+    use super::IdValue;
+    use outbox_tests::sqlite::TestDatabase;
+    inbox_suite!(sqlx::Sqlite, "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-2 days')");
+}
