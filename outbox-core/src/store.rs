@@ -54,8 +54,13 @@ pub enum EventStatus {
 
 impl EventStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [EventStatus; 5] =
-        [EventStatus::Pending, EventStatus::InFlight, EventStatus::Published, EventStatus::Failed, EventStatus::Cancelled];
+    pub const ALL: [EventStatus; 5] = [
+        EventStatus::Pending,
+        EventStatus::InFlight,
+        EventStatus::Published,
+        EventStatus::Failed,
+        EventStatus::Cancelled,
+    ];
 
     /// The name stored in the `status` column (`pending`, `in_flight`, ...).
     pub fn as_str(self) -> &'static str {
@@ -457,6 +462,8 @@ pub trait Store: Send + Sync + 'static {
     /// return a stream that never yields.
     fn listen<'a>(&'a self, channel: &'a str) -> StoreFuture<'a, Box<dyn Wakeups>>;
 }
+
+pub use crate::backend::SqliteStore;
 
 /// The [`Store`] of a PostgreSQL database.
 ///

@@ -35,15 +35,17 @@ pub(crate) async fn publish(shared: &Shared, events: Vec<ClaimedEvent>, claimed_
     let mut blocked: HashSet<(String, String)> = HashSet::new();
     let mut expired = false;
     for round in rounds {
-        let (ready, held): (Vec<Item>, Vec<Item>) = round
-            .into_iter()
-            .partition(|item| !expired && !blocked.contains(&aggregate_key(&item.message)));
+        let (ready, held): (Vec<Item>, Vec<Item>) =
+            round.into_iter().partition(|item| !expired && !blocked.contains(&aggregate_key(&item.message)));
         settlements.extend(held.iter().map(|item| item.settle(SettleOutcome::Release)));
         if ready.is_empty() {
             continue;
         }
         if Instant::now() >= deadline {
-            tracing::warn!(events = ready.len(), "lease about to expire before publishing; releasing the rest of the batch");
+            tracing::warn!(
+                events = ready.len(),
+                "lease about to expire before publishing; releasing the rest of the batch"
+            );
             expired = true;
             settlements.extend(ready.iter().map(|item| item.settle(SettleOutcome::Release)));
             continue;
@@ -52,7 +54,11 @@ pub(crate) async fn publish(shared: &Shared, events: Vec<ClaimedEvent>, claimed_
         let outcomes = shared.publisher.publish_boxed(&messages).await;
         for (index, item) in ready.iter().enumerate() {
             let outcome = outcomes.get(index).cloned().unwrap_or_else(|| {
-                Outcome::transient(format!("the publisher returned {} outcomes for {} events", outcomes.len(), ready.len()))
+                Outcome::transient(format!(
+                    "the publisher returned {} outcomes for {} events",
+                    outcomes.len(),
+                    ready.len()
+                ))
             });
             let settlement = settle_outcome(shared, item, outcome);
             if settlement.outcome != SettleOutcome::Published && shared.config.ordering == Ordering::Aggregate {

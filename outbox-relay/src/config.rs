@@ -263,7 +263,9 @@ impl RelayConfigBuilder {
             if outbox_core::Outbox::new().with_notify_channel(channel).is_err() {
                 return Err(Error::config(
                     "wakeup",
-                    format!("channel `{channel}` must be 1 to 63 characters of [a-z0-9_], starting with a letter or `_`"),
+                    format!(
+                        "channel `{channel}` must be 1 to 63 characters of [a-z0-9_], starting with a letter or `_`"
+                    ),
                 ));
             }
         }

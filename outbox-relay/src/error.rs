@@ -41,7 +41,9 @@ pub enum Error {
 
     /// The database refused the relay's statements for a reason retrying cannot fix: the outbox tables are
     /// missing or outdated (run `outbox migrate`), or access is denied. Fatal.
-    #[error("the database refused the relay ({source}); is the schema migrated (`outbox migrate`) and the role allowed?")]
+    #[error(
+        "the database refused the relay ({source}); is the schema migrated (`outbox migrate`) and the role allowed?"
+    )]
     Schema {
         /// What the database reported.
         #[source]

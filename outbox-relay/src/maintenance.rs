@@ -7,7 +7,7 @@ use outbox_core::store::Store;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Retention, RelayConfig};
+use crate::{RelayConfig, Retention};
 
 /// Rows deleted per retention statement: small, so no statement holds many row locks or runs long.
 const RETENTION_BATCH: u32 = 500;

@@ -143,7 +143,12 @@ impl Relay {
         let wake = Arc::new(Notify::new());
         let mut tasks = JoinSet::new();
         if let Wakeup::Notify { channel } = &config.wakeup {
-            tasks.spawn(wakeup::listen(Arc::clone(&shared.store), channel.clone(), Arc::clone(&wake), background.clone()));
+            tasks.spawn(wakeup::listen(
+                Arc::clone(&shared.store),
+                channel.clone(),
+                Arc::clone(&wake),
+                background.clone(),
+            ));
         }
         tasks.spawn(maintenance::run(Arc::clone(&shared.store), config.clone(), background.clone()));
 

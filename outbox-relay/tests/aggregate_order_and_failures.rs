@@ -45,7 +45,8 @@ async fn unordered_relays_publish_everything_in_large_batches() {
     let db = TestDatabase::migrated().await;
     enqueue_interleaved(&db.pool, 5, 400).await;
     let recorder = Recorder::new();
-    let relay = start(&db, recorder.for_relay(0), common::config().ordering(Ordering::None).batch_size(200).build().unwrap());
+    let relay =
+        start(&db, recorder.for_relay(0), common::config().ordering(Ordering::None).batch_size(200).build().unwrap());
     wait_until(Duration::from_secs(60), "all 2000 are published", || async {
         count(&db.pool, "published").await == 2000
     })
@@ -77,8 +78,11 @@ async fn poison_event_fails_and_only_its_aggregate_waits() {
     })
     .await;
     assert_eq!(status_of(&db.pool, poison).await, "failed");
-    let last_error: Option<String> =
-        sqlx::query_scalar("SELECT last_error FROM outbox_events WHERE id = $1").bind(poison).fetch_one(&db.pool).await.unwrap();
+    let last_error: Option<String> = sqlx::query_scalar("SELECT last_error FROM outbox_events WHERE id = $1")
+        .bind(poison)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     assert_eq!(last_error.as_deref(), Some("rejected by the test"));
     // Head-of-line: agg-3's later events wait behind the failed one.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -105,10 +109,12 @@ async fn retrying_a_failed_event_publishes_it_and_then_its_successors() {
     let recorder = Recorder::new();
     recorder.permanent.lock().unwrap().insert(ids[0]);
     let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
-    wait_until(Duration::from_secs(20), "the first event fails", || async { count(&db.pool, "failed").await == 1 }).await;
+    wait_until(Duration::from_secs(20), "the first event fails", || async { count(&db.pool, "failed").await == 1 })
+        .await;
     recorder.permanent.lock().unwrap().clear();
     assert_eq!(store.retry(&RetryTarget::AllFailed { event_type: None }).await.unwrap(), vec![ids[0]]);
-    wait_until(Duration::from_secs(20), "both are published", || async { count(&db.pool, "published").await == 2 }).await;
+    wait_until(Duration::from_secs(20), "both are published", || async { count(&db.pool, "published").await == 2 })
+        .await;
     relay.stop().await;
     let order: Vec<u32> = recorder.seen().into_iter().map(|s| s.n).collect();
     assert_eq!(order, [0, 1]);
@@ -143,7 +149,11 @@ async fn transient_failures_back_off_within_bounds_then_fail_when_attempts_run_o
         let before = db_now(&db).await;
         if attempt > 1 {
             // Skip the wait: make the retry due now.
-            sqlx::query("UPDATE outbox_events SET next_attempt_at = now() WHERE id = $1").bind(id).execute(&db.pool).await.unwrap();
+            sqlx::query("UPDATE outbox_events SET next_attempt_at = now() WHERE id = $1")
+                .bind(id)
+                .execute(&db.pool)
+                .await
+                .unwrap();
         }
         wait_until(Duration::from_secs(20), "the attempt is recorded", || async {
             schedule(&db, id).await.0 == attempt
@@ -161,7 +171,11 @@ async fn transient_failures_back_off_within_bounds_then_fail_when_attempts_run_o
     }
 
     // The third failure is the last allowed attempt: failed at once.
-    sqlx::query("UPDATE outbox_events SET next_attempt_at = now() WHERE id = $1").bind(id).execute(&db.pool).await.unwrap();
+    sqlx::query("UPDATE outbox_events SET next_attempt_at = now() WHERE id = $1")
+        .bind(id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
     wait_until(Duration::from_secs(20), "the event is failed", || async { status_of(&db.pool, id).await == "failed" })
         .await;
     let (attempts, _, last_error) = schedule(&db, id).await;

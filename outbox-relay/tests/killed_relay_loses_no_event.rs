@@ -37,7 +37,8 @@ fn lines(sink: &Path) -> Vec<serde_json::Value> {
 #[tokio::test]
 async fn killed_relay_loses_no_event_and_terminated_relay_exits_cleanly() {
     let db = TestDatabase::create().await;
-    let migrate = Command::new(env!("CARGO_BIN_EXE_outbox")).arg("migrate").env("DATABASE_URL", &db.url).output().unwrap();
+    let migrate =
+        Command::new(env!("CARGO_BIN_EXE_outbox")).arg("migrate").env("DATABASE_URL", &db.url).output().unwrap();
     assert!(migrate.status.success(), "outbox migrate: {}", String::from_utf8_lossy(&migrate.stderr));
     let ids = enqueue_interleaved(&db.pool, 300, 10).await;
     let dir = std::env::temp_dir().join(format!("outbox-kill-{}", Uuid::now_v7().simple()));

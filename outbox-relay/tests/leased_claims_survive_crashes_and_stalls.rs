@@ -72,10 +72,7 @@ async fn rows_of_a_dead_relay_are_reclaimed_after_the_lease_expires() {
     // A relay claims and then "dies": it never settles.
     let store = PgStore::new(db.pool.clone());
     let dead = Uuid::now_v7();
-    let claim = store
-        .claim(&ClaimRequest::new(dead, Duration::from_millis(300), 30, Ordering::None))
-        .await
-        .unwrap();
+    let claim = store.claim(&ClaimRequest::new(dead, Duration::from_millis(300), 30, Ordering::None)).await.unwrap();
     assert_eq!(claim.events.len(), 30);
 
     let recorder = Recorder::new();
@@ -184,11 +181,8 @@ async fn shutdown_releases_batches_that_do_not_finish_in_time() {
     let db = TestDatabase::migrated().await;
     enqueue(&db.pool, &(0..8).map(|n| event(format!("x{n}"), 0)).collect::<Vec<_>>()).await;
     let stalled = Stalling::default();
-    let relay = start(
-        &db,
-        stalled.clone(),
-        common::config().shutdown_timeout(Duration::from_millis(200)).build().unwrap(),
-    );
+    let relay =
+        start(&db, stalled.clone(), common::config().shutdown_timeout(Duration::from_millis(200)).build().unwrap());
     tokio::time::timeout(Duration::from_secs(10), stalled.started.notified()).await.expect("publish started");
     let summary = relay.stop().await;
     assert_eq!(summary.published, 0);

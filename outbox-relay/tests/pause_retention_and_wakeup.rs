@@ -69,7 +69,11 @@ async fn retention_deletes_only_old_published_and_cancelled_rows() {
     store.cancel(&cancelled).await.unwrap();
     let pending = enqueue(&db.pool, &[event("q", 0)]).await;
     let failed = enqueue(&db.pool, &[event("f", 0)]).await;
-    sqlx::query("UPDATE outbox_events SET status = 'failed' WHERE id = $1").bind(failed[0]).execute(&db.pool).await.unwrap();
+    sqlx::query("UPDATE outbox_events SET status = 'failed' WHERE id = $1")
+        .bind(failed[0])
+        .execute(&db.pool)
+        .await
+        .unwrap();
     // Age: 6 of the published rows, one cancelled, and the pending and failed ones are two days old.
     let old: Vec<Uuid> = published[..6].iter().chain(&cancelled[..1]).chain(&pending).chain(&failed).copied().collect();
     sqlx::query(
@@ -87,17 +91,23 @@ async fn retention_deletes_only_old_published_and_cancelled_rows() {
         Recorder::new().for_relay(0),
         common::config().retention(Retention::After(Duration::from_secs(24 * 3600))).build().unwrap(),
     );
+    // 4 recent published rows plus the old pending one, published now.
     wait_until(Duration::from_secs(20), "old finished rows are deleted", || async {
-        count(&db.pool, "published").await == 4 && count(&db.pool, "cancelled").await == 1
+        count(&db.pool, "published").await == 5 && count(&db.pool, "cancelled").await == 1
     })
     .await;
     relay.stop().await;
-    let left: BTreeSet<Uuid> =
-        sqlx::query_scalar::<_, Uuid>("SELECT id FROM outbox_events").fetch_all(&db.pool).await.unwrap().into_iter().collect();
+    let left: BTreeSet<Uuid> = sqlx::query_scalar::<_, Uuid>("SELECT id FROM outbox_events")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
     let expected: BTreeSet<Uuid> =
         published[6..].iter().chain(&cancelled[1..]).chain(&pending).chain(&failed).copied().collect();
-    // The pending one was published by the second relay meanwhile (it is recent as far as published_at goes).
+    // The old pending row was published by the second relay meanwhile: it finished just now, so it stays.
     assert_eq!(left, expected);
+    assert_eq!(common::status_of(&db.pool, pending[0]).await, "published");
 }
 
 #[tokio::test]

@@ -204,7 +204,10 @@ fn invalid_settings_are_refused_with_one_line_errors_and_never_show_the_password
     let cases = [
         (WebhookPublisher::builder(url.clone()), "a webhook needs a signing secret"),
         (WebhookPublisher::builder(url.clone()).secret("whsec_not base64!"), "is not `whsec_` followed by base64"),
-        (WebhookPublisher::builder(url.clone()).secret(SECRET).timeout(Duration::ZERO), "timeout must be more than zero"),
+        (
+            WebhookPublisher::builder(url.clone()).secret(SECRET).timeout(Duration::ZERO),
+            "timeout must be more than zero",
+        ),
         (WebhookPublisher::builder(url.clone()).secret(SECRET).concurrency(0), "concurrency must be at least 1"),
         (WebhookPublisher::builder("ftp://hooks.example.com/".parse().unwrap()).secret(SECRET), "a webhook URL is"),
     ];

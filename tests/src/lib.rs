@@ -4,6 +4,9 @@
 //! is used as the server (the tests create databases named `outbox_test_*` on it); otherwise a private
 //! throwaway cluster is started once per test binary, on a free port of 127.0.0.1, and removed when the binary
 //! exits. [`sqlite::TestDatabase::create`] gives each test its own SQLite file.
+//! [`brokers::Broker::start`] gives a test its own NATS, Redis, RabbitMQ, SQS (moto) or Kafka-protocol (tansu)
+//! server, which it can kill and restart.
 
+pub mod brokers;
 pub mod pg;
 pub mod sqlite;

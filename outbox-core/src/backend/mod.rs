@@ -11,6 +11,8 @@ use crate::{NewEvent, Result};
 mod postgres;
 mod sqlite;
 
+pub use sqlite::SqliteStore;
+
 /// A boxed, sendable future, as the backends return them.
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

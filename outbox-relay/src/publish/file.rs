@@ -57,7 +57,9 @@ impl Publisher for FilePublisher {
         .await;
         match written {
             Ok(Ok(())) => vec![Outcome::Published; batch.len()],
-            Ok(Err(error)) => vec![Outcome::transient(format!("writing {}: {error}", self.path.display())); batch.len()],
+            Ok(Err(error)) => {
+                vec![Outcome::transient(format!("writing {}: {error}", self.path.display())); batch.len()]
+            }
             Err(error) => vec![Outcome::transient(format!("writing {}: {error}", self.path.display())); batch.len()],
         }
     }

@@ -21,11 +21,7 @@ SELECT count(*) AS n FROM outbox_events
  WHERE status IN ('published', 'cancelled') AND COALESCE(published_at, created_at) < now() - make_interval(secs => $1)";
 
 pub(super) async fn delete_finished(pool: &PgPool, older_than: Duration, limit: u32) -> Result<u64> {
-    let done = sqlx::query(DELETE_FINISHED)
-        .bind(older_than.as_secs_f64())
-        .bind(i64::from(limit))
-        .execute(pool)
-        .await?;
+    let done = sqlx::query(DELETE_FINISHED).bind(older_than.as_secs_f64()).bind(i64::from(limit)).execute(pool).await?;
     Ok(done.rows_affected())
 }
 

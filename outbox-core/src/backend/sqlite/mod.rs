@@ -3,6 +3,17 @@
 //! SQLite has no `LISTEN/NOTIFY` and no `SKIP LOCKED`: the relay polls, and one relay per database file does the
 //! publishing (SQLite has a single writer anyway). Enqueue notifications are accepted and ignored.
 
+mod admin;
+mod claim;
+mod clock;
+mod control;
+mod inspect;
+mod maintenance;
+mod settle;
+mod store;
+
+pub use store::SqliteStore;
+
 use serde::Serialize;
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::{Connection, Executor, Sqlite, SqliteConnection, SqlitePool};

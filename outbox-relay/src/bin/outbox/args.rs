@@ -177,7 +177,8 @@ fn parse_sink(sink: &str) -> Result<Sink, String> {
 }
 
 fn parse_duration(duration: &str) -> Result<Duration, String> {
-    humantime::parse_duration(duration).map_err(|error| format!("malformed duration ({error}); use e.g. 500ms, 30s, 7d"))
+    humantime::parse_duration(duration)
+        .map_err(|error| format!("malformed duration ({error}); use e.g. 500ms, 30s, 7d"))
 }
 
 fn parse_status(status: &str) -> Result<EventStatus, String> {

@@ -26,9 +26,12 @@ pub(crate) async fn connect(database_url: Option<&str>, max_connections: u32) ->
 
 /// Parses the URL without connecting.
 pub(crate) fn options(database_url: Option<&str>) -> Result<PgConnectOptions, Failure> {
-    let url = database_url.filter(|url| !url.is_empty()).ok_or_else(|| {
-        Failure::Usage("missing database: set DATABASE_URL or pass --database-url".to_owned())
-    })?;
-    url.parse::<PgConnectOptions>()
-        .map_err(|error| Failure::Usage(format!("malformed database URL: {error}")))
+    let url = database_url
+        .filter(|url| !url.is_empty())
+        .ok_or_else(|| Failure::Usage("missing database: set DATABASE_URL or pass --database-url".to_owned()))?;
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("postgres" | "postgresql")) {
+        return Err(Failure::Usage("malformed database URL: expected postgres://USER@HOST/DATABASE".to_owned()));
+    }
+    url.parse::<PgConnectOptions>().map_err(|error| Failure::Usage(format!("malformed database URL: {error}")))
 }

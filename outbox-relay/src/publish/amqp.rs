@@ -1,0 +1,427 @@
+//! RabbitMQ / AMQP 0-9-1 (`amqp://` sinks): one channel in confirm mode; an event counts as published once the
+//! broker confirmed it (for a durable queue: written to disk).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Confirmation, ConnectionProperties};
+
+use super::cloudevents::{Binding, CloudEvents};
+use super::destination::{masked, Naming, Query, Reconnect, Template};
+use super::{Message, Outcome, Publisher};
+use crate::{Error, Result};
+
+/// Publishes events to a RabbitMQ exchange, with publisher confirms.
+///
+/// Every event is published to one exchange (default `outbox`; it must exist) with the routing key rendered from a
+/// [`Template`] (default `{event_type}`), `mandatory` set, persistent delivery mode, `message_id` = the event id
+/// (consumers deduplicate by it: AMQP has no broker-side deduplication), `type` = the event type, `timestamp`,
+/// `content_type`, and the CloudEvents attributes as `cloudEvents:`-prefixed headers (see [`CloudEvents`]) plus
+/// `traceparent`. One channel publishes in order, so a queue receives each aggregate's events in commit order.
+///
+/// Outcomes: a confirm (`ack`) publishes the event. A message the broker returns as unroutable (no queue bound
+/// for its routing key), a missing exchange, a refused permission or a message over the broker's size limit is
+/// a permanent failure; a `nack`, a confirm timeout or a lost connection is transient. After a connection loss the
+/// publisher reconnects with backoff at the next batch.
+///
+/// # Example
+///
+/// ```
+/// let url = "amqp://relay:secret@127.0.0.1:5672/%2f?exchange=events&routing_key=shop.{event_type}".parse()?;
+/// let publisher = outbox_relay::AmqpPublisher::from_url(&url)?;
+/// assert_eq!(
+///     publisher.to_string(),
+///     "amqp://relay:***@127.0.0.1:5672/%2f?exchange=events&routing_key=shop.{event_type}"
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct AmqpPublisher {
+    url: url::Url,
+    uri: String,
+    exchange: String,
+    routing_key: Template,
+    envelope: CloudEvents,
+    confirm_timeout: Duration,
+    connect_timeout: Duration,
+    max_message_bytes: Option<usize>,
+    link: Reconnect<Arc<Link>>,
+}
+
+/// An open connection and its confirm-mode channel.
+struct Link {
+    _connection: lapin::Connection,
+    channel: lapin::Channel,
+}
+
+/// Settings of an [`AmqpPublisher`], validated by [`build`](Self::build).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct AmqpBuilder {
+    url: url::Url,
+    exchange: String,
+    routing_key: String,
+    envelope: CloudEvents,
+    confirm_timeout: Duration,
+    connect_timeout: Duration,
+    max_message_bytes: Option<usize>,
+}
+
+impl AmqpPublisher {
+    /// Starts the settings of a publisher to the broker at `url` (`amqp://user:password@host[:port]/vhost`, the
+    /// vhost percent-encoded: `%2f` for `/`).
+    pub fn builder(url: url::Url) -> AmqpBuilder {
+        AmqpBuilder {
+            url,
+            exchange: "outbox".to_owned(),
+            routing_key: "{event_type}".to_owned(),
+            envelope: CloudEvents::new(),
+            confirm_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            max_message_bytes: None,
+        }
+    }
+
+    /// A publisher from a sink URL: `amqp://user:password@host[:port]/vhost?exchange=outbox&routing_key={event_type}`
+    /// `&source=...&schema_base=...&mode=binary&confirm_timeout_ms=10000&max_message_bytes=...`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSink`] for a malformed URL, an unknown option, or an invalid routing key template.
+    pub fn from_url(url: &url::Url) -> Result<Self> {
+        let mut query = Query::new(url)?;
+        let mut builder = Self::builder(url.clone()).cloud_events(CloudEvents::from_query(&mut query)?);
+        if let Some(exchange) = query.take("exchange") {
+            builder = builder.exchange(exchange);
+        }
+        if let Some(routing_key) = query.take("routing_key") {
+            builder = builder.routing_key(routing_key);
+        }
+        if let Some(timeout) = query.take_millis("confirm_timeout_ms")? {
+            builder = builder.confirm_timeout(timeout);
+        }
+        if let Some(timeout) = query.take_millis("connect_timeout_ms")? {
+            builder = builder.connect_timeout(timeout);
+        }
+        if let Some(max) = query.take_parsed("max_message_bytes", "a number of bytes", |v| v.parse().ok())? {
+            builder = builder.max_message_bytes(max);
+        }
+        query.finish(&[
+            "exchange",
+            "routing_key",
+            "source",
+            "schema_base",
+            "mode",
+            "confirm_timeout_ms",
+            "connect_timeout_ms",
+            "max_message_bytes",
+        ])?;
+        builder.build()
+    }
+
+    async fn connect(&self) -> std::result::Result<Arc<Link>, String> {
+        let opening = async {
+            let properties = ConnectionProperties::default()
+                .with_connection_name(concat!("outbox-relay/", env!("CARGO_PKG_VERSION")).into());
+            let connection = lapin::Connection::connect(&self.uri, properties).await?;
+            let channel = connection.create_channel().await?;
+            channel.confirm_select(ConfirmSelectOptions::default()).await?;
+            Ok::<_, lapin::Error>(Link { _connection: connection, channel })
+        };
+        match tokio::time::timeout(self.connect_timeout, opening).await {
+            Ok(Ok(link)) => Ok(Arc::new(link)),
+            Ok(Err(error)) => Err(format!("cannot connect to RabbitMQ: {}", describe(&error))),
+            Err(_) => Err("connecting to RabbitMQ timed out".to_owned()),
+        }
+    }
+
+    fn properties(&self, message: &Message) -> BasicProperties {
+        let mut headers = FieldTable::default();
+        for (name, value) in self.envelope.headers(message, Binding::Amqp) {
+            headers.insert(name.into(), AMQPValue::LongString(value.into()));
+        }
+        let timestamp = u64::try_from(message.created_at.unix_timestamp()).unwrap_or(0);
+        BasicProperties::default()
+            .with_message_id(message.id.to_string().into())
+            .with_content_type(self.envelope.content_type().into())
+            .with_delivery_mode(2)
+            .with_type(message.event_type.as_str().into())
+            .with_timestamp(timestamp)
+            .with_app_id("outbox-relay".into())
+            .with_headers(headers)
+    }
+
+    /// Checks what can be checked before sending: the routing key and the size.
+    fn prepare(&self, message: &Message) -> std::result::Result<(String, Vec<u8>), Outcome> {
+        let routing_key = self.routing_key.render(message).map_err(Outcome::permanent)?;
+        let body = self.envelope.body(message);
+        if self.max_message_bytes.is_some_and(|max| body.len() > max) {
+            return Err(Outcome::permanent(format!("message too large: {} bytes", body.len())));
+        }
+        Ok((routing_key, body))
+    }
+
+    /// Publishes `messages` on `link`'s channel, all first, then waits for their confirms. `None` for a message
+    /// whose fate is unknown because the channel failed.
+    async fn publish_on(&self, link: &Link, messages: &[&Message]) -> (Vec<Option<Outcome>>, Option<lapin::Error>) {
+        let mut confirms = Vec::with_capacity(messages.len());
+        let mut failure = None;
+        for message in messages {
+            if failure.is_some() {
+                confirms.push(None);
+                continue;
+            }
+            let (routing_key, body) = match self.prepare(message) {
+                Ok(prepared) => prepared,
+                Err(outcome) => {
+                    confirms.push(Some(Err(outcome)));
+                    continue;
+                }
+            };
+            let options = BasicPublishOptions { mandatory: true, immediate: false };
+            let sent = link
+                .channel
+                .basic_publish(
+                    self.exchange.as_str().into(),
+                    routing_key.into(),
+                    options,
+                    &body,
+                    self.properties(message),
+                )
+                .await;
+            match sent {
+                Ok(confirm) => confirms.push(Some(Ok(confirm))),
+                Err(error) => {
+                    failure = Some(error);
+                    confirms.push(None);
+                }
+            }
+        }
+        let deadline = tokio::time::Instant::now() + self.confirm_timeout;
+        let mut outcomes = Vec::with_capacity(confirms.len());
+        for confirm in confirms {
+            let outcome = match confirm {
+                None => None,
+                Some(Err(outcome)) => Some(outcome),
+                Some(Ok(confirm)) => match tokio::time::timeout_at(deadline, confirm).await {
+                    Err(_) => Some(Outcome::transient("RabbitMQ confirm timed out")),
+                    Ok(Ok(Confirmation::Ack(None))) => Some(Outcome::Published),
+                    Ok(Ok(Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)))) => {
+                        Some(Outcome::permanent(format!(
+                            "RabbitMQ returned the message as unroutable ({} {}): no queue is bound for its routing key",
+                            returned.reply_code, returned.reply_text
+                        )))
+                    }
+                    Ok(Ok(Confirmation::Nack(None))) => Some(Outcome::transient("RabbitMQ refused the message (nack)")),
+                    Ok(Ok(Confirmation::NotRequested)) => Some(Outcome::transient("RabbitMQ channel not in confirm mode")),
+                    Ok(Err(error)) => {
+                        if failure.is_none() {
+                            failure = Some(error);
+                        }
+                        None
+                    }
+                },
+            };
+            outcomes.push(outcome);
+        }
+        (outcomes, failure)
+    }
+}
+
+impl AmqpBuilder {
+    /// The exchange to publish to (default `outbox`; `""` is the default exchange, which routes by queue name).
+    /// The publisher does not declare it.
+    pub fn exchange(mut self, exchange: impl Into<String>) -> Self {
+        self.exchange = exchange.into();
+        self
+    }
+
+    /// The routing key template (default `{event_type}`); see [`Template`].
+    pub fn routing_key(mut self, routing_key: impl Into<String>) -> Self {
+        self.routing_key = routing_key.into();
+        self
+    }
+
+    /// The CloudEvents settings (source, dataschema base, content mode).
+    pub fn cloud_events(mut self, envelope: CloudEvents) -> Self {
+        self.envelope = envelope;
+        self
+    }
+
+    /// How long to wait for the broker's confirms of a batch (default 10 s). Keep it below the relay's lease.
+    pub fn confirm_timeout(mut self, timeout: Duration) -> Self {
+        self.confirm_timeout = timeout;
+        self
+    }
+
+    /// How long opening a connection may take (default 5 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Refuses (permanently) messages whose body is larger, before sending them. The broker enforces its own
+    /// `max_message_size` too.
+    pub fn max_message_bytes(mut self, max: usize) -> Self {
+        self.max_message_bytes = Some(max);
+        self
+    }
+
+    /// Validates the settings and builds the publisher. It connects at its first publish.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSink`] when the URL is not `amqp://host...`, the exchange name or routing key template is
+    /// invalid, or a timeout is zero.
+    pub fn build(self) -> Result<AmqpPublisher> {
+        let url = self.url;
+        let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
+        if url.scheme() != "amqp" {
+            return Err(invalid("a RabbitMQ URL is `amqp://user:password@host[:port]/vhost`"));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(invalid("a RabbitMQ URL needs a host, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`"));
+        }
+        if self.exchange.len() > 127
+            || !self.exchange.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+        {
+            return Err(invalid("an exchange name is at most 127 of `a-z A-Z 0-9 - _ . :`"));
+        }
+        let routing_key = Template::parse(&self.routing_key, Naming::AmqpRoutingKey).map_err(|reason| invalid(&reason))?;
+        if self.confirm_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(invalid("RabbitMQ timeouts must be more than zero"));
+        }
+        // The connection URI: the sink URL without its query (the options are ours, not lapin's).
+        let mut uri = url.clone();
+        uri.set_query(None);
+        let uri = uri.to_string();
+        uri.parse::<lapin::uri::AMQPUri>().map_err(|reason| invalid(&format!("malformed AMQP URI: {reason}")))?;
+        Ok(AmqpPublisher {
+            url,
+            uri,
+            exchange: self.exchange,
+            routing_key,
+            envelope: self.envelope,
+            confirm_timeout: self.confirm_timeout,
+            connect_timeout: self.connect_timeout,
+            max_message_bytes: self.max_message_bytes,
+            link: Reconnect::new(),
+        })
+    }
+}
+
+impl Publisher for AmqpPublisher {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        let link = match self.link.get(|| self.connect()).await {
+            Ok(link) => link,
+            Err(error) => return vec![Outcome::transient(error); batch.len()],
+        };
+        let all: Vec<&Message> = batch.iter().collect();
+        let (mut outcomes, failure) = self.publish_on(&link, &all).await;
+        let Some(failure) = failure else {
+            return outcomes.into_iter().map(|o| o.unwrap_or_else(|| Outcome::transient("RabbitMQ publish failed"))).collect();
+        };
+        // The channel failed. A channel-level (soft) error names no message: publish the unsettled ones again one
+        // at a time, each on a fresh channel after a failure, to tell the culprit from the innocent.
+        self.link.reset().await;
+        if !failure.is_amqp_soft_error() {
+            let reason = format!("RabbitMQ connection lost: {}", describe(&failure));
+            return outcomes.into_iter().map(|o| o.unwrap_or_else(|| Outcome::transient(&reason))).collect();
+        }
+        for (index, message) in batch.iter().enumerate() {
+            if outcomes[index].is_some() {
+                continue;
+            }
+            let link = match self.link.get(|| self.connect()).await {
+                Ok(link) => link,
+                Err(error) => {
+                    outcomes[index] = Some(Outcome::transient(error));
+                    continue;
+                }
+            };
+            let (mut single, failure) = self.publish_on(&link, &[message]).await;
+            outcomes[index] = match (single.pop().flatten(), failure) {
+                (Some(outcome), _) => Some(outcome),
+                (None, Some(error)) => {
+                    self.link.reset().await;
+                    Some(outcome_of_error(&error))
+                }
+                (None, None) => Some(Outcome::transient("RabbitMQ publish failed")),
+            };
+        }
+        outcomes.into_iter().map(|o| o.unwrap_or_else(|| Outcome::transient("RabbitMQ publish failed"))).collect()
+    }
+}
+
+/// The relay's reading of the error that closed the channel while one message was in flight.
+fn outcome_of_error(error: &lapin::Error) -> Outcome {
+    let code = match error.kind() {
+        lapin::ErrorKind::ProtocolError(amqp) => match amqp.kind() {
+            AMQPErrorKind::Soft(soft) => Some(soft.clone()),
+            AMQPErrorKind::Hard(_) => None,
+        },
+        _ => None,
+    };
+    let description = describe(error);
+    match code {
+        Some(
+            AMQPSoftError::PRECONDITIONFAILED
+            | AMQPSoftError::CONTENTTOOLARGE
+            | AMQPSoftError::ACCESSREFUSED
+            | AMQPSoftError::NOTFOUND
+            | AMQPSoftError::NOROUTE,
+        ) => Outcome::permanent(format!("RabbitMQ refused the message: {description}")),
+        _ => Outcome::transient(format!("RabbitMQ publish failed: {description}")),
+    }
+}
+
+/// A one-line description of a lapin error (never the payload: lapin errors carry codes and broker texts).
+fn describe(error: &lapin::Error) -> String {
+    match error.kind() {
+        lapin::ErrorKind::ProtocolError(amqp) => format!("{} {}", amqp.get_id(), amqp.get_message()),
+        lapin::ErrorKind::IOError(io) => format!("I/O error: {io}"),
+        other => format!("{other:?}").lines().next().unwrap_or_default().to_owned(),
+    }
+}
+
+impl fmt::Display for AmqpPublisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&masked(&self.url))
+    }
+}
+
+impl fmt::Debug for AmqpPublisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AmqpPublisher")
+            .field("url", &masked(&self.url))
+            .field("exchange", &self.exchange)
+            .field("routing_key", &self.routing_key.as_str())
+            .field("envelope", &self.envelope)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AmqpPublisher;
+
+    #[test]
+    fn urls_are_validated_and_passwords_never_shown() {
+        for (url, reason) in [
+            ("amqp://u:hunter2@127.0.0.1/%2f?exchange=a b", "exchange name"),
+            ("amqp://u:hunter2@127.0.0.1/%2f?routing_key={nope}", "unknown placeholder"),
+            ("amqp://u:hunter2@127.0.0.1/%2f?confirm_timeout_ms=x", "milliseconds"),
+            ("amqp://u:hunter2@127.0.0.1/%2f?queue=x", "unknown option `queue`"),
+        ] {
+            let error = AmqpPublisher::from_url(&url.parse().unwrap()).unwrap_err().to_string();
+            assert!(error.contains(reason), "{url}: {error}");
+            assert!(!error.contains("hunter2") && !error.contains('\n'), "{error}");
+        }
+        let publisher = AmqpPublisher::from_url(&"amqp://u:hunter2@127.0.0.1/%2f".parse().unwrap()).unwrap();
+        assert_eq!(publisher.uri, "amqp://u:hunter2@127.0.0.1/%2f");
+        assert!(!format!("{publisher:?} {publisher}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,303 @@
+//! Redis Streams (`redis://` sinks): one `XADD` per event, pipelined per batch.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::cloudevents::{Binding, CloudEvents};
+use super::destination::{masked, Naming, Query, Reconnect, Template};
+use super::{Message, Outcome, Publisher};
+use crate::{Error, Result};
+
+/// Publishes events to Redis streams.
+///
+/// Every event is appended (`XADD key * field value ...`) to the stream rendered from a [`Template`] (default
+/// `outbox.{aggregate_type}`, so one aggregate's events share a stream and keep their commit order), with the
+/// fields `content-type`, `data` (the payload, or the structured-mode envelope), the CloudEvents attributes as
+/// `ce_`-prefixed fields (`ce_id` is the event id: Redis has no deduplication, consumers deduplicate by it) and
+/// `traceparent`. A batch is one pipeline; an optional `MAXLEN ~ n` trims each stream.
+///
+/// An event is published when Redis answered its `XADD` (how durable that is depends on the server's `appendonly`
+/// and `appendfsync` settings). A connection failure or timeout is transient (the connection is re-established
+/// at the next batch); a key holding another type (`WRONGTYPE`), a refused permission, or a message over
+/// [`max_message_bytes`](RedisBuilder::max_message_bytes) is permanent.
+///
+/// # Example
+///
+/// ```
+/// let url = "redis://:secret@127.0.0.1:6379/0?stream=events.{aggregate_type}&maxlen=100000".parse()?;
+/// let publisher = outbox_relay::RedisPublisher::from_url(&url)?;
+/// assert_eq!(publisher.to_string(), "redis://:***@127.0.0.1:6379/0?stream=events.{aggregate_type}&maxlen=100000");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct RedisPublisher {
+    url: url::Url,
+    client: redis::Client,
+    stream: Template,
+    envelope: CloudEvents,
+    maxlen: Option<u64>,
+    max_message_bytes: Option<usize>,
+    timeout: Duration,
+    connection: Reconnect<ConnectionManager>,
+}
+
+/// Settings of a [`RedisPublisher`], validated by [`build`](Self::build).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RedisBuilder {
+    url: url::Url,
+    stream: String,
+    envelope: CloudEvents,
+    maxlen: Option<u64>,
+    max_message_bytes: Option<usize>,
+    timeout: Duration,
+}
+
+impl RedisPublisher {
+    /// Starts the settings of a publisher to the server at `url` (`redis://[[user]:password@]host[:port][/db]`).
+    pub fn builder(url: url::Url) -> RedisBuilder {
+        RedisBuilder {
+            url,
+            stream: "outbox.{aggregate_type}".to_owned(),
+            envelope: CloudEvents::new(),
+            maxlen: None,
+            max_message_bytes: None,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// A publisher from a sink URL: `redis://[[user]:password@]host[:port][/db]?stream=outbox.{aggregate_type}`
+    /// `&maxlen=...&max_message_bytes=...&timeout_ms=5000&source=...&schema_base=...&mode=binary`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSink`] for a malformed URL, an unknown option, or an invalid stream template.
+    pub fn from_url(url: &url::Url) -> Result<Self> {
+        let mut query = Query::new(url)?;
+        let mut builder = Self::builder(url.clone()).cloud_events(CloudEvents::from_query(&mut query)?);
+        if let Some(stream) = query.take("stream") {
+            builder = builder.stream(stream);
+        }
+        if let Some(maxlen) = query.take_parsed("maxlen", "a number above zero", |v| v.parse().ok().filter(|n| *n > 0))? {
+            builder = builder.maxlen(maxlen);
+        }
+        if let Some(max) = query.take_parsed("max_message_bytes", "a number of bytes", |v| v.parse().ok())? {
+            builder = builder.max_message_bytes(max);
+        }
+        if let Some(timeout) = query.take_millis("timeout_ms")? {
+            builder = builder.timeout(timeout);
+        }
+        query.finish(&["stream", "maxlen", "max_message_bytes", "timeout_ms", "source", "schema_base", "mode"])?;
+        builder.build()
+    }
+
+    async fn connect(&self) -> std::result::Result<ConnectionManager, String> {
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_secs(2));
+        match tokio::time::timeout(self.timeout * 2, self.client.get_connection_manager_with_config(config)).await {
+            Ok(Ok(connection)) => Ok(connection),
+            Ok(Err(error)) => Err(format!("cannot connect to Redis: {}", describe(&error))),
+            Err(_) => Err("connecting to Redis timed out".to_owned()),
+        }
+    }
+
+    fn command(&self, message: &Message) -> std::result::Result<redis::Cmd, Outcome> {
+        let stream = self.stream.render(message).map_err(Outcome::permanent)?;
+        let body = self.envelope.body(message);
+        if self.max_message_bytes.is_some_and(|max| body.len() > max) {
+            return Err(Outcome::permanent(format!("message too large: {} bytes", body.len())));
+        }
+        let mut command = redis::cmd("XADD");
+        command.arg(stream);
+        if let Some(maxlen) = self.maxlen {
+            command.arg("MAXLEN").arg("~").arg(maxlen);
+        }
+        command.arg("*").arg("content-type").arg(self.envelope.content_type());
+        for (name, value) in self.envelope.headers(message, Binding::Underscore) {
+            command.arg(name).arg(value);
+        }
+        command.arg("data").arg(body);
+        Ok(command)
+    }
+}
+
+impl RedisBuilder {
+    /// The stream key template (default `outbox.{aggregate_type}`); see [`Template`].
+    pub fn stream(mut self, stream: impl Into<String>) -> Self {
+        self.stream = stream.into();
+        self
+    }
+
+    /// Trims each stream to about `maxlen` entries (`XADD ... MAXLEN ~ maxlen`). Default: no trimming.
+    pub fn maxlen(mut self, maxlen: u64) -> Self {
+        self.maxlen = Some(maxlen);
+        self
+    }
+
+    /// Refuses (permanently) messages whose `data` is larger. Default: no limit but the server's.
+    pub fn max_message_bytes(mut self, max: usize) -> Self {
+        self.max_message_bytes = Some(max);
+        self
+    }
+
+    /// How long connecting and each batch may take (default 5 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The CloudEvents settings (source, dataschema base, content mode).
+    pub fn cloud_events(mut self, envelope: CloudEvents) -> Self {
+        self.envelope = envelope;
+        self
+    }
+
+    /// Validates the settings and builds the publisher. It connects at its first publish.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSink`] when the URL is not `redis://host...`, the stream template is invalid, or the timeout
+    /// is zero.
+    pub fn build(self) -> Result<RedisPublisher> {
+        let url = self.url;
+        let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
+        if url.scheme() != "redis" {
+            return Err(invalid("a Redis URL is `redis://[:password@]host[:port][/db]`"));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(invalid("a Redis URL needs a host, e.g. `redis://127.0.0.1:6379`"));
+        }
+        let stream = Template::parse(&self.stream, Naming::RedisStream).map_err(|reason| invalid(&reason))?;
+        if self.timeout.is_zero() {
+            return Err(invalid("the Redis timeout must be more than zero"));
+        }
+        let mut connection_url = url.clone();
+        connection_url.set_query(None);
+        let client = redis::Client::open(connection_url.as_str())
+            .map_err(|error| invalid(&format!("malformed Redis URL: {}", describe(&error))))?;
+        Ok(RedisPublisher {
+            url,
+            client,
+            stream,
+            envelope: self.envelope,
+            maxlen: self.maxlen,
+            max_message_bytes: self.max_message_bytes,
+            timeout: self.timeout,
+            connection: Reconnect::new(),
+        })
+    }
+}
+
+impl Publisher for RedisPublisher {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; batch.len()];
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        let mut sent = Vec::new();
+        for (index, message) in batch.iter().enumerate() {
+            match self.command(message) {
+                Ok(command) => {
+                    pipe.add_command(command);
+                    sent.push(index);
+                }
+                Err(outcome) => outcomes[index] = Some(outcome),
+            }
+        }
+        if !sent.is_empty() {
+            let results = match self.connection.get(|| self.connect()).await {
+                Err(error) => Err(error),
+                Ok(mut connection) => {
+                    let query = pipe.query_async::<Vec<redis::RedisResult<redis::Value>>>(&mut connection);
+                    match tokio::time::timeout(self.timeout, query).await {
+                        Ok(Ok(results)) => Ok(results),
+                        Ok(Err(error)) => {
+                            self.connection.reset().await;
+                            Err(format!("Redis pipeline failed: {}", describe(&error)))
+                        }
+                        Err(_) => {
+                            self.connection.reset().await;
+                            Err("Redis timed out".to_owned())
+                        }
+                    }
+                }
+            };
+            match results {
+                Ok(results) => {
+                    for (index, result) in sent.iter().zip(results.into_iter().map(Some).chain(std::iter::repeat(None))) {
+                        outcomes[*index] = Some(match result {
+                            Some(Ok(_)) => Outcome::Published,
+                            Some(Err(error)) => outcome_of(&error),
+                            None => Outcome::transient("Redis sent fewer replies than commands"),
+                        });
+                    }
+                }
+                Err(error) => {
+                    for index in sent {
+                        outcomes[index] = Some(Outcome::transient(&error));
+                    }
+                }
+            }
+        }
+        outcomes.into_iter().map(|o| o.unwrap_or_else(|| Outcome::transient("Redis publish failed"))).collect()
+    }
+}
+
+/// The relay's reading of a Redis error for one command.
+fn outcome_of(error: &redis::RedisError) -> Outcome {
+    let description = describe(error);
+    let permanent = matches!(error.code(), Some("WRONGTYPE" | "NOPERM" | "NOAUTH" | "WRONGPASS"))
+        || matches!(error.kind(), redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm));
+    if permanent {
+        Outcome::permanent(format!("Redis refused the message: {description}"))
+    } else {
+        Outcome::transient(format!("Redis refused the message: {description}"))
+    }
+}
+
+/// A one-line description of a Redis error: its code and detail (the server never echoes our values in them).
+fn describe(error: &redis::RedisError) -> String {
+    let text = error.to_string();
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+impl fmt::Display for RedisPublisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&masked(&self.url))
+    }
+}
+
+impl fmt::Debug for RedisPublisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisPublisher")
+            .field("url", &masked(&self.url))
+            .field("stream", &self.stream.as_str())
+            .field("maxlen", &self.maxlen)
+            .field("envelope", &self.envelope)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RedisPublisher;
+
+    #[test]
+    fn urls_are_validated_and_passwords_never_shown() {
+        for (url, reason) in [
+            ("redis://:hunter2@127.0.0.1?stream=a b", "no whitespace"),
+            ("redis://:hunter2@127.0.0.1?maxlen=0", "`maxlen` must be"),
+            ("redis://:hunter2@127.0.0.1?topic=x", "unknown option `topic`"),
+            ("redis://:hunter2@127.0.0.1?stream={id}", "unknown placeholder"),
+        ] {
+            let error = RedisPublisher::from_url(&url.parse().unwrap()).unwrap_err().to_string();
+            assert!(error.contains(reason), "{url}: {error}");
+            assert!(!error.contains("hunter2") && !error.contains('\n'), "{error}");
+        }
+        let publisher = RedisPublisher::from_url(&"redis://:hunter2@127.0.0.1".parse().unwrap()).unwrap();
+        assert!(!format!("{publisher:?} {publisher}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,221 @@
+//! What every broker test shares: 1,000 traced events over 50 aggregates enqueued in PostgreSQL, a relay running
+//! a broker publisher, bounded waits, and the checks on what an independent consumer received.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use outbox_core::store::PgStore;
+use outbox_core::{NewEvent, Outbox, OutboxEvent};
+use outbox_relay::{CancellationToken, Publisher, Relay, RelayConfig, RunSummary};
+use outbox_tests::pg::TestDatabase;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+/// The number of aggregates and of events per aggregate of the big runs.
+pub const AGGREGATES: u32 = 50;
+pub const PER_AGGREGATE: u32 = 20;
+
+/// Where the test contracts are published (the `dataschema` base).
+pub const SCHEMA_BASE: &str = "https://contracts.example.com/";
+
+/// The event every broker test enqueues.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OrderPlaced {
+    pub order: String,
+    pub n: u32,
+    /// Padding, to make an oversized event.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+impl OutboxEvent for OrderPlaced {
+    const EVENT_TYPE: &'static str = "order.placed";
+    const AGGREGATE_TYPE: &'static str = "order";
+    const VERSION: u32 = 2;
+
+    fn aggregate_id(&self) -> String {
+        self.order.clone()
+    }
+}
+
+/// One enqueued event, as the checks expect it downstream.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    pub id: Uuid,
+    pub aggregate: String,
+    pub n: u32,
+    pub traceparent: String,
+}
+
+/// A W3C traceparent unique to `(aggregate, n)`.
+pub fn traceparent(aggregate: u32, n: u32) -> String {
+    format!("00-{:032x}-{:016x}-01", (u128::from(aggregate) << 32) | u128::from(n) | (1 << 100), u64::from(n) + 1)
+}
+
+/// Enqueues `aggregates x per_aggregate` events with a `traceparent` header each, interleaved (event 0 of every
+/// aggregate, then event 1, ...), one committed transaction per round.
+pub async fn enqueue(pool: &PgPool, aggregates: u32, per_aggregate: u32) -> Vec<Sent> {
+    let mut sent = Vec::new();
+    for n in 0..per_aggregate {
+        let mut round = Vec::new();
+        let mut events = Vec::new();
+        for a in 0..aggregates {
+            let event = OrderPlaced { order: format!("order-{a}"), n, note: String::new() };
+            let tp = traceparent(a, n);
+            events.push(NewEvent::new(&event).expect("serialize").with_header("traceparent", tp.clone()));
+            round.push((event.order, n, tp));
+        }
+        let mut tx = pool.begin().await.expect("begin");
+        let ids = Outbox::new().enqueue_events(&mut tx, events).await.expect("enqueue");
+        tx.commit().await.expect("commit");
+        for (id, (aggregate, n, traceparent)) in ids.into_iter().zip(round) {
+            sent.push(Sent { id, aggregate, n, traceparent });
+        }
+    }
+    sent
+}
+
+/// Enqueues one event whose payload is `bytes` long or more.
+pub async fn enqueue_oversized(pool: &PgPool, bytes: usize) -> Uuid {
+    let event = OrderPlaced { order: "order-big".to_owned(), n: 0, note: "x".repeat(bytes) };
+    let mut tx = pool.begin().await.expect("begin");
+    let id = Outbox::new().enqueue(&mut tx, &event).await.expect("enqueue");
+    tx.commit().await.expect("commit");
+    id
+}
+
+/// A running relay.
+pub struct Running {
+    shutdown: CancellationToken,
+    handle: JoinHandle<outbox_relay::Result<RunSummary>>,
+}
+
+impl Running {
+    /// Stops the relay gracefully.
+    pub async fn stop(self) -> RunSummary {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(60), self.handle)
+            .await
+            .expect("relay did not stop within 60 s")
+            .expect("relay task panicked")
+            .expect("relay failed")
+    }
+}
+
+/// A relay config for broker tests: fast polling, short backoff, attempts enough to ride out a broker restart.
+pub fn config() -> RelayConfig {
+    RelayConfig::builder()
+        .poll_interval(Duration::from_millis(10))
+        .backoff(Duration::from_millis(20), Duration::from_millis(500))
+        .max_attempts(100_000)
+        .build()
+        .expect("config")
+}
+
+/// Starts a relay over `db` publishing with `publisher`.
+pub fn start(db: &TestDatabase, publisher: impl Publisher, config: RelayConfig) -> Running {
+    let relay = Relay::new(PgStore::new(db.pool.clone()), publisher, config);
+    let shutdown = CancellationToken::new();
+    let handle = tokio::spawn(relay.run(shutdown.clone()));
+    Running { shutdown, handle }
+}
+
+/// Rows with `status`.
+pub async fn count(pool: &PgPool, status: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE status = $1")
+        .bind(status)
+        .fetch_one(pool)
+        .await
+        .expect("count")
+}
+
+/// The status and last error of event `id`.
+pub async fn status_of(pool: &PgPool, id: Uuid) -> (String, Option<String>) {
+    sqlx::query_as("SELECT status, last_error FROM outbox_events WHERE id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .expect("status")
+}
+
+/// Waits until at least `n` rows are `status`, for at most `timeout`.
+pub async fn wait_for(pool: &PgPool, status: &str, n: i64, timeout: Duration) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let got = count(pool, status).await;
+        if got >= n {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "only {got} of {n} events `{status}` within {timeout:?}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// One message as a consumer received it: its headers (or attributes) and its body.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub headers: BTreeMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl Received {
+    fn payload(&self) -> OrderPlaced {
+        serde_json::from_slice(&self.body).expect("the body is the payload JSON")
+    }
+}
+
+/// How a consumer's header names spell the CloudEvents attributes.
+#[derive(Debug, Clone, Copy)]
+pub struct Spelling {
+    pub prefix: &'static str,
+}
+
+/// Checks what a consumer received against what was enqueued: every event arrived (duplicates allowed unless
+/// `exact`), with its CloudEvents attributes and traceparent, and each aggregate's events in commit order.
+pub fn check(sent: &[Sent], received: &[Received], spelling: Spelling, exact: bool) {
+    let by_id: HashMap<Uuid, &Sent> = sent.iter().map(|s| (s.id, s)).collect();
+    let p = spelling.prefix;
+    let mut seen = HashSet::new();
+    let mut last_n: HashMap<String, u32> = HashMap::new();
+    for message in received {
+        let get = |name: &str| {
+            message.headers.get(&format!("{p}{name}")).unwrap_or_else(|| panic!("no `{p}{name}` in {:?}", message.headers))
+        };
+        let id: Uuid = get("id").parse().expect("ce id is a UUID");
+        let Some(expected) = by_id.get(&id) else { panic!("received an event that was not sent: {id}") };
+        assert_eq!(get("specversion"), "1.0");
+        assert_eq!(get("type"), "order.placed");
+        assert_eq!(get("source"), "outbox-tests");
+        assert_eq!(get("subject"), &expected.aggregate);
+        assert_eq!(get("dataschema"), &format!("{SCHEMA_BASE}order.placed/v2.schema.json"));
+        assert_eq!(get("schemaversion"), "2");
+        assert_eq!(get("aggregatetype"), "order");
+        assert!(time::OffsetDateTime::parse(get("time"), &time::format_description::well_known::Rfc3339).is_ok());
+        assert_eq!(message.headers.get("traceparent"), Some(&expected.traceparent), "traceparent of {id}");
+        let payload = message.payload();
+        assert_eq!((payload.order.as_str(), payload.n), (expected.aggregate.as_str(), expected.n), "body of {id}");
+        let first = seen.insert(id);
+        assert!(first || !exact, "event {id} received twice");
+        if first {
+            // A duplicate re-sends an event the consumer already has; first deliveries are in commit order.
+            if let Some(previous) = last_n.insert(expected.aggregate.clone(), expected.n) {
+                assert!(
+                    previous < expected.n,
+                    "{}: event {} arrived after event {previous}",
+                    expected.aggregate,
+                    expected.n
+                );
+            }
+        }
+    }
+    let missing: Vec<_> = sent.iter().filter(|s| !seen.contains(&s.id)).collect();
+    assert!(missing.is_empty(), "{} of {} events never arrived, e.g. {:?}", missing.len(), sent.len(), missing.first());
+}
+
+/// The CloudEvents settings every broker test publishes with.
+pub fn envelope_query() -> String {
+    format!("source=outbox-tests&schema_base={SCHEMA_BASE}")
+}

@@ -1,0 +1,230 @@
+//! The relay on the embedded backend: the same promises as on PostgreSQL (order per aggregate, retries, dead
+//! letters, pause, leases and fencing, retention), on a real SQLite file.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use outbox_core::store::{ClaimRequest, Ordering, RetryTarget, Settlement, SqliteStore, Store};
+use outbox_core::{Outbox, OutboxEvent};
+use outbox_relay::{CancellationToken, Message, Outcome, Publisher, Relay, RelayConfig, Retention};
+use outbox_tests::sqlite::TestDatabase;
+use serde::{Deserialize, Serialize};
+use sqlx::SqlitePool;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Step {
+    aggregate: String,
+    n: u32,
+}
+
+impl OutboxEvent for Step {
+    const EVENT_TYPE: &'static str = "test.step";
+    const AGGREGATE_TYPE: &'static str = "test";
+    const VERSION: u32 = 1;
+
+    fn aggregate_id(&self) -> String {
+        self.aggregate.clone()
+    }
+}
+
+/// A sink that records what it received, fails some events transiently (once each) or for good.
+#[derive(Clone, Default)]
+struct Recorder {
+    seen: Arc<Mutex<Vec<(String, u32)>>>,
+    fail_once: Arc<Mutex<HashSet<Uuid>>>,
+    permanent: Arc<Mutex<HashSet<Uuid>>>,
+}
+
+impl Publisher for Recorder {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        batch
+            .iter()
+            .map(|message| {
+                if self.permanent.lock().unwrap().contains(&message.id) {
+                    return Outcome::permanent("rejected by the test");
+                }
+                if self.fail_once.lock().unwrap().remove(&message.id) {
+                    return Outcome::transient("broker busy");
+                }
+                let step: Step = serde_json::from_str(&message.payload).unwrap();
+                self.seen.lock().unwrap().push((step.aggregate, step.n));
+                Outcome::Published
+            })
+            .collect()
+    }
+}
+
+async fn enqueue_interleaved(pool: &SqlitePool, aggregates: u32, per_aggregate: u32) -> Vec<Uuid> {
+    let mut ids = Vec::new();
+    for n in 0..per_aggregate {
+        let round: Vec<Step> = (0..aggregates).map(|a| Step { aggregate: format!("agg-{a}"), n }).collect();
+        let mut tx = pool.begin().await.unwrap();
+        ids.extend(Outbox::new().enqueue_all(&mut tx, &round).await.unwrap());
+        tx.commit().await.unwrap();
+    }
+    ids
+}
+
+async fn count(pool: &SqlitePool, status: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE status = ?1").bind(status).fetch_one(pool).await.unwrap()
+}
+
+async fn wait_for(pool: &SqlitePool, status: &str, expected: i64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = count(pool, status).await;
+        if now == expected {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{now} events {status}, expected {expected} within 60 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn config() -> outbox_relay::RelayConfigBuilder {
+    RelayConfig::builder().poll_interval(Duration::from_millis(20)).backoff(Duration::from_millis(10), Duration::from_millis(50))
+}
+
+fn start(db: &TestDatabase, recorder: &Recorder, config: RelayConfig) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let relay = Relay::new(SqliteStore::new(db.pool.clone()), recorder.clone(), config);
+    let token = CancellationToken::new();
+    let running = token.clone();
+    (token, tokio::spawn(async move {
+        relay.run(running).await.unwrap();
+    }))
+}
+
+#[tokio::test]
+async fn sqlite_relay_publishes_every_event_in_aggregate_order() {
+    let db = TestDatabase::migrated().await;
+    enqueue_interleaved(&db.pool, 20, 25).await;
+    let recorder = Recorder::default();
+    let (stop, running) = start(&db, &recorder, config().batch_size(50).build().unwrap());
+    wait_for(&db.pool, "published", 500).await;
+    stop.cancel();
+    running.await.unwrap();
+
+    let mut by_aggregate: HashMap<String, Vec<u32>> = HashMap::new();
+    for (aggregate, n) in recorder.seen.lock().unwrap().iter() {
+        by_aggregate.entry(aggregate.clone()).or_default().push(*n);
+    }
+    assert_eq!(by_aggregate.len(), 20);
+    for (aggregate, order) in by_aggregate {
+        assert_eq!(order, (0..25).collect::<Vec<_>>(), "{aggregate} out of order");
+    }
+}
+
+#[tokio::test]
+async fn sqlite_transient_failure_is_retried_and_permanent_failure_blocks_only_its_aggregate() {
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue_interleaved(&db.pool, 4, 3).await; // round n holds agg-0..agg-3
+    let recorder = Recorder::default();
+    recorder.fail_once.lock().unwrap().insert(ids[0]); // agg-0 #0 fails once
+    recorder.permanent.lock().unwrap().insert(ids[1]); // agg-1 #0 is poison
+    let (stop, running) = start(&db, &recorder, config().build().unwrap());
+    wait_for(&db.pool, "published", 9).await; // everything but agg-1
+    wait_for(&db.pool, "failed", 1).await;
+    stop.cancel();
+    running.await.unwrap();
+
+    let (attempts, error): (i64, String) =
+        sqlx::query_as("SELECT attempts, last_error FROM outbox_events WHERE id = ?1")
+            .bind(ids[0].to_string())
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!((attempts, error.as_str()), (1, "broker busy"));
+    let pending_behind_poison = count(&db.pool, "pending").await;
+    assert_eq!(pending_behind_poison, 2, "agg-1's later events wait behind its failed head");
+
+    // An operator fixes the cause and retries: the aggregate flows again, in order.
+    recorder.permanent.lock().unwrap().clear();
+    let store = SqliteStore::new(db.pool.clone());
+    assert_eq!(store.retry(&RetryTarget::Ids(vec![ids[1]])).await.unwrap(), [ids[1]]);
+    let (stop, running) = start(&db, &recorder, config().build().unwrap());
+    wait_for(&db.pool, "published", 12).await;
+    stop.cancel();
+    running.await.unwrap();
+    let agg1: Vec<u32> =
+        recorder.seen.lock().unwrap().iter().filter(|(a, _)| a == "agg-1").map(|(_, n)| *n).collect();
+    assert_eq!(agg1, [0, 1, 2]);
+}
+
+#[tokio::test]
+async fn sqlite_pause_stops_claiming_until_resumed() {
+    let db = TestDatabase::migrated().await;
+    let store = SqliteStore::new(db.pool.clone());
+    store.set_paused(true).await.unwrap();
+    enqueue_interleaved(&db.pool, 3, 3).await;
+    let recorder = Recorder::default();
+    let (stop, running) = start(&db, &recorder, config().build().unwrap());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(count(&db.pool, "published").await, 0, "a paused outbox publishes nothing");
+    assert!(store.status().await.unwrap().paused);
+    store.set_paused(false).await.unwrap();
+    wait_for(&db.pool, "published", 9).await;
+    stop.cancel();
+    running.await.unwrap();
+}
+
+#[tokio::test]
+async fn sqlite_expired_lease_is_reclaimed_and_the_stale_owner_is_fenced() {
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue_interleaved(&db.pool, 2, 1).await;
+    let store = SqliteStore::new(db.pool.clone());
+    let (stale, fresh) = (Uuid::now_v7(), Uuid::now_v7());
+    let first = store.claim(&ClaimRequest::new(stale, Duration::from_millis(100), 10, Ordering::Aggregate)).await.unwrap();
+    assert_eq!(first.events.len(), 2);
+    let nothing = store.claim(&ClaimRequest::new(fresh, Duration::from_secs(30), 10, Ordering::Aggregate)).await.unwrap();
+    assert!(nothing.events.is_empty(), "leased rows are not claimed twice");
+
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(store.reclaim_expired().await.unwrap(), 2);
+    let second = store.claim(&ClaimRequest::new(fresh, Duration::from_secs(30), 10, Ordering::Aggregate)).await.unwrap();
+    assert_eq!(second.events.iter().map(|e| e.event.id).collect::<Vec<_>>(), ids);
+
+    let stale_marks: Vec<_> = first.events.iter().map(Settlement::published).collect();
+    let report = store.settle(stale, &stale_marks, false).await.unwrap();
+    assert_eq!((report.published, report.fenced), (0, 2), "the stalled relay cannot mark rows it lost");
+    let marks: Vec<_> = second.events.iter().map(Settlement::published).collect();
+    let report = store.settle(fresh, &marks, false).await.unwrap();
+    assert_eq!((report.published, report.fenced), (2, 0));
+}
+
+#[tokio::test]
+async fn sqlite_retention_deletes_only_old_finished_rows() {
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue_interleaved(&db.pool, 3, 1).await;
+    sqlx::query(
+        "UPDATE outbox_events SET status = 'published',
+                published_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-2 days') WHERE id = ?1",
+    )
+    .bind(ids[0].to_string())
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE outbox_events SET status = 'published', published_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1")
+        .bind(ids[1].to_string())
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let recorder = Recorder::default();
+    let (stop, running) =
+        start(&db, &recorder, config().retention(Retention::After(Duration::from_secs(24 * 3600))).build().unwrap());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while count(&db.pool, "published").await != 2 || total(&db.pool).await != 2 {
+        assert!(tokio::time::Instant::now() < deadline, "retention did not converge");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
+    running.await.unwrap();
+    let left: Vec<String> =
+        sqlx::query_scalar("SELECT id FROM outbox_events ORDER BY seq").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(left, [ids[1].to_string(), ids[2].to_string()], "only the two-day-old published row went");
+}
+
+async fn total(pool: &SqlitePool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM outbox_events").fetch_one(pool).await.unwrap()
+}
