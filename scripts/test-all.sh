@@ -32,4 +32,13 @@ if [ -z "${DATABASE_URL:-}" ] && ! have_postgres_server; then
   apt_install postgresql
 fi
 
+# The AsyncAPI test runs the official parser (@asyncapi/parser, pinned by tests/asyncapi/package-lock.json).
+if [ ! -d tests/asyncapi/node_modules/@asyncapi/parser ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    apt_install nodejs npm
+  fi
+  say "installing the AsyncAPI parser: npm ci --prefix tests/asyncapi"
+  npm ci --prefix tests/asyncapi --no-audit --no-fund --loglevel=error >/dev/null
+fi
+
 cargo test --workspace --all-features "$@"

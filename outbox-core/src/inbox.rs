@@ -17,35 +17,22 @@ use crate::{Backend, Error, InTransaction, Result};
 /// # Example
 ///
 /// ```no_run
-/// use outbox_core::inbox::{Inbox, Processed};
+/// use outbox_core::inbox::Inbox;
 ///
 /// # async fn run(pool: sqlx::PgPool, event_id: uuid::Uuid) -> Result<(), outbox_core::Error> {
 /// let inbox = Inbox::new("billing")?;
-/// let processed = inbox
-///     .process(&pool, event_id, async |tx| {
-///         sqlx::query("UPDATE invoices SET status = 'paid' WHERE id = $1").bind(7_i64).execute(&mut **tx).await?;
-///         Ok::<_, outbox_core::Error>(())
-///     })
-///     .await?;
-/// if let Processed::Duplicate = processed {
+/// let Some(mut tx) = inbox.begin(&pool, event_id).await? else {
 ///     println!("already processed {event_id}; skipped");
-/// }
+///     return Ok(());
+/// };
+/// sqlx::query("UPDATE invoices SET status = 'paid' WHERE id = $1").bind(7_i64).execute(&mut *tx).await?;
+/// tx.commit().await?; // the effect and the inbox record commit together
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Debug, Clone)]
 pub struct Inbox {
     consumer: String,
-}
-
-/// The result of [`Inbox::process`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[must_use]
-pub enum Processed<T> {
-    /// First delivery: the handler ran and its transaction committed with the inbox record.
-    Done(T),
-    /// The event was processed before; the handler did not run.
-    Duplicate,
 }
 
 impl Inbox {
@@ -80,29 +67,28 @@ impl Inbox {
         <T::Database as Backend>::inbox_record(tx.connection(), &self.consumer, event_id).await
     }
 
-    /// Runs `handler` in a new transaction unless the event was processed before, and commits its writes
-    /// together with the inbox record.
+    /// Begins a transaction with the event recorded as processed, or returns `None` (and leaves nothing open)
+    /// when it was processed before.
     ///
-    /// If the handler returns an error, the transaction rolls back (its writes and the record) and the error
-    /// is returned, so a redelivery processes the event again.
+    /// Run the effect on the returned transaction and commit it: the effect and the record commit together. If
+    /// the effect fails, drop the transaction (or return early with `?`): both roll back, so a redelivery
+    /// processes the event again. A concurrent delivery of the same event waits until this transaction ends.
     ///
     /// # Errors
     ///
-    /// The handler's error, or [`Error`] (converted into `E`) when the database fails.
-    pub async fn process<DB, T, E, F>(&self, pool: &sqlx::Pool<DB>, event_id: Uuid, handler: F) -> Result<Processed<T>, E>
-    where
-        DB: Backend,
-        E: From<Error>,
-        F: AsyncFnOnce(&mut sqlx::Transaction<'static, DB>) -> Result<T, E>,
-    {
-        let mut tx = pool.begin().await.map_err(Error::from)?;
-        if !self.record(&mut tx, event_id).await? {
-            tx.rollback().await.map_err(Error::from)?;
-            return Ok(Processed::Duplicate);
+    /// [`Error::Database`] when the database fails.
+    pub async fn begin<DB: Backend>(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        event_id: Uuid,
+    ) -> Result<Option<sqlx::Transaction<'static, DB>>> {
+        let mut tx = pool.begin().await?;
+        if self.record(&mut tx, event_id).await? {
+            Ok(Some(tx))
+        } else {
+            tx.rollback().await?;
+            Ok(None)
         }
-        let value = handler(&mut tx).await?; // an error drops `tx`, which rolls it back
-        tx.commit().await.map_err(Error::from)?;
-        Ok(Processed::Done(value))
     }
 
     /// Deletes this consumer's records older than `age`, at most `limit` at a time, and returns how many went.

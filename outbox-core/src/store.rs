@@ -410,8 +410,15 @@ pub trait Wakeups: Send {
 
 /// The relay's operations on the outbox table, one short statement each, for any backend.
 ///
-/// Implemented by [`PgStore`]. Every method returns [`Error::Database`](crate::Error::Database) when the
-/// database fails; none holds a transaction open after it returns.
+/// Implemented by [`PgStore`]. No method holds a transaction open after it returns, and none takes more than
+/// one round trip (the retention and purge helpers work in batches the caller repeats).
+///
+/// # Errors
+///
+/// Every method returns [`Error::Database`](crate::Error::Database) when the database fails (a missing table
+/// reports SQLSTATE class 42: the migrations were not applied), and [`listen`](Store::listen) also
+/// [`Error::InvalidIdentifier`](crate::Error::InvalidIdentifier) for a channel name that is not a plain
+/// identifier.
 pub trait Store: Send + Sync + 'static {
     /// Claims up to `request.limit` due events and leases them to `request.owner`, in one short transaction
     /// (`FOR UPDATE SKIP LOCKED`, so concurrent relays never wait for each other or claim the same row). Nothing

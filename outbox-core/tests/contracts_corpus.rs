@@ -63,7 +63,12 @@ fn expectations(case: &Value) -> Value {
 }
 
 fn rules(value: &Value) -> BTreeSet<String> {
-    value.as_array().unwrap_or_else(|| panic!("expected a list of rule ids: {value}")).iter().map(|r| r.as_str().unwrap().to_owned()).collect()
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("expected a list of rule ids: {value}"))
+        .iter()
+        .map(|r| r.as_str().unwrap().to_owned())
+        .collect()
 }
 
 fn breaking(old: &Value, new: &Value, mode: Mode, content_model: ContentModel) -> BTreeSet<String> {
@@ -97,10 +102,7 @@ fn every_pair_gets_the_expected_verdict_under_every_mode_and_content_model() {
                         o.content_model = content_model;
                         o
                     });
-                    failures.push(format!(
-                        "{} [{model}, {mode}]: expected {want:?}, got {got:?}\n{report}",
-                        pair.name
-                    ));
+                    failures.push(format!("{} [{model}, {mode}]: expected {want:?}, got {got:?}\n{report}", pair.name));
                 }
             }
         }
@@ -113,7 +115,11 @@ fn compatible_changes_that_must_be_reported_are_reported() {
     for pair in corpus() {
         let report = diff_schemas(&pair.old, &pair.new, &DiffOptions::default());
         for rule in &pair.reports {
-            assert!(report.findings.iter().any(|f| f.rule.id() == rule), "{}: {rule} not reported\n{report}", pair.name);
+            assert!(
+                report.findings.iter().any(|f| f.rule.id() == rule),
+                "{}: {rule} not reported\n{report}",
+                pair.name
+            );
         }
     }
 }

@@ -30,7 +30,11 @@ fn schema() -> impl Strategy<Value = Value> {
     leaf().prop_recursive(4, 48, 4, |inner| {
         let names = prop::sample::select(vec!["a", "b", "c", "d~/"]);
         prop_oneof![
-            (prop::collection::btree_map(names.clone(), inner.clone(), 0..4), prop::collection::vec(names, 0..3), any::<Option<bool>>())
+            (
+                prop::collection::btree_map(names.clone(), inner.clone(), 0..4),
+                prop::collection::vec(names, 0..3),
+                any::<Option<bool>>()
+            )
                 .prop_map(|(props, required, closed)| {
                     let mut map = Map::new();
                     map.insert("type".into(), json!("object"));
@@ -41,11 +45,14 @@ fn schema() -> impl Strategy<Value = Value> {
                     }
                     Value::Object(map)
                 }),
-            (inner.clone(), any::<bool>()).prop_map(|(items, unique)| json!({ "type": "array", "items": items, "uniqueItems": unique, "minItems": 1 })),
+            (inner.clone(), any::<bool>()).prop_map(
+                |(items, unique)| json!({ "type": "array", "items": items, "uniqueItems": unique, "minItems": 1 })
+            ),
             prop::collection::vec(inner.clone(), 1..4).prop_map(|branches| json!({ "anyOf": branches })),
             prop::collection::vec(inner.clone(), 1..3).prop_map(|branches| json!({ "oneOf": branches })),
             prop::collection::vec(inner.clone(), 1..3).prop_map(|parts| json!({ "allOf": parts })),
-            prop::collection::vec(inner.clone(), 1..3).prop_map(|items| json!({ "type": "array", "prefixItems": items })),
+            prop::collection::vec(inner.clone(), 1..3)
+                .prop_map(|items| json!({ "type": "array", "prefixItems": items })),
             inner.clone().prop_map(|values| json!({ "type": "object", "additionalProperties": values })),
             (inner.clone(), inner).prop_map(|(root, thing)| json!({ "allOf": [root], "$defs": { "Thing": thing } })),
         ]
@@ -59,13 +66,29 @@ fn junk() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|n| json!(n)),
         any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
-        prop::sample::select(vec!["type", "properties", "$ref", "#", "#/a", "anyOf", "items", "enum"]).prop_map(|s| json!(s)),
+        prop::sample::select(vec!["type", "properties", "$ref", "#", "#/a", "anyOf", "items", "enum"])
+            .prop_map(|s| json!(s)),
     ];
     leaf.prop_recursive(4, 32, 4, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
             prop::collection::btree_map(
-                prop::sample::select(vec!["type", "properties", "required", "items", "anyOf", "oneOf", "enum", "const", "$ref", "additionalProperties", "minimum", "format", "x-sensitive"]).prop_map(str::to_owned),
+                prop::sample::select(vec![
+                    "type",
+                    "properties",
+                    "required",
+                    "items",
+                    "anyOf",
+                    "oneOf",
+                    "enum",
+                    "const",
+                    "$ref",
+                    "additionalProperties",
+                    "minimum",
+                    "format",
+                    "x-sensitive"
+                ])
+                .prop_map(str::to_owned),
                 inner,
                 0..4
             )

@@ -87,7 +87,10 @@ fn a_name_gone_for_a_version_and_back_with_another_type_is_reserved() {
     let report = diff(&old, &set(&[(1, v1.clone()), (2, v2.clone()), (3, v3_clash)]), &DiffOptions::default());
     assert_eq!(report.breaking_rules(), [Rule::ReservedPropertyReused], "{report}");
     let finding = report.breaking().next().unwrap();
-    assert_eq!((finding.pointer.as_str(), finding.old.as_str(), finding.new.as_str()), ("/properties/note", "string in v1", "integer"));
+    assert_eq!(
+        (finding.pointer.as_str(), finding.old.as_str(), finding.new.as_str()),
+        ("/properties/note", "string in v1", "integer")
+    );
 
     let report = diff(&old, &set(&[(1, v1), (2, v2), (3, v3_same)]), &DiffOptions::default());
     assert!(report.is_compatible(), "{report}");
@@ -122,7 +125,8 @@ fn transitive_mode_catches_a_new_break_against_an_older_version() {
 
 #[test]
 fn an_accepted_break_passes_and_is_marked() {
-    let old = set(&[(1, object(json!({ "id": { "type": "integer" }, "note": { "type": "string" } }), &["id", "note"]))]);
+    let old =
+        set(&[(1, object(json!({ "id": { "type": "integer" }, "note": { "type": "string" } }), &["id", "note"]))]);
     let new = set(&[(1, object(json!({ "id": { "type": "integer" } }), &["id"]))]);
     let mut options = DiffOptions::default();
     options.allow = vec!["REQUIRED_PROPERTY_REMOVED order.placed v1 /properties/note".parse().unwrap()];
@@ -140,7 +144,10 @@ fn the_new_folders_allowed_breaks_file_is_read() {
     write(&old.join("order.placed/v1.schema.json"), r#"{"type":"object","properties":{"id":{"type":"integer"}}}"#);
     write(&new.join("order.placed/v1.schema.json"), r#"{"type":"object","properties":{"id":{"type":"string"}}}"#);
     assert!(!diff_paths(&old, &new, &DiffOptions::default()).unwrap().is_compatible());
-    write(&new.join("allowed-breaks.txt"), "# accepted in review\nTYPE_CHANGED  order.placed v1  /properties/id/type  integer -> string\n");
+    write(
+        &new.join("allowed-breaks.txt"),
+        "# accepted in review\nTYPE_CHANGED  order.placed v1  /properties/id/type  integer -> string\n",
+    );
     let report = diff_paths(&old, &new, &DiffOptions::default()).unwrap();
     assert!(report.is_compatible(), "{report}");
 }
@@ -152,7 +159,9 @@ fn two_single_files_are_compared_whatever_their_names() {
     write(&dir.join("after.json"), r#"{"type":"object","properties":{"n":{"type":"number"}}}"#);
     let report = diff_paths(dir.join("before.json"), dir.join("after.json"), &options(Mode::Forward)).unwrap();
     assert_eq!(report.breaking_rules(), [Rule::TypeWidened]);
-    assert!(diff_paths(dir.join("before.json"), dir.join("after.json"), &options(Mode::Backward)).unwrap().is_compatible());
+    assert!(diff_paths(dir.join("before.json"), dir.join("after.json"), &options(Mode::Backward))
+        .unwrap()
+        .is_compatible());
 }
 
 fn load_error(files: &[(&str, &str)]) -> ContractError {

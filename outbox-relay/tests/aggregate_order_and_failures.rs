@@ -184,3 +184,20 @@ async fn transient_failures_back_off_within_bounds_then_fail_when_attempts_run_o
     let summary = relay.stop().await;
     assert_eq!((summary.retried, summary.failed), (2, 1));
 }
+
+#[tokio::test]
+async fn an_unmigrated_database_is_a_fatal_error_not_retried_forever() {
+    let db = TestDatabase::create().await;
+    let relay = start(&db, Recorder::new().for_relay(0), common::config().build().unwrap());
+    let result = tokio::time::timeout(Duration::from_secs(20), relay.handle)
+        .await
+        .expect("the relay kept retrying a missing table")
+        .expect("relay task panicked");
+    match result {
+        Err(error @ outbox_relay::Error::Schema { .. }) => {
+            assert!(!error.is_retryable());
+            assert!(error.to_string().contains("outbox migrate"), "{error}");
+        }
+        other => panic!("expected a schema error, got {other:?}"),
+    }
+}

@@ -59,7 +59,8 @@ fn contract(dir: &Path, event_type: &str, version: u32, schema: &str) {
     std::fs::write(path, schema).unwrap();
 }
 
-const V1: &str = r#"{"type":"object","properties":{"id":{"type":"integer"},"note":{"type":"string"}},"required":["id"]}"#;
+const V1: &str =
+    r#"{"type":"object","properties":{"id":{"type":"integer"},"note":{"type":"string"}},"required":["id"]}"#;
 const NOTE_REQUIRED: &str =
     r#"{"type":"object","properties":{"id":{"type":"integer"},"note":{"type":"string"}},"required":["id","note"]}"#;
 const NOTE_ADDED_LABEL: &str = r#"{"type":"object","properties":{"id":{"type":"integer"},"note":{"type":"string"},"label":{"type":"string"}},"required":["id"]}"#;
@@ -85,7 +86,10 @@ fn a_breaking_change_exits_1_with_one_line_per_finding() {
     let (old, new) = folders(NOTE_REQUIRED);
     let (code, out, _) = outbox(&["contracts", "diff", &old, &new]);
     assert_eq!(code, 1, "{out}");
-    assert_eq!(out.lines().next(), Some("PROPERTY_MADE_REQUIRED  order.placed v1  /properties/note  optional -> required"));
+    assert_eq!(
+        out.lines().next(),
+        Some("PROPERTY_MADE_REQUIRED  order.placed v1  /properties/note  optional -> required")
+    );
 }
 
 #[test]
@@ -147,7 +151,12 @@ fn transitive_checks_older_versions() {
     assert_eq!(outbox(&["contracts", "diff", &old, &new]).0, 0);
     let (code, out, _) = outbox(&["contracts", "diff", "--transitive", &old, &new]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("REQUIRED_PROPERTY_REMOVED  order.placed v2  /properties/a  integer (required) -> absent  (against v1)"), "{out}");
+    assert!(
+        out.contains(
+            "REQUIRED_PROPERTY_REMOVED  order.placed v2  /properties/a  integer (required) -> absent  (against v1)"
+        ),
+        "{out}"
+    );
 }
 
 #[test]
@@ -155,7 +164,8 @@ fn single_schema_files_can_be_compared() {
     let dir = temp_dir("files");
     std::fs::write(dir.join("old.json"), V1).unwrap();
     std::fs::write(dir.join("new.json"), NOTE_REQUIRED).unwrap();
-    let (code, out, _) = outbox(&["contracts", "diff", dir.join("old.json").to_str().unwrap(), dir.join("new.json").to_str().unwrap()]);
+    let (code, out, _) =
+        outbox(&["contracts", "diff", dir.join("old.json").to_str().unwrap(), dir.join("new.json").to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");
 }
 

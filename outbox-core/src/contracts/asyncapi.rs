@@ -14,7 +14,8 @@ pub(crate) const AGGREGATE_ID_HEADER: &str = "ce_subject";
 
 /// The AsyncAPI 3.0 document for `contracts`, titled `title`.
 ///
-/// - `channels`: one per event type, addressed by the event type, listing one message per version (`v1`, `v2`).
+/// - `channels`: one per event type, addressed by the event type, listing one message per version
+///   (`<event_type>.v<N>`).
 /// - `operations`: one `send` operation per event type (the program publishes them through the outbox).
 /// - `components.messages`: `<event_type>.v<N>`, JSON payload, the aggregate id as correlation id (header
 ///   `ce_subject`) and as the Kafka message key, CloudEvents headers, and the `x-outbox-*` metadata.
@@ -33,7 +34,7 @@ pub(crate) const AGGREGATE_ID_HEADER: &str = "ce_subject";
 /// assert_eq!(document["asyncapi"], "3.0.0");
 /// assert_eq!(document["channels"]["order.placed"]["address"], "order.placed");
 /// assert_eq!(
-///     document["channels"]["order.placed"]["messages"]["v1"]["$ref"],
+///     document["channels"]["order.placed"]["messages"]["order.placed.v1"]["$ref"],
 ///     "#/components/messages/order.placed.v1"
 /// );
 /// ```
@@ -72,9 +73,10 @@ pub fn asyncapi_document(contracts: &Contracts, title: &str) -> Value {
                     "x-outbox-aggregate": aggregate,
                 }),
             );
-            let name = format!("v{version}");
+            let name = message_key.clone();
             channel_messages.insert(name.clone(), json!({ "$ref": format!("#/components/messages/{message_key}") }));
-            operation_messages.push(json!({ "$ref": format!("#/channels/{}/messages/{name}", pointer_token(event_type)) }));
+            operation_messages
+                .push(json!({ "$ref": format!("#/channels/{}/messages/{name}", pointer_token(event_type)) }));
         }
         channels.insert(
             event_type.clone(),

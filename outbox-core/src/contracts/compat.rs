@@ -38,7 +38,7 @@ pub(crate) fn compare(old: &Value, new: &Value, model: ContentModel) -> Vec<Chan
 fn fits(writer: &Value, reader: &Value, model: ContentModel, depth: usize) -> bool {
     let mut walk = Walk { model, changes: Vec::new() };
     walk.node(writer, reader, "", depth + 1);
-    !walk.changes.iter().any(|change| change.backward)
+    !walk.changes.iter().any(|change| change.backward && !change.rule.is_policy())
 }
 
 struct Walk {
@@ -123,7 +123,15 @@ impl Walk {
         }
     }
 
-    fn union(&mut self, old: &Value, old_branches: &[Value], new: &Value, new_branches: &[Value], at: &str, depth: usize) {
+    fn union(
+        &mut self,
+        old: &Value,
+        old_branches: &[Value],
+        new: &Value,
+        new_branches: &[Value],
+        at: &str,
+        depth: usize,
+    ) {
         let old_keyword = union_keyword(old);
         let new_keyword = union_keyword(new);
         let pointer = |keyword: Option<&str>, index: usize| match keyword {
@@ -175,7 +183,14 @@ impl Walk {
                 return self.push(Rule::TypeWidened, &format!("{at}/type"), "nothing".into(), summary(new), false, true)
             }
             (Some(_), None) => {
-                return self.push(Rule::TypeNarrowed, &format!("{at}/type"), summary(old), "nothing".into(), true, false)
+                return self.push(
+                    Rule::TypeNarrowed,
+                    &format!("{at}/type"),
+                    summary(old),
+                    "nothing".into(),
+                    true,
+                    false,
+                )
             }
         };
         let (old_types, new_types) = (types_of(old_map) & !NULL, types_of(new_map) & !NULL);
@@ -205,7 +220,14 @@ impl Walk {
             (Some(old_values), Some(new_values)) => {
                 if old.contains_key("const") && new.contains_key("const") {
                     if old_values != new_values {
-                        self.push(Rule::ConstChanged, &format!("{at}/const"), list(&old_values), list(&new_values), true, true);
+                        self.push(
+                            Rule::ConstChanged,
+                            &format!("{at}/const"),
+                            list(&old_values),
+                            list(&new_values),
+                            true,
+                            true,
+                        );
                     }
                     return;
                 }
@@ -213,7 +235,14 @@ impl Walk {
                     self.push(Rule::EnumValueAdded, &format!("{at}/enum"), "absent".into(), short(value), false, true);
                 }
                 for value in old_values.iter().filter(|v| !new_values.contains(v)) {
-                    self.push(Rule::EnumValueRemoved, &format!("{at}/enum"), short(value), "absent".into(), true, false);
+                    self.push(
+                        Rule::EnumValueRemoved,
+                        &format!("{at}/enum"),
+                        short(value),
+                        "absent".into(),
+                        true,
+                        false,
+                    );
                 }
             }
             (None, Some(new_values)) => {
@@ -229,7 +258,8 @@ impl Walk {
     }
 
     fn format(&mut self, old: &Map<String, Value>, new: &Map<String, Value>, at: &str, common: u8) {
-        let (old_format, new_format) = (old.get("format").and_then(Value::as_str), new.get("format").and_then(Value::as_str));
+        let (old_format, new_format) =
+            (old.get("format").and_then(Value::as_str), new.get("format").and_then(Value::as_str));
         if old_format == new_format {
             return;
         }
@@ -266,7 +296,16 @@ impl Walk {
 
     /// A lower bound (`minimum`) or an upper bound (`maximum`) of any kind.
     #[allow(clippy::too_many_arguments)]
-    fn bound(&mut self, old: &Map<String, Value>, new: &Map<String, Value>, at: &str, key: &str, lower: bool, tightened: Rule, loosened: Rule) {
+    fn bound(
+        &mut self,
+        old: &Map<String, Value>,
+        new: &Map<String, Value>,
+        at: &str,
+        key: &str,
+        lower: bool,
+        tightened: Rule,
+        loosened: Rule,
+    ) {
         let (old_bound, new_bound) = (old.get(key).and_then(Value::as_f64), new.get(key).and_then(Value::as_f64));
         let text = |bound: Option<f64>| bound.map_or_else(|| "none".to_owned(), |b| format!("{key} {b}"));
         let stricter = match (old_bound, new_bound) {
@@ -298,9 +337,15 @@ impl Walk {
         let at = format!("{at}/multipleOf");
         match (multiple(old), multiple(new)) {
             (Some(o), Some(n)) if o == n => {}
-            (Some(o), Some(n)) if is_whole(n / o) => self.push(tightened, &at, text(Some(o)), text(Some(n)), true, false),
-            (Some(o), Some(n)) if is_whole(o / n) => self.push(loosened, &at, text(Some(o)), text(Some(n)), false, true),
-            (Some(o), Some(n)) => self.push(Rule::NumberConstraintChanged, &at, text(Some(o)), text(Some(n)), true, true),
+            (Some(o), Some(n)) if is_whole(n / o) => {
+                self.push(tightened, &at, text(Some(o)), text(Some(n)), true, false)
+            }
+            (Some(o), Some(n)) if is_whole(o / n) => {
+                self.push(loosened, &at, text(Some(o)), text(Some(n)), false, true)
+            }
+            (Some(o), Some(n)) => {
+                self.push(Rule::NumberConstraintChanged, &at, text(Some(o)), text(Some(n)), true, true)
+            }
             (None, Some(n)) => self.push(tightened, &at, text(None), text(Some(n)), true, false),
             (Some(o), None) => self.push(loosened, &at, text(Some(o)), text(None), false, true),
             (None, None) => {}
@@ -362,34 +407,71 @@ impl Walk {
         for name in names {
             let pointer = format!("{at}/properties/{}", escape(name));
             let declared = |props: &Map<String, Value>, required: &BTreeSet<&str>, extra: &Extra| {
-                props.get(name).cloned().or_else(|| required.contains(name).then(|| extra.reads().unwrap_or(&any).clone()))
+                props
+                    .get(name)
+                    .cloned()
+                    .or_else(|| required.contains(name).then(|| extra.reads().unwrap_or(&any).clone()))
             };
             let old_schema = declared(old_props, &old_required, &old_extra);
             let new_schema = declared(new_props, &new_required, &new_extra);
             let (was_required, is_required) = (old_required.contains(name), new_required.contains(name));
+            // A tolerant (serde) reader reads a missing value that may be null as `None`: such a property is
+            // required of writers (serde writes the `null`) but not of the events a reader gets.
+            let demands =
+                |required: bool, schema: &Value| required && !(model == ContentModel::Tolerant && accepts_null(schema));
             match (old_schema, new_schema) {
                 (None, None) => {}
                 (None, Some(new_schema)) => {
                     // Backward: old writers never emit it, unless their schema let them emit undeclared properties.
-                    let backward = is_required
+                    let backward = demands(is_required, &new_schema)
                         || old_extra.writes(model).is_some_and(|extra| !fits(extra, &new_schema, model, depth));
                     // Forward: old readers see a property they do not declare.
                     let forward = old_extra.reads().is_none_or(|extra| !fits(&new_schema, extra, model, depth));
                     let rule = if is_required { Rule::RequiredPropertyAdded } else { Rule::OptionalPropertyAdded };
-                    self.push(rule, &pointer, "absent".into(), property_text(&new_schema, is_required), backward, forward);
+                    self.push(
+                        rule,
+                        &pointer,
+                        "absent".into(),
+                        property_text(&new_schema, is_required),
+                        backward,
+                        forward,
+                    );
                 }
                 (Some(old_schema), None) => {
                     let backward = new_extra.reads().is_none_or(|extra| !fits(&old_schema, extra, model, depth));
-                    let forward = was_required
+                    let forward = demands(was_required, &old_schema)
                         || new_extra.writes(model).is_some_and(|extra| !fits(extra, &old_schema, model, depth));
                     let rule = if was_required { Rule::RequiredPropertyRemoved } else { Rule::OptionalPropertyRemoved };
-                    self.push(rule, &pointer, property_text(&old_schema, was_required), "absent".into(), backward, forward);
+                    self.push(
+                        rule,
+                        &pointer,
+                        property_text(&old_schema, was_required),
+                        "absent".into(),
+                        backward,
+                        forward,
+                    );
                 }
                 (Some(old_schema), Some(new_schema)) => {
                     if !was_required && is_required {
-                        self.push(Rule::PropertyMadeRequired, &pointer, "optional".into(), "required".into(), true, false);
+                        let backward = demands(true, &new_schema);
+                        self.push(
+                            Rule::PropertyMadeRequired,
+                            &pointer,
+                            "optional".into(),
+                            "required".into(),
+                            backward,
+                            false,
+                        );
                     } else if was_required && !is_required {
-                        self.push(Rule::PropertyMadeOptional, &pointer, "required".into(), "optional".into(), false, true);
+                        let forward = demands(true, &old_schema);
+                        self.push(
+                            Rule::PropertyMadeOptional,
+                            &pointer,
+                            "required".into(),
+                            "optional".into(),
+                            false,
+                            forward,
+                        );
                     }
                     self.node(&old_schema, &new_schema, &pointer, depth + 1);
                 }
@@ -398,7 +480,9 @@ impl Walk {
 
         let pointer = format!("{at}/additionalProperties");
         match (&old_extra, &new_extra) {
-            (Extra::Schema(old_schema), Extra::Schema(new_schema)) => self.node(old_schema, new_schema, &pointer, depth + 1),
+            (Extra::Schema(old_schema), Extra::Schema(new_schema)) => {
+                self.node(old_schema, new_schema, &pointer, depth + 1)
+            }
             _ if old_extra.openness() == new_extra.openness() => {}
             _ => {
                 let crosses = |writer: &Extra<'_>, reader: &Extra<'_>| match (writer.writes(model), reader.reads()) {
@@ -480,6 +564,10 @@ impl<'v> Extra<'v> {
             Extra::Schema(schema) => format!("map of {}", summary(schema)),
         }
     }
+}
+
+fn accepts_null(schema: &Value) -> bool {
+    branches(schema).1
 }
 
 fn is_recursive(value: &Value) -> bool {

@@ -71,9 +71,9 @@ impl Contracts {
 
     /// Every `(event_type, version, schema)`, sorted.
     pub fn iter(&self) -> impl Iterator<Item = (&str, u32, &Value)> {
-        self.events
-            .iter()
-            .flat_map(|(event_type, versions)| versions.iter().map(move |(v, schema)| (event_type.as_str(), *v, schema)))
+        self.events.iter().flat_map(|(event_type, versions)| {
+            versions.iter().map(move |(v, schema)| (event_type.as_str(), *v, schema))
+        })
     }
 
     /// How many contracts (event type and version pairs) there are.
@@ -288,12 +288,20 @@ fn check_node(node: &Value, at: &str, depth: usize) -> Result<(), String> {
                     check_node(child, &format!("{here}/{index}"), depth + 1)?;
                 }
             }
-            "items" | "additionalProperties" | "additionalItems" | "contains" | "not" | "if" | "then" | "else"
-            | "propertyNames" | "unevaluatedProperties" | "unevaluatedItems" => check_node(value, &here, depth + 1)?,
-            "required" => {
-                if !value.as_array().is_some_and(|names| names.iter().all(Value::is_string)) {
-                    return bad("an array of property names");
-                }
+            "items"
+            | "additionalProperties"
+            | "additionalItems"
+            | "contains"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "propertyNames"
+            | "unevaluatedProperties"
+            | "unevaluatedItems" => check_node(value, &here, depth + 1)?,
+            "required" if !value.as_array().is_some_and(|names| names.iter().all(Value::is_string)) => {
+                return bad("an array of property names")
+            }
             }
             "enum" if !value.is_array() => return bad("an array"),
             "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf"
@@ -324,7 +332,8 @@ mod tests {
     fn version_file_names_are_strict() {
         assert_eq!(parse_version("v1.schema.json"), Some(1));
         assert_eq!(parse_version("v12.schema.json"), Some(12));
-        for bad in ["v0.schema.json", "v01.schema.json", "1.schema.json", "v1.json", "v.schema.json", "vx.schema.json"] {
+        for bad in ["v0.schema.json", "v01.schema.json", "1.schema.json", "v1.json", "v.schema.json", "vx.schema.json"]
+        {
             assert_eq!(parse_version(bad), None, "{bad}");
         }
     }

@@ -98,9 +98,10 @@ pub fn diff(old: &Contracts, new: &Contracts, options: &DiffOptions) -> Report {
                     }
                     if options.transitive {
                         for (older, older_schema) in old_versions.range(..version) {
-                            let before: BTreeSet<(Rule, String)> = breaking(compare(older_schema, old_schema, model), options)
-                                .map(|c| (c.rule, c.pointer))
-                                .collect();
+                            let before: BTreeSet<(Rule, String)> =
+                                breaking(compare(older_schema, old_schema, model), options)
+                                    .map(|c| (c.rule, c.pointer))
+                                    .collect();
                             for change in breaking(compare(older_schema, &new_schema, model), options) {
                                 if !before.contains(&(change.rule, change.pointer.clone())) {
                                     push(change, event_type, version, *older, true);
@@ -143,12 +144,8 @@ pub fn diff(old: &Contracts, new: &Contracts, options: &DiffOptions) -> Report {
         }
     }
 
-    let mut report = Report {
-        findings,
-        mode: options.mode,
-        content_model: options.content_model,
-        transitive: options.transitive,
-    };
+    let mut report =
+        Report { findings, mode: options.mode, content_model: options.content_model, transitive: options.transitive };
     report.sort();
     report
 }
@@ -198,7 +195,11 @@ pub fn diff_schemas(old: &Value, new: &Value, options: &DiffOptions) -> Report {
 /// }
 /// # Ok::<(), outbox_core::contracts::ContractError>(())
 /// ```
-pub fn diff_paths(old: impl AsRef<Path>, new: impl AsRef<Path>, options: &DiffOptions) -> Result<Report, ContractError> {
+pub fn diff_paths(
+    old: impl AsRef<Path>,
+    new: impl AsRef<Path>,
+    options: &DiffOptions,
+) -> Result<Report, ContractError> {
     let (old, new) = (old.as_ref(), new.as_ref());
     let old_set = Contracts::load(old)?;
     let new_set = Contracts::load(new)?;
@@ -209,7 +210,8 @@ pub fn diff_paths(old: impl AsRef<Path>, new: impl AsRef<Path>, options: &DiffOp
         return Ok(diff(&old_set, &new_set, options));
     }
     // Two files: the same event and version, so the new one is compared with the old one whatever it says.
-    let (event_type, version, _) = old_set.iter().next().map(|(e, v, s)| (e.to_owned(), v, s.clone())).unwrap_or_default();
+    let (event_type, version, _) =
+        old_set.iter().next().map(|(e, v, s)| (e.to_owned(), v, s.clone())).unwrap_or_default();
     let new_schema = new_set.iter().next().map(|(_, _, s)| s.clone()).unwrap_or(Value::Bool(true));
     let mut renamed = Contracts::new();
     renamed.insert(event_type, version, new_schema);

@@ -39,7 +39,8 @@ impl Finding {
     /// The finding as one report line: `RULE_ID  event_type vN  /json/pointer  old -> new`.
     pub fn line(&self) -> String {
         let pointer = if self.pointer.is_empty() { "/" } else { &self.pointer };
-        let mut line = format!("{}  {} v{}  {}  {} -> {}", self.rule, self.event_type, self.version, pointer, self.old, self.new);
+        let mut line =
+            format!("{}  {} v{}  {}  {} -> {}", self.rule, self.event_type, self.version, pointer, self.old, self.new);
         if self.compared_with != self.version {
             line.push_str(&format!("  (against v{})", self.compared_with));
         }

@@ -55,9 +55,10 @@ impl Outcome {
     /// The comparison behind the outcome.
     pub fn report(&self) -> &Report {
         match self {
-            Outcome::UpToDate(report) | Outcome::Written(report) | Outcome::OutOfDate(report) | Outcome::Breaking(report) => {
-                report
-            }
+            Outcome::UpToDate(report)
+            | Outcome::Written(report)
+            | Outcome::OutOfDate(report)
+            | Outcome::Breaking(report) => report,
         }
     }
 
@@ -178,7 +179,8 @@ fn successor(committed: &Contracts, current: Contracts) -> Contracts {
             next.insert(event_type, version, old.clone());
             continue;
         };
-        let mut reserved: Map<String, Value> = old.get(RESERVED).and_then(Value::as_object).cloned().unwrap_or_default();
+        let mut reserved: Map<String, Value> =
+            old.get(RESERVED).and_then(Value::as_object).cloned().unwrap_or_default();
         let kept = property_pointers(&comparable(new));
         for (pointer, schema) in property_pointers(&comparable(old)) {
             if !kept.contains_key(&pointer) {

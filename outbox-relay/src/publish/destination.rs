@@ -19,6 +19,8 @@ pub enum Naming {
     AmqpRoutingKey,
     /// An SQS queue name: 1 to 80 of `a-z A-Z 0-9 _ -`, optionally followed by `.fifo`.
     SqsQueue,
+    /// An SQS queue URL: `http(s)://host/account/name`, the name as [`Naming::SqsQueue`].
+    SqsQueueUrl,
     /// A Redis stream key: 1 to 1024 bytes, no whitespace or control characters.
     RedisStream,
 }
@@ -30,6 +32,7 @@ impl Naming {
             Naming::NatsSubject => "NATS subject",
             Naming::AmqpRoutingKey => "RabbitMQ routing key",
             Naming::SqsQueue => "SQS queue name",
+            Naming::SqsQueueUrl => "SQS queue URL",
             Naming::RedisStream => "Redis stream key",
         }
     }
@@ -84,6 +87,14 @@ impl Naming {
                 if !base.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
                     return bad("only letters, digits, `_` and `-` are allowed (and a `.fifo` suffix)");
                 }
+            }
+            Naming::SqsQueueUrl => {
+                let parsed = url::Url::parse(name).map_err(|_| format!("invalid {what} `{name}`: not a URL"))?;
+                if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none_or(str::is_empty) {
+                    return bad("must be `https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE`");
+                }
+                let queue = parsed.path_segments().and_then(|mut segments| segments.next_back()).unwrap_or_default();
+                return Naming::SqsQueue.check(queue);
             }
             Naming::RedisStream => {
                 if name.is_empty() || name.len() > 1024 {

@@ -1,0 +1,28 @@
+//! The seed's payment service, used by the examples and their tests.
+//!
+//! `POST /payments/{id}/confirm` marks a payment paid and enqueues [`PaymentPaid`] in the same transaction; a
+//! relay in the same process publishes committed events as signed webhooks; a consumer (the `receipts`
+//! service, behind `POST /hooks/payments` of the same process) verifies each delivery and records a receipt
+//! exactly once per event with the [inbox](outbox_core::inbox). It runs on SQLite (the default, no server) or on
+//! PostgreSQL.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), outbox_examples::ServiceError> {
+//! use outbox_examples::{Database, Service};
+//! let db = Database::connect("sqlite://payments.db?mode=rwc").await?;
+//! db.migrate().await?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! Service::new(db).run(listener, outbox_relay::CancellationToken::new()).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod api;
+mod database;
+mod event;
+mod receipts;
+mod service;
+
+pub use database::{Confirmation, Database};
+pub use event::PaymentPaid;
+pub use service::{Service, ServiceError};

@@ -1,0 +1,421 @@
+//! Amazon SQS (`sqs://` sinks): `SendMessageBatch` of up to 10 messages; FIFO queues get the aggregate id as
+//! `MessageGroupId` (order per aggregate) and the event id as `MessageDeduplicationId` (a republished event
+//! within five minutes is dropped).
+
+use std::fmt;
+use std::time::Duration;
+
+use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_sqs::error::SdkError;
+use aws_sdk_sqs::operation::send_message_batch::SendMessageBatchError;
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+use aws_smithy_http_client::tls;
+
+use super::cloudevents::{Binding, CloudEvents};
+use super::destination::{masked, Naming, Query, Template};
+use super::{Message, Outcome, Publisher};
+use crate::{Error, Result};
+
+/// SQS takes at most 10 messages per batch and 10 message attributes per message.
+const MAX_BATCH: usize = 10;
+const MAX_ATTRIBUTES: usize = 10;
+/// SQS's default (and classic) size limit for one message and for one batch request.
+const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
+
+/// Publishes events to Amazon SQS (or an SQS-compatible endpoint).
+///
+/// Every event is sent to the queue URL rendered from a [`Template`] (the queue name, its last path segment, is
+/// checked: `a-z A-Z 0-9 _ -`, optionally `.fifo`). The body is the payload (or the structured-mode envelope);
+/// the CloudEvents attributes travel as `ce_`-prefixed string message attributes plus `traceparent` (SQS allows
+/// ten attributes: `tracestate` is left out). For a FIFO queue (`.fifo`), `MessageGroupId` is the aggregate id
+/// and `MessageDeduplicationId` the event id; a standard queue neither orders nor deduplicates.
+///
+/// Credentials come from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`; the region from
+/// the `region` option, `AWS_REGION` or `AWS_DEFAULT_REGION`.
+///
+/// Outcomes: an entry SQS accepted is published. An entry it refused as the sender's fault, a message over
+/// [`max_message_bytes`](SqsBuilder::max_message_bytes) (default 256 KiB), or a denied access is permanent;
+/// throttling, timeouts, connection failures and a missing queue (it may be being created) are transient.
+///
+/// # Example
+///
+/// ```
+/// let url = "sqs://?queue_url=http://127.0.0.1:4566/000000000000/events.fifo&endpoint=http://127.0.0.1:4566&region=eu-west-1";
+/// let publisher = outbox_relay::SqsPublisher::builder()
+///     .queue_url("https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo")
+///     .region("eu-west-1")
+///     .credentials("AKIDEXAMPLE", "secret")
+///     .build()?;
+/// assert_eq!(publisher.to_string(), "sqs://?queue_url=https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo");
+/// # let _ = url;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct SqsPublisher {
+    display: String,
+    client: aws_sdk_sqs::Client,
+    queue_url: Template,
+    envelope: CloudEvents,
+    max_message_bytes: usize,
+}
+
+/// Settings of an [`SqsPublisher`], validated by [`build`](Self::build).
+#[derive(Clone)]
+#[must_use]
+pub struct SqsBuilder {
+    display: Option<String>,
+    queue_url: Option<String>,
+    endpoint: Option<String>,
+    region: Option<String>,
+    credentials: Option<(String, String, Option<String>)>,
+    envelope: CloudEvents,
+    timeout: Duration,
+    max_message_bytes: usize,
+}
+
+impl fmt::Debug for SqsBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqsBuilder")
+            .field("queue_url", &self.queue_url)
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("credentials", &self.credentials.as_ref().map(|_| "[REDACTED]"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqsPublisher {
+    /// Starts the settings of a publisher; [`queue_url`](SqsBuilder::queue_url) is required.
+    pub fn builder() -> SqsBuilder {
+        SqsBuilder {
+            display: None,
+            queue_url: None,
+            endpoint: None,
+            region: None,
+            credentials: None,
+            envelope: CloudEvents::new(),
+            timeout: Duration::from_secs(10),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        }
+    }
+
+    /// A publisher from a sink URL: `sqs://?queue_url=https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE[.fifo]`
+    /// `&endpoint=http://127.0.0.1:4566&region=...&timeout_ms=10000&max_message_bytes=262144&source=...`
+    /// `&schema_base=...&mode=binary`, credentials from the AWS environment variables.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSink`] for a missing or invalid queue URL, an unknown option, no region or no credentials.
+    pub fn from_url(url: &url::Url) -> Result<Self> {
+        let mut query = Query::new(url)?;
+        if url.scheme() != "sqs" || url.has_host() && url.host_str() != Some("") || !matches!(url.path(), "" | "/") {
+            return Err(query.invalid("an SQS sink is `sqs://?queue_url=...`"));
+        }
+        let mut builder = Self::builder().cloud_events(CloudEvents::from_query(&mut query)?);
+        builder.display = Some(masked(url));
+        let queue_url = query.take("queue_url").ok_or_else(|| query.invalid("`queue_url` is required"))?;
+        builder = builder.queue_url(queue_url);
+        if let Some(endpoint) = query.take("endpoint") {
+            builder = builder.endpoint(endpoint);
+        }
+        if let Some(region) = query.take("region") {
+            builder = builder.region(region);
+        }
+        if let Some(timeout) = query.take_millis("timeout_ms")? {
+            builder = builder.timeout(timeout);
+        }
+        if let Some(max) = query.take_parsed("max_message_bytes", "a number of bytes", |v| v.parse().ok())? {
+            builder = builder.max_message_bytes(max);
+        }
+        query.finish(&[
+            "queue_url",
+            "endpoint",
+            "region",
+            "timeout_ms",
+            "max_message_bytes",
+            "source",
+            "schema_base",
+            "mode",
+        ])?;
+        builder.build()
+    }
+
+    fn entry(&self, index: usize, message: &Message, fifo: bool) -> std::result::Result<SendMessageBatchRequestEntry, Outcome> {
+        let body = String::from_utf8(self.envelope.body(message)).unwrap_or_default();
+        if body.len() > self.max_message_bytes {
+            return Err(Outcome::permanent(format!("message too large for SQS: {} bytes", body.len())));
+        }
+        let mut attributes = self.envelope.headers(message, Binding::Underscore);
+        if attributes.len() > MAX_ATTRIBUTES {
+            attributes.retain(|(name, _)| name != "tracestate");
+            attributes.truncate(MAX_ATTRIBUTES);
+        }
+        let mut entry = SendMessageBatchRequestEntry::builder().id(index.to_string()).message_body(body);
+        for (name, value) in attributes {
+            let value = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build()
+                .map_err(|_| Outcome::permanent("invalid SQS message attribute"))?;
+            entry = entry.message_attributes(name, value);
+        }
+        if fifo {
+            entry = entry.message_group_id(&message.aggregate_id).message_deduplication_id(message.id.to_string());
+        }
+        entry.build().map_err(|_| Outcome::permanent("invalid SQS batch entry"))
+    }
+
+    /// Sends one request of at most ten entries to `queue_url`; `indexes` are the entries' places in the batch.
+    async fn send(&self, queue_url: &str, entries: Vec<(usize, SendMessageBatchRequestEntry)>, outcomes: &mut [Outcome]) {
+        let indexes: Vec<usize> = entries.iter().map(|(index, _)| *index).collect();
+        let request = self
+            .client
+            .send_message_batch()
+            .queue_url(queue_url)
+            .set_entries(Some(entries.into_iter().map(|(_, entry)| entry).collect()));
+        match request.send().await {
+            Ok(output) => {
+                for index in &indexes {
+                    outcomes[*index] = Outcome::transient("SQS did not answer for this entry");
+                }
+                for ok in output.successful() {
+                    if let Ok(index) = ok.id().parse::<usize>() {
+                        if indexes.contains(&index) {
+                            outcomes[index] = Outcome::Published;
+                        }
+                    }
+                }
+                for failed in output.failed() {
+                    let Ok(index) = failed.id().parse::<usize>() else { continue };
+                    if !indexes.contains(&index) {
+                        continue;
+                    }
+                    let reason = format!("SQS refused the message: {}", failed.code());
+                    outcomes[index] =
+                        if failed.sender_fault() { Outcome::permanent(reason) } else { Outcome::transient(reason) };
+                }
+            }
+            Err(error) => {
+                let outcome = outcome_of(&error);
+                for index in indexes {
+                    outcomes[index] = outcome.clone();
+                }
+            }
+        }
+    }
+}
+
+/// The relay's reading of a failed `SendMessageBatch` call.
+fn outcome_of(error: &SdkError<SendMessageBatchError>) -> Outcome {
+    match error {
+        SdkError::TimeoutError(_) => Outcome::transient("SQS timed out"),
+        SdkError::DispatchFailure(_) => Outcome::transient("cannot reach SQS"),
+        SdkError::ResponseError(_) => Outcome::transient("SQS sent an unreadable response"),
+        SdkError::ServiceError(service) => {
+            let error = service.err();
+            let code = aws_sdk_sqs::error::ProvideErrorMetadata::code(error).unwrap_or("unknown").to_owned();
+            match error {
+                SendMessageBatchError::QueueDoesNotExist(_) => Outcome::transient("the SQS queue does not exist"),
+                SendMessageBatchError::KmsThrottled(_) | SendMessageBatchError::RequestThrottled(_) => {
+                    Outcome::transient(format!("SQS throttled the request: {code}"))
+                }
+                SendMessageBatchError::BatchRequestTooLong(_) => Outcome::transient("SQS batch too long"),
+                SendMessageBatchError::InvalidSecurity(_)
+                | SendMessageBatchError::InvalidAddress(_)
+                | SendMessageBatchError::KmsAccessDenied(_)
+                | SendMessageBatchError::KmsDisabled(_)
+                | SendMessageBatchError::KmsNotFound(_)
+                | SendMessageBatchError::KmsOptInRequired(_)
+                | SendMessageBatchError::UnsupportedOperation(_) => {
+                    Outcome::permanent(format!("SQS refused the request: {code}"))
+                }
+                _ if code.contains("AccessDenied") => Outcome::permanent(format!("SQS refused the request: {code}")),
+                _ => Outcome::transient(format!("SQS refused the request: {code}")),
+            }
+        }
+        _ => Outcome::transient("SQS request failed"),
+    }
+}
+
+impl SqsBuilder {
+    /// The queue URL template, e.g. `https://sqs.eu-west-1.amazonaws.com/123456789012/outbox.fifo`; see
+    /// [`Template`]. Required.
+    pub fn queue_url(mut self, queue_url: impl Into<String>) -> Self {
+        self.queue_url = Some(queue_url.into());
+        self
+    }
+
+    /// Another endpoint than AWS's (LocalStack, moto, ElasticMQ).
+    pub fn endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// The AWS region (default: `AWS_REGION`, then `AWS_DEFAULT_REGION`).
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// Static credentials (default: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`).
+    pub fn credentials(mut self, access_key_id: impl Into<String>, secret_access_key: impl Into<String>) -> Self {
+        self.credentials = Some((access_key_id.into(), secret_access_key.into(), None));
+        self
+    }
+
+    /// How long one request may take, connecting included (default 10 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Refuses (permanently) larger messages before sending (default 256 KiB, SQS's classic limit).
+    pub fn max_message_bytes(mut self, max: usize) -> Self {
+        self.max_message_bytes = max;
+        self
+    }
+
+    /// The CloudEvents settings (source, dataschema base, content mode).
+    pub fn cloud_events(mut self, envelope: CloudEvents) -> Self {
+        self.envelope = envelope;
+        self
+    }
+
+    /// Validates the settings and builds the publisher.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSink`] when the queue URL is missing or invalid, the endpoint is not a URL, there is no
+    /// region or no credentials, or the timeout is zero.
+    pub fn build(self) -> Result<SqsPublisher> {
+        let queue_url = self.queue_url.clone().unwrap_or_default();
+        let display = self.display.clone().unwrap_or_else(|| format!("sqs://?queue_url={queue_url}"));
+        let invalid = |reason: &str| Error::InvalidSink { sink: display.clone(), reason: reason.to_owned() };
+        if self.queue_url.is_none() {
+            return Err(invalid("`queue_url` is required"));
+        }
+        let template = Template::parse(&queue_url, Naming::SqsQueueUrl).map_err(|reason| invalid(&reason))?;
+        if let Some(endpoint) = &self.endpoint {
+            url::Url::parse(endpoint).map_err(|_| invalid("`endpoint` must be a URL, e.g. `http://127.0.0.1:4566`"))?;
+        }
+        let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        let region = self
+            .region
+            .clone()
+            .or_else(|| env("AWS_REGION"))
+            .or_else(|| env("AWS_DEFAULT_REGION"))
+            .ok_or_else(|| invalid("no AWS region: set `region=...` or AWS_REGION"))?;
+        let (key, secret, token) = match self.credentials.clone() {
+            Some(credentials) => credentials,
+            None => match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
+                (Some(key), Some(secret)) => (key, secret, env("AWS_SESSION_TOKEN")),
+                _ => return Err(invalid("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")),
+            },
+        };
+        if self.timeout.is_zero() {
+            return Err(invalid("the SQS timeout must be more than zero"));
+        }
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
+            .build_https();
+        let timeouts = aws_sdk_sqs::config::timeout::TimeoutConfig::builder()
+            .operation_timeout(self.timeout)
+            .connect_timeout(self.timeout)
+            .build();
+        let mut config = aws_sdk_sqs::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(region))
+            .credentials_provider(Credentials::new(key, secret, token, None, "outbox-relay"))
+            .http_client(http)
+            .timeout_config(timeouts)
+            .retry_config(aws_sdk_sqs::config::retry::RetryConfig::standard().with_max_attempts(2));
+        if let Some(endpoint) = &self.endpoint {
+            config = config.endpoint_url(endpoint);
+        }
+        Ok(SqsPublisher {
+            display,
+            client: aws_sdk_sqs::Client::from_conf(config.build()),
+            queue_url: template,
+            envelope: self.envelope,
+            max_message_bytes: self.max_message_bytes,
+        })
+    }
+}
+
+impl Publisher for SqsPublisher {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        let mut outcomes = vec![Outcome::transient("not sent"); batch.len()];
+        // Group by queue, keeping the batch order inside each queue.
+        let mut queues: Vec<(String, Vec<(usize, SendMessageBatchRequestEntry, usize)>)> = Vec::new();
+        for (index, message) in batch.iter().enumerate() {
+            let queue = match self.queue_url.render(message) {
+                Ok(queue) => queue,
+                Err(reason) => {
+                    outcomes[index] = Outcome::permanent(reason);
+                    continue;
+                }
+            };
+            let fifo = queue.ends_with(".fifo");
+            match self.entry(index, message, fifo) {
+                Ok(entry) => {
+                    let size = entry.message_body().len();
+                    match queues.iter_mut().find(|(url, _)| *url == queue) {
+                        Some((_, entries)) => entries.push((index, entry, size)),
+                        None => queues.push((queue, vec![(index, entry, size)])),
+                    }
+                }
+                Err(outcome) => outcomes[index] = outcome,
+            }
+        }
+        for (queue, entries) in queues {
+            // Requests of at most ten entries and at most `max_message_bytes` of bodies.
+            let mut request = Vec::new();
+            let mut bytes = 0;
+            for (index, entry, size) in entries {
+                if !request.is_empty() && (request.len() == MAX_BATCH || bytes + size > self.max_message_bytes) {
+                    self.send(&queue, std::mem::take(&mut request), &mut outcomes).await;
+                    bytes = 0;
+                }
+                bytes += size;
+                request.push((index, entry));
+            }
+            if !request.is_empty() {
+                self.send(&queue, request, &mut outcomes).await;
+            }
+        }
+        outcomes
+    }
+}
+
+impl fmt::Display for SqsPublisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display)
+    }
+}
+
+impl fmt::Debug for SqsPublisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqsPublisher")
+            .field("sink", &self.display)
+            .field("queue_url", &self.queue_url.as_str())
+            .field("envelope", &self.envelope)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SqsPublisher;
+
+    #[test]
+    fn urls_are_validated() {
+        for (url, reason) in [
+            ("sqs://", "`queue_url` is required"),
+            ("sqs://?queue_url=http://h/1/a.b.c&region=x", "SQS queue name"),
+            ("sqs://?queue_url=http://h/1/q&region=x&endpoint=nope", "`endpoint` must be a URL"),
+            ("sqs://?queue_url=http://h/1/q&region=x&queue=y", "unknown option `queue`"),
+        ] {
+            let error = SqsPublisher::from_url(&url.parse().unwrap()).unwrap_err().to_string();
+            assert!(error.contains(reason), "{url}: {error}");
+        }
+    }
+}
