@@ -1,5 +1,6 @@
-//! Property tests of the differ over random schema pairs: it never panics, a schema compared with itself has no
-//! finding, and a pair that differs one way differs the other way too.
+//! Property tests of the differ over random schema pairs: it never panics, a schema compared with itself (or with
+//! itself under other definition names and annotations) has no finding, and a pair that differs one way differs
+//! the other way too.
 
 use outbox_core::contracts::{diff_schemas, ContentModel, DiffOptions, Mode};
 use proptest::prelude::*;
@@ -112,6 +113,20 @@ proptest! {
         for model in [ContentModel::Tolerant, ContentModel::Strict] {
             let report = diff_schemas(&schema, &schema, &options(Mode::Full, model));
             prop_assert!(report.findings.is_empty(), "{}\n{report}", schema);
+        }
+    }
+
+    #[test]
+    fn renaming_definitions_and_changing_annotations_is_no_change(schema in schema()) {
+        let text = schema.to_string().replace("#/$defs/Thing", "#/$defs/Renamed").replace("\"Thing\":", "\"Renamed\":");
+        let mut renamed: Value = serde_json::from_str(&text).unwrap();
+        if let Value::Object(map) = &mut renamed {
+            map.insert("description".into(), json!("another description"));
+            map.insert("title".into(), json!("RenamedType"));
+        }
+        for model in [ContentModel::Tolerant, ContentModel::Strict] {
+            let report = diff_schemas(&schema, &renamed, &options(Mode::Full, model));
+            prop_assert!(report.findings.is_empty(), "{}\n{}\n{report}", schema, renamed);
         }
     }
 

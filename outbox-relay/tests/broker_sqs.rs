@@ -18,12 +18,12 @@ use outbox_tests::pg::TestDatabase;
 const SPELLING: Spelling = Spelling { prefix: "ce_" };
 
 /// An independent SQS client for the test's side: creating queues, receiving.
-fn client(broker: &Broker) -> aws_sdk_sqs::Client {
+fn client(endpoint: &str) -> aws_sdk_sqs::Client {
     let config = aws_sdk_sqs::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
-        .endpoint_url(broker.url())
+        .endpoint_url(endpoint)
         .http_client(aws_smithy_http_client::Builder::new().build_http())
         .build();
     aws_sdk_sqs::Client::from_conf(config)
@@ -31,7 +31,7 @@ fn client(broker: &Broker) -> aws_sdk_sqs::Client {
 
 /// Creates the FIFO queue `events.fifo` and returns its URL.
 async fn create_queue(broker: &Broker) -> String {
-    let created = client(broker)
+    let created = client(&broker.url())
         .create_queue()
         .queue_name("events.fifo")
         .attributes(QueueAttributeName::FifoQueue, "true")
@@ -48,7 +48,7 @@ fn publisher(broker: &Broker, queue_url: &str) -> SqsPublisher {
         .endpoint(broker.url())
         .region("us-east-1")
         .credentials("test", "test")
-        .timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(10))
         .cloud_events(envelope)
         .build()
         .unwrap()
@@ -56,11 +56,16 @@ fn publisher(broker: &Broker, queue_url: &str) -> SqsPublisher {
 
 /// Receives (and deletes) messages until `expected` arrived or nothing came for a while.
 async fn receive(broker: &Broker, queue_url: &str, expected: usize) -> Vec<Received> {
-    let client = client(broker);
+    receive_from(&broker.url(), queue_url, expected, 5).await
+}
+
+/// Receives (and deletes) messages until `expected` arrived or nothing came for `patience` empty polls of 1 s.
+async fn receive_from(endpoint: &str, queue_url: &str, expected: usize, patience: u32) -> Vec<Received> {
+    let client = client(endpoint);
     let mut received = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
     let mut empty = 0;
-    while received.len() < expected && empty < 5 {
+    while received.len() < expected && empty < patience {
         assert!(tokio::time::Instant::now() < deadline, "received only {} of {expected}", received.len());
         let output = client
             .receive_message()
@@ -95,10 +100,15 @@ async fn relay_publishes_1000_events_to_a_fifo_queue_with_cloudevents_attributes
     let queue = create_queue(&broker).await;
     let db = TestDatabase::migrated().await;
     let sent = enqueue(&db.pool, broker_support::AGGREGATES, broker_support::PER_AGGREGATE).await;
+    // The consumer drains the queue while the relay publishes (moto slows down as a FIFO queue grows).
+    let consumer = {
+        let (endpoint, queue, expected) = (broker.url(), queue.clone(), sent.len());
+        tokio::spawn(async move { receive_from(&endpoint, &queue, expected, 60).await })
+    };
     let relay = start(&db, publisher(&broker, &queue), config());
-    wait_for(&db.pool, "published", sent.len() as i64, Duration::from_secs(180)).await;
+    wait_for(&db.pool, "published", sent.len() as i64, Duration::from_secs(240)).await;
     relay.stop().await;
-    let received = receive(&broker, &queue, sent.len()).await;
+    let received = consumer.await.expect("the consumer");
     assert_eq!(received.len(), sent.len(), "one message per event");
     check(&sent, &received, SPELLING, true);
 }

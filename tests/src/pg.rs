@@ -20,7 +20,8 @@ fn server_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| match std::env::var("DATABASE_URL") {
         Ok(url) if !url.is_empty() => url,
-        _ => start_private_cluster().unwrap_or_else(|problem| panic!("no PostgreSQL for the tests: {problem}; {INSTALL_HINT}")),
+        _ => start_server(Durability::Throwaway)
+            .unwrap_or_else(|problem| panic!("no PostgreSQL for the tests: {problem}; {INSTALL_HINT}")),
     })
 }
 
@@ -42,7 +43,16 @@ impl TestDatabase {
     ///
     /// When no PostgreSQL can be found or started; the message says what to install.
     pub async fn create() -> Self {
-        let admin: PgConnectOptions = server_url().parse().expect("DATABASE_URL is not a PostgreSQL URL");
+        Self::create_on(server_url()).await
+    }
+
+    /// Creates a fresh database on the server of `admin_url` (a URL of a role that may create databases).
+    ///
+    /// # Panics
+    ///
+    /// When the URL is not a PostgreSQL URL, or the server refuses.
+    pub async fn create_on(admin_url: &str) -> Self {
+        let admin: PgConnectOptions = admin_url.parse().expect("not a PostgreSQL URL");
         let name = format!("outbox_test_{}", uuid::Uuid::now_v7().simple());
         let mut conn = connect_with_retry(&admin).await;
         sqlx::raw_sql(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("CREATE DATABASE");
@@ -131,9 +141,33 @@ fn as_server_user(program: &Path) -> Command {
     }
 }
 
-/// Starts a throwaway cluster and returns its admin URL. A watchdog shell stops the server and deletes its
-/// directory as soon as this process is gone, however it ends.
-fn start_private_cluster() -> Result<String, String> {
+/// How a private cluster treats durability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `fsync`, `synchronous_commit` and `full_page_writes` off: fast, for tests.
+    Throwaway,
+    /// PostgreSQL's defaults (every commit flushed to disk), for benchmarks.
+    Durable,
+}
+
+impl Durability {
+    /// The server settings this durability adds to the defaults.
+    pub fn settings(self) -> &'static str {
+        match self {
+            Durability::Throwaway => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+            Durability::Durable => "",
+        }
+    }
+}
+
+/// Starts a private cluster on a free port of 127.0.0.1 and returns its admin URL
+/// (`postgres://postgres@127.0.0.1:PORT/postgres`). A watchdog shell stops the server and deletes its directory
+/// as soon as this process is gone, however it ends.
+///
+/// # Errors
+///
+/// A description of what is missing or failed (no server binaries, initdb failed, the server did not start).
+pub fn start_server(durability: Durability) -> Result<String, String> {
     let bin = postgres_bin_dir()?;
     let dir = std::env::temp_dir().join(format!("outbox-test-pg-{}", uuid::Uuid::now_v7().simple()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -156,8 +190,7 @@ fn start_private_cluster() -> Result<String, String> {
     let port = free_port()?;
     let script = r#"
         "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$PG_PORT" -k "$PG_DIR" -c listen_addresses=127.0.0.1 \
-            -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 \
-            >"$PG_DIR/server.log" 2>&1 &
+            -c max_connections=300 -c shared_buffers=256MB $PG_SETTINGS >"$PG_DIR/server.log" 2>&1 &
         server=$!
         while [ -d "/proc/$WATCHED_PID" ] && [ -d "/proc/$server" ]; do sleep 0.3; done
         kill -INT "$server" 2>/dev/null
@@ -169,6 +202,7 @@ fn start_private_cluster() -> Result<String, String> {
         .env("PG_BIN", &bin)
         .env("PG_DIR", &dir)
         .env("PG_PORT", port.to_string())
+        .env("PG_SETTINGS", durability.settings())
         .env("WATCHED_PID", std::process::id().to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

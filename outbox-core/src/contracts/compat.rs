@@ -73,6 +73,22 @@ static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new
 
 impl Walk {
     fn push(&mut self, rule: Rule, pointer: &str, old: String, new: String, backward: bool, forward: bool) {
+        // `null` is split off before the types are compared, so one type change can be seen twice (`true` ->
+        // `{"type": "string"}` loses null and every other type): report it once.
+        let is_type = matches!(rule, Rule::TypeWidened | Rule::TypeNarrowed | Rule::TypeChanged);
+        if let Some(last) = self.changes.last_mut().filter(|last| is_type && last.pointer == pointer) {
+            if matches!(last.rule, Rule::TypeWidened | Rule::TypeNarrowed | Rule::TypeChanged) {
+                last.backward |= backward;
+                last.forward |= forward;
+                last.rule = match (last.backward, last.forward) {
+                    (true, true) => Rule::TypeChanged,
+                    (true, false) => Rule::TypeNarrowed,
+                    _ => Rule::TypeWidened,
+                };
+                last.new = new;
+                return;
+            }
+        }
         self.changes.push(Change { rule, pointer: pointer.to_owned(), old, new, backward, forward });
     }
 

@@ -302,7 +302,6 @@ fn check_node(node: &Value, at: &str, depth: usize) -> Result<(), String> {
             "required" if !value.as_array().is_some_and(|names| names.iter().all(Value::is_string)) => {
                 return bad("an array of property names")
             }
-            }
             "enum" if !value.is_array() => return bad("an array"),
             "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf"
                 if !(value.is_number() || value.is_boolean() && key.starts_with("exclusive")) =>

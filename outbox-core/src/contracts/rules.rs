@@ -73,8 +73,10 @@ rules! {
     /// A required property was added.
     ///
     /// Breaks backward: events written under the old schema lack it, and new readers require it. Forward it is
-    /// compatible unless the old schema is closed (old readers reject the unknown property) or, under strict
-    /// rules, the old schema's `additionalProperties` does not accept its value.
+    /// compatible unless the old schema is closed (old readers reject the unknown property) or the old schema's
+    /// `additionalProperties` does not accept its value. For tolerant readers a required property that accepts
+    /// `null` (an `Option<T>` field, which serde writes as `null`) is not required of old events: serde reads it
+    /// missing as `None`.
     RequiredPropertyAdded = "REQUIRED_PROPERTY_ADDED",
     /// An optional property was removed.
     ///
@@ -85,17 +87,19 @@ rules! {
     OptionalPropertyRemoved = "OPTIONAL_PROPERTY_REMOVED",
     /// A required property was removed.
     ///
-    /// Breaks forward: old readers require the property and new events no longer carry it. Backward it is
-    /// compatible unless the new schema is closed, so new readers reject the property in old events.
+    /// Breaks forward: old readers require the property and new events no longer carry it (for tolerant readers,
+    /// unless it accepts `null`: a missing `Option` reads as `None`). Backward it is compatible unless the new
+    /// schema is closed, so new readers reject the property in old events.
     RequiredPropertyRemoved = "REQUIRED_PROPERTY_REMOVED",
     /// A property that was optional is now required.
     ///
-    /// Breaks backward: old events may omit it, and new readers require it. Forward compatible: old readers
-    /// accept it present.
+    /// Breaks backward: old events may omit it, and new readers require it (tolerant readers do not require a
+    /// property that accepts `null`). Forward compatible: old readers accept it present.
     PropertyMadeRequired = "PROPERTY_MADE_REQUIRED",
     /// A property that was required is now optional.
     ///
-    /// Breaks forward: new events may omit it, and old readers require it. Backward compatible.
+    /// Breaks forward: new events may omit it, and old readers require it (tolerant readers do not require a
+    /// property that accepts `null`). Backward compatible.
     PropertyMadeOptional = "PROPERTY_MADE_OPTIONAL",
     /// The schema accepts fewer undeclared properties than before: `additionalProperties` became `false`, or a
     /// schema where any value was accepted.

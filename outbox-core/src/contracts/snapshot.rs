@@ -11,7 +11,8 @@ use super::{diff, ContractError, Contracts, DiffOptions, Report, RESERVED};
 /// The environment variable that lets [`assert_compatible`] write the contracts: `OUTBOX_CONTRACTS=overwrite`.
 pub const OVERWRITE_ENV: &str = "OUTBOX_CONTRACTS";
 
-/// Fails the calling test when the program's contracts differ from the ones committed in `dir`.
+/// Fails the calling test when the program's contracts differ from the ones committed in `dir` (relative to the
+/// package root, which is where `cargo test` runs tests).
 ///
 /// The registered events are exported in memory and compared with `dir` under the default [`DiffOptions`]
 /// (full compatibility, tolerant readers) and `dir/allowed-breaks.txt`. A break fails with the report; a

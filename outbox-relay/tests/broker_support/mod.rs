@@ -149,7 +149,15 @@ pub async fn wait_for(pool: &PgPool, status: &str, n: i64, timeout: Duration) {
         if got >= n {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "only {got} of {n} events `{status}` within {timeout:?}");
+        if tokio::time::Instant::now() >= deadline {
+            let errors: Vec<(Option<String>, i64)> = sqlx::query_as(
+                "SELECT last_error, count(*) FROM outbox_events GROUP BY last_error ORDER BY count(*) DESC LIMIT 5",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap_or_default();
+            panic!("only {got} of {n} events `{status}` within {timeout:?}; last errors: {errors:?}");
+        }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }

@@ -1,0 +1,684 @@
+//! `outbox-bench`: the outbox's costs, measured against the database's own limit in the same run.
+//!
+//! ```text
+//! cargo bench -p outbox-relay --bench outbox-bench                         # every scenario, full size
+//! cargo bench -p outbox-relay --bench outbox-bench -- drain latency        # some scenarios
+//! OUTBOX_BENCH_SMOKE=1 cargo test -p outbox-relay --bench outbox-bench     # tiny sizes: checks the harness runs
+//! ```
+//!
+//! It starts a private PostgreSQL with durable defaults (every commit flushed) on 127.0.0.1, or uses
+//! `OUTBOX_BENCH_DATABASE_URL`, and prints a Markdown table and a JSON document (also written to
+//! `target/outbox-bench.json`). Every figure is also given as a ratio to the yardstick measured in the same
+//! run: a plain 100-row multi-row `INSERT` per transaction (rows/s) and a plain one-row-insert transaction
+//! (transactions/s), on a table of the same columns with nothing but a primary key.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use outbox_core::store::{Ordering, PgStore};
+use outbox_core::{NewEvent, Outbox, OutboxEvent};
+use outbox_relay::{CancellationToken, Message, Outcome, Publisher, Relay, RelayConfig, Wakeup};
+use outbox_tests::pg::{Durability, TestDatabase};
+use serde::Serialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// The sizes of one run.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    seconds: f64,
+    drain_events: i64,
+    naive_events: i64,
+    latency_seconds: f64,
+    latency_rate: u32,
+    flat_history: i64,
+    flat_events: i64,
+}
+
+const FULL: Sizes = Sizes {
+    seconds: 10.0,
+    drain_events: 1_000_000,
+    naive_events: 50_000,
+    latency_seconds: 30.0,
+    latency_rate: 1_000,
+    flat_history: 10_000_000,
+    flat_events: 200_000,
+};
+
+const SMOKE: Sizes = Sizes {
+    seconds: 0.5,
+    drain_events: 2_000,
+    naive_events: 500,
+    latency_seconds: 1.0,
+    latency_rate: 200,
+    flat_history: 5_000,
+    flat_events: 1_000,
+};
+
+/// One measured figure.
+#[derive(Debug, Clone, Serialize)]
+struct Figure {
+    scenario: &'static str,
+    case: String,
+    value: f64,
+    unit: &'static str,
+    /// The figure divided by (or, for overheads, into) its yardstick.
+    ratio: Option<f64>,
+    ratio_of: &'static str,
+    target: &'static str,
+}
+
+#[derive(Default)]
+struct Report {
+    figures: Vec<Figure>,
+    notes: Vec<String>,
+}
+
+impl Report {
+    fn add(&mut self, figure: Figure) {
+        eprintln!(
+            "  {:<10} {:<48} {:>12.1} {:<8} {}",
+            figure.scenario,
+            figure.case,
+            figure.value,
+            figure.unit,
+            figure.ratio.map(|r| format!("ratio {r:.3}")).unwrap_or_default()
+        );
+        self.figures.push(figure);
+    }
+
+    fn note(&mut self, note: String) {
+        eprintln!("  note: {note}");
+        self.notes.push(note);
+    }
+}
+
+/// The bench's event: small, like most domain events.
+#[derive(Serialize)]
+struct AccountCredited {
+    account_id: i64,
+    amount_cents: i64,
+    reference: String,
+}
+
+impl OutboxEvent for AccountCredited {
+    const EVENT_TYPE: &'static str = "account.credited";
+    const AGGREGATE_TYPE: &'static str = "account";
+    const VERSION: u32 = 1;
+
+    fn aggregate_id(&self) -> String {
+        self.account_id.to_string()
+    }
+}
+
+fn credit(account_id: i64) -> AccountCredited {
+    AccountCredited { account_id, amount_cents: 1_250, reference: format!("ref-{account_id}") }
+}
+
+/// Acknowledges every event at once, counting them; records receive times when asked to.
+#[derive(Clone, Default)]
+struct NoopSink {
+    published: Arc<AtomicU64>,
+    received: Option<Arc<Mutex<HashMap<Uuid, Instant>>>>,
+}
+
+impl Publisher for NoopSink {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        if let Some(received) = &self.received {
+            let now = Instant::now();
+            let mut received = received.lock().unwrap_or_else(|e| e.into_inner());
+            for message in batch {
+                received.insert(message.id, now);
+            }
+        }
+        self.published.fetch_add(batch.len() as u64, AtomicOrdering::Relaxed);
+        vec![Outcome::Published; batch.len()]
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let smoke = std::env::var_os("OUTBOX_BENCH_SMOKE").is_some() || std::env::args().any(|a| a == "--smoke");
+    let sizes = if smoke { SMOKE } else { FULL };
+    let wanted = |name: &str| args.is_empty() || args.iter().any(|a| a == name || a == "all");
+
+    let admin = match std::env::var("OUTBOX_BENCH_DATABASE_URL") {
+        Ok(url) => url,
+        Err(_) => outbox_tests::pg::start_server(Durability::Durable).unwrap_or_else(|problem| {
+            panic!("no PostgreSQL for the benchmark: {problem}; install the PostgreSQL server (apt-get install postgresql)")
+        }),
+    };
+    eprintln!("outbox-bench ({}), PostgreSQL at {}", if smoke { "smoke sizes" } else { "full sizes" }, mask(&admin));
+    let mut report = Report::default();
+    let db = TestDatabase::create_on(&admin).await;
+    outbox_core::migrate(&db.pool).await.expect("migrate");
+    machine_notes(&db.pool, &mut report).await;
+
+    let yard = yardstick(&db.pool, sizes, &mut report).await;
+    if wanted("enqueue") {
+        enqueue_overhead(&db.pool, sizes, yard, &mut report).await;
+    }
+    if wanted("drain") {
+        drain(&admin, sizes, yard, &mut report).await;
+    }
+    if wanted("latency") {
+        latency(&admin, sizes, &mut report).await;
+    }
+    if wanted("flat") {
+        flat_cost(&admin, sizes, &mut report).await;
+    }
+    print_report(&report, smoke);
+}
+
+/// The yardstick figures of this run.
+#[derive(Debug, Clone, Copy)]
+struct Yardstick {
+    rows_per_sec_100: f64,
+    tx_per_sec_1: f64,
+}
+
+async fn machine_notes(pool: &PgPool, report: &mut Report) {
+    let version: String = sqlx::query_scalar("SHOW server_version").fetch_one(pool).await.unwrap_or_default();
+    let mut settings = Vec::new();
+    for name in ["fsync", "synchronous_commit", "shared_buffers", "wal_level", "max_connections"] {
+        let value: String = sqlx::query_scalar(&format!("SHOW {name}")).fetch_one(pool).await.unwrap_or_default();
+        settings.push(format!("{name}={value}"));
+    }
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    report.note(format!("PostgreSQL {version} on the same machine ({cores} cores); {}", settings.join(", ")));
+}
+
+/// Runs `clients` loops of `work` for `seconds` and returns the completed units per second.
+async fn rate<F, Fut>(clients: usize, seconds: f64, per_call: u64, work: F) -> f64
+where
+    F: Fn(usize, u64) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let done = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|client| {
+            let work = work.clone();
+            let done = done.clone();
+            tokio::spawn(async move {
+                let mut n = 0;
+                while Instant::now() < deadline {
+                    work(client, n).await;
+                    n += 1;
+                    done.fetch_add(per_call, AtomicOrdering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a bench client panicked");
+    }
+    done.load(AtomicOrdering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn yardstick(pool: &PgPool, sizes: Sizes, report: &mut Report) -> Yardstick {
+    sqlx::raw_sql(
+        "CREATE TABLE yardstick (id UUID PRIMARY KEY, aggregate_type TEXT NOT NULL, aggregate_id TEXT NOT NULL,
+                                 event_type TEXT NOT NULL, schema_version INT NOT NULL, payload JSONB NOT NULL,
+                                 created_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    )
+    .execute(pool)
+    .await
+    .expect("yardstick table");
+    let mut best_rows = 0.0_f64;
+    for clients in [1, 4] {
+        let pool = pool.clone();
+        let rows = rate(clients, sizes.seconds, 100, move |client, n| {
+            let pool = pool.clone();
+            async move {
+                let ids: Vec<Uuid> = (0..100).map(|_| Uuid::now_v7()).collect();
+                let aggregates: Vec<String> = (0..100).map(|i| format!("{}", (client as u64 * 1_000_000 + n * 100 + i))).collect();
+                let payloads: Vec<String> =
+                    aggregates.iter().map(|a| format!(r#"{{"account_id":{a},"amount_cents":1250,"reference":"ref-{a}"}}"#)).collect();
+                let mut tx = pool.begin().await.expect("begin");
+                sqlx::query(
+                    "INSERT INTO yardstick (id, aggregate_type, aggregate_id, event_type, schema_version, payload)
+                     SELECT id, 'account', a, 'account.credited', 1, p::jsonb
+                       FROM UNNEST($1::uuid[], $2::text[], $3::text[]) AS u(id, a, p)",
+                )
+                .bind(ids)
+                .bind(aggregates)
+                .bind(payloads)
+                .execute(&mut *tx)
+                .await
+                .expect("yardstick insert");
+                tx.commit().await.expect("commit");
+            }
+        })
+        .await;
+        best_rows = best_rows.max(rows);
+        report.add(Figure {
+            scenario: "yardstick",
+            case: format!("plain 100-row INSERT per transaction, {clients} client(s)"),
+            value: rows,
+            unit: "rows/s",
+            ratio: None,
+            ratio_of: "",
+            target: "",
+        });
+    }
+    let mut best_tx = 0.0_f64;
+    for clients in [1, 8] {
+        let pool = pool.clone();
+        let tx_rate = rate(clients, sizes.seconds, 1, move |_, _| {
+            let pool = pool.clone();
+            async move {
+                let mut tx = pool.begin().await.expect("begin");
+                sqlx::query(
+                    "INSERT INTO yardstick (id, aggregate_type, aggregate_id, event_type, schema_version, payload)
+                     VALUES ($1, 'account', '1', 'account.credited', 1, '{}')",
+                )
+                .bind(Uuid::now_v7())
+                .execute(&mut *tx)
+                .await
+                .expect("yardstick insert");
+                tx.commit().await.expect("commit");
+            }
+        })
+        .await;
+        best_tx = best_tx.max(tx_rate);
+        report.add(Figure {
+            scenario: "yardstick",
+            case: format!("plain one-row-insert transaction, {clients} client(s)"),
+            value: tx_rate,
+            unit: "tx/s",
+            ratio: None,
+            ratio_of: "",
+            target: "",
+        });
+    }
+    sqlx::query("TRUNCATE yardstick").execute(pool).await.expect("truncate");
+    Yardstick { rows_per_sec_100: best_rows, tx_per_sec_1: best_tx }
+}
+
+async fn enqueue_overhead(pool: &PgPool, sizes: Sizes, yard: Yardstick, report: &mut Report) {
+    sqlx::raw_sql(
+        "CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL);
+         INSERT INTO accounts SELECT i, 0 FROM generate_series(1, 100000) i;",
+    )
+    .execute(pool)
+    .await
+    .expect("accounts");
+    for clients in [1, 8] {
+        let mut rates = Vec::new();
+        for mode in ["none", "event", "event+notify"] {
+            let pool = pool.clone();
+            let outbox = if mode == "event+notify" { Outbox::new().with_notify() } else { Outbox::new() };
+            let tx_rate = rate(clients, sizes.seconds, 1, move |client, n| {
+                let pool = pool.clone();
+                let outbox = outbox.clone();
+                async move {
+                    let account = ((client as i64) * 10_007 + n as i64 * 7) % 100_000 + 1;
+                    let mut tx = pool.begin().await.expect("begin");
+                    sqlx::query("UPDATE accounts SET balance = balance + 1 WHERE id = $1")
+                        .bind(account)
+                        .execute(&mut *tx)
+                        .await
+                        .expect("update");
+                    if mode != "none" {
+                        outbox.enqueue(&mut tx, &credit(account)).await.expect("enqueue");
+                    }
+                    tx.commit().await.expect("commit");
+                }
+            })
+            .await;
+            rates.push(tx_rate);
+        }
+        let (plain, with_event, with_notify) = (rates[0], rates[1], rates[2]);
+        report.add(Figure {
+            scenario: "enqueue",
+            case: format!("domain UPDATE without event, {clients} producer(s)"),
+            value: plain,
+            unit: "tx/s",
+            ratio: Some(plain / yard.tx_per_sec_1),
+            ratio_of: "x one-row-insert tx/s",
+            target: "",
+        });
+        report.add(Figure {
+            scenario: "enqueue",
+            case: format!("domain UPDATE + 1 event (default), {clients} producer(s)"),
+            value: with_event,
+            unit: "tx/s",
+            ratio: Some(plain / with_event),
+            ratio_of: "overhead: tx/s without / with",
+            target: "<= 1.10",
+        });
+        report.add(Figure {
+            scenario: "enqueue",
+            case: format!("domain UPDATE + 1 event + NOTIFY, {clients} producer(s)"),
+            value: with_notify,
+            unit: "tx/s",
+            ratio: Some(plain / with_notify),
+            ratio_of: "overhead: tx/s without / with",
+            target: "(reported)",
+        });
+    }
+    let pool = pool.clone();
+    let batch_rows = rate(1, sizes.seconds, 100, move |client, n| {
+        let pool = pool.clone();
+        async move {
+            let events: Vec<NewEvent> = (0..100)
+                .map(|i| NewEvent::new(&credit((client as i64) * 1_000_000 + n as i64 * 100 + i)).expect("serialize"))
+                .collect();
+            let mut tx = pool.begin().await.expect("begin");
+            Outbox::new().enqueue_events(&mut tx, events).await.expect("enqueue");
+            tx.commit().await.expect("commit");
+        }
+    })
+    .await;
+    report.add(Figure {
+        scenario: "enqueue",
+        case: "batch of 100 events per transaction, 1 producer".into(),
+        value: batch_rows,
+        unit: "rows/s",
+        ratio: Some(yard.rows_per_sec_100 / batch_rows),
+        ratio_of: "plain 100-row INSERT rows/s / this",
+        target: "<= 1.3",
+    });
+}
+
+/// Fills a fresh database with `events` pending rows over `aggregates` aggregates (and `history` published ones).
+async fn filled(admin: &str, events: i64, aggregates: i64, history: i64) -> TestDatabase {
+    let db = TestDatabase::create_on(admin).await;
+    outbox_core::migrate(&db.pool).await.expect("migrate");
+    if history > 0 {
+        sqlx::query(
+            "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload, status, published_at)
+             SELECT gen_random_uuid(), 'account', (i % 100000)::text, 'account.credited',
+                    jsonb_build_object('account_id', i, 'amount_cents', 1250), 'published', now()
+               FROM generate_series(1, $1) i",
+        )
+        .bind(history)
+        .execute(&db.pool)
+        .await
+        .expect("history");
+    }
+    sqlx::query(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+         SELECT gen_random_uuid(), 'account', (i % $2)::text, 'account.credited',
+                jsonb_build_object('account_id', i % $2, 'amount_cents', 1250, 'reference', 'ref-' || i)
+           FROM generate_series(1, $1) i",
+    )
+    .bind(events)
+    .bind(aggregates)
+    .execute(&db.pool)
+    .await
+    .expect("fill");
+    sqlx::raw_sql("VACUUM ANALYZE outbox_events").execute(&db.pool).await.expect("vacuum");
+    db
+}
+
+/// Runs `relays` relays until every row is published; returns events/s.
+async fn drain_with(db: &TestDatabase, relays: usize, ordering: Ordering, events: i64) -> f64 {
+    let sink = NoopSink::default();
+    let shutdown = CancellationToken::new();
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..relays)
+        .map(|_| {
+            let config = RelayConfig::builder()
+                .batch_size(1_000)
+                .concurrency(2)
+                .ordering(ordering)
+                .poll_interval(Duration::from_millis(5))
+                .build()
+                .expect("config");
+            tokio::spawn(Relay::new(PgStore::new(db.pool.clone()), sink.clone(), config).run(shutdown.clone()))
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(1_800);
+    while (sink.published.load(AtomicOrdering::Relaxed) as i64) < events {
+        assert!(Instant::now() < deadline, "the drain did not finish within 30 minutes");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    shutdown.cancel();
+    for task in tasks {
+        task.await.expect("relay task").expect("relay");
+    }
+    events as f64 / elapsed
+}
+
+/// The seed's loop: select 100 pending rows in a short transaction, "publish" them one by one, update one row at
+/// a time.
+async fn drain_naively(db: &TestDatabase, events: i64) -> f64 {
+    let started = Instant::now();
+    let mut published = 0;
+    while published < events {
+        let mut tx = db.pool.begin().await.expect("begin");
+        let ids: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT id FROM outbox_events WHERE status = 'pending' AND next_attempt_at <= now()
+              ORDER BY created_at LIMIT 100 FOR UPDATE SKIP LOCKED",
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .expect("select");
+        if ids.is_empty() {
+            break;
+        }
+        for id in ids {
+            sqlx::query("UPDATE outbox_events SET status = 'published', published_at = now() WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await
+                .expect("update");
+            published += 1;
+        }
+        tx.commit().await.expect("commit");
+    }
+    published as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Row writes on the outbox table so far, read after the relays' connections closed (a backend's statistics
+/// are complete once it exits).
+async fn writes_so_far(db: &TestDatabase) -> (i64, i64, i64) {
+    db.pool.close().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut conn = db.connect().await;
+    sqlx::query_as("SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_user_tables WHERE relname = 'outbox_events'")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap_or((0, 0, 0))
+}
+
+async fn drain(admin: &str, sizes: Sizes, yard: Yardstick, report: &mut Report) {
+    let aggregates = (sizes.drain_events / 100).max(10);
+    let mut unordered_rate = 0.0;
+    for (ordering, relays) in [(Ordering::None, 1), (Ordering::None, 4), (Ordering::Aggregate, 1), (Ordering::Aggregate, 4)] {
+        let db = filled(admin, sizes.drain_events, aggregates, 0).await;
+        let rate = drain_with(&db, relays, ordering, sizes.drain_events).await;
+        if ordering == Ordering::None && relays == 1 {
+            unordered_rate = rate;
+            let (_, updates, deletes) = writes_so_far(&db).await;
+            report.note(format!(
+                "writes per published event (ordering off): {:.2} row updates + {:.2} deletes (claim marks in_flight, settle marks published)",
+                updates as f64 / sizes.drain_events as f64,
+                deletes as f64 / sizes.drain_events as f64
+            ));
+        }
+        let (label, target) = match ordering {
+            Ordering::None => ("ordering off", ">= 0.9"),
+            Ordering::Aggregate => ("ordering on", ">= 0.6"),
+        };
+        report.add(Figure {
+            scenario: "drain",
+            case: format!("{} pending, {label}, {relays} relay(s), no-op sink", sizes.drain_events),
+            value: rate,
+            unit: "events/s",
+            ratio: Some(rate / yard.rows_per_sec_100),
+            ratio_of: "x plain 100-row INSERT rows/s",
+            target: if relays == 1 { target } else { "(reported)" },
+        });
+        db.pool.close().await;
+    }
+    let db = filled(admin, sizes.naive_events, aggregates, 0).await;
+    let naive = drain_naively(&db, sizes.naive_events).await;
+    report.add(Figure {
+        scenario: "drain",
+        case: format!("seed's naive loop (select 100, update one by one), {} events", sizes.naive_events),
+        value: naive,
+        unit: "events/s",
+        ratio: Some(unordered_rate / naive),
+        ratio_of: "relay (ordering off, 1 relay) / naive",
+        target: ">= 20",
+    });
+    db.pool.close().await;
+}
+
+async fn latency(admin: &str, sizes: Sizes, report: &mut Report) {
+    for notify in [false, true] {
+        let db = TestDatabase::create_on(admin).await;
+        outbox_core::migrate(&db.pool).await.expect("migrate");
+        let received = Arc::new(Mutex::new(HashMap::new()));
+        let sink = NoopSink { published: Arc::default(), received: Some(received.clone()) };
+        let wakeup = if notify { Wakeup::Notify { channel: outbox_core::DEFAULT_CHANNEL.to_owned() } } else { Wakeup::Poll };
+        let config = RelayConfig::builder().wakeup(wakeup).build().expect("config");
+        let shutdown = CancellationToken::new();
+        let relay = tokio::spawn(Relay::new(PgStore::new(db.pool.clone()), sink.clone(), config).run(shutdown.clone()));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        let producers = 4_u32;
+        let per_producer = sizes.latency_rate / producers;
+        let total = (f64::from(sizes.latency_rate) * sizes.latency_seconds) as u64;
+        let committed = Arc::new(Mutex::new(HashMap::new()));
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..producers)
+            .map(|p| {
+                let pool = db.pool.clone();
+                let committed = committed.clone();
+                let outbox = if notify { Outbox::new().with_notify() } else { Outbox::new() };
+                tokio::spawn(async move {
+                    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(per_producer)));
+                    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+                    for n in 0..(total / u64::from(producers)) {
+                        ticker.tick().await;
+                        let mut tx = pool.begin().await.expect("begin");
+                        let id = outbox.enqueue(&mut tx, &credit(i64::from(p) * 1_000_000 + n as i64)).await.expect("enqueue");
+                        tx.commit().await.expect("commit");
+                        committed.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Instant::now());
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("producer");
+        }
+        let produced_for = started.elapsed().as_secs_f64();
+        let expected = committed.lock().unwrap_or_else(|e| e.into_inner()).len();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while received.lock().unwrap_or_else(|e| e.into_inner()).len() < expected && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        shutdown.cancel();
+        relay.await.expect("relay task").expect("relay");
+
+        let committed = committed.lock().unwrap_or_else(|e| e.into_inner());
+        let received = received.lock().unwrap_or_else(|e| e.into_inner());
+        let mut latencies: Vec<f64> = committed
+            .iter()
+            .filter_map(|(id, at)| received.get(id).map(|got| got.saturating_duration_since(*at).as_secs_f64() * 1e3))
+            .collect();
+        latencies.sort_by(f64::total_cmp);
+        let pick = |q: f64| latencies.get(((latencies.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
+        let label = if notify { "LISTEN/NOTIFY" } else { "adaptive polling (default)" };
+        let achieved = expected as f64 / produced_for;
+        report.add(Figure {
+            scenario: "latency",
+            case: format!("{label}: producers' achieved rate"),
+            value: achieved,
+            unit: "tx/s",
+            ratio: Some(achieved / f64::from(sizes.latency_rate)),
+            ratio_of: "x requested rate",
+            target: "~1.0",
+        });
+        for (name, q, target) in [("p50", 0.5, "<= 3 ms"), ("p99", 0.99, "<= 15 ms"), ("max", 1.0, "(reported)")] {
+            report.add(Figure {
+                scenario: "latency",
+                case: format!("{label}: commit ack -> sink, {name}"),
+                value: pick(q),
+                unit: "ms",
+                ratio: None,
+                ratio_of: "",
+                target,
+            });
+        }
+        if latencies.len() != expected {
+            report.note(format!("{label}: {} of {expected} events reached the sink within 60 s", latencies.len()));
+        }
+        db.pool.close().await;
+    }
+}
+
+async fn flat_cost(admin: &str, sizes: Sizes, report: &mut Report) {
+    let mut rates = Vec::new();
+    for history in [0, sizes.flat_history] {
+        let db = filled(admin, sizes.flat_events, 1_000, history).await;
+        let plan: Vec<String> = sqlx::query_scalar(
+            "EXPLAIN SELECT id FROM outbox_events WHERE status = 'pending' AND next_attempt_at <= now()
+              ORDER BY next_attempt_at, seq LIMIT 1000",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap_or_default();
+        let on_partial_index = plan.iter().any(|line| line.contains("outbox_events_pending_idx"));
+        let rate = drain_with(&db, 1, Ordering::None, sizes.flat_events).await;
+        report.add(Figure {
+            scenario: "flat",
+            case: format!("drain {} events with {history} published rows kept", sizes.flat_events),
+            value: rate,
+            unit: "events/s",
+            ratio: rates.first().map(|empty: &f64| rate / empty),
+            ratio_of: "x drain rate on an empty table",
+            target: if history > 0 { ">= 0.9" } else { "" },
+        });
+        report.note(format!(
+            "claim plan with {history} published rows: {}",
+            if on_partial_index { "on outbox_events_pending_idx" } else { "NOT on the partial index" }
+        ));
+        rates.push(rate);
+        db.pool.close().await;
+    }
+}
+
+fn print_report(report: &Report, smoke: bool) {
+    println!("| scenario | case | value | unit | ratio | ratio of | target |");
+    println!("| --- | --- | ---: | --- | ---: | --- | --- |");
+    for f in &report.figures {
+        println!(
+            "| {} | {} | {:.1} | {} | {} | {} | {} |",
+            f.scenario,
+            f.case,
+            f.value,
+            f.unit,
+            f.ratio.map(|r| format!("{r:.3}")).unwrap_or_default(),
+            f.ratio_of,
+            f.target
+        );
+    }
+    for note in &report.notes {
+        println!("\n- {note}");
+    }
+    let json = serde_json::json!({ "smoke": smoke, "figures": report.figures, "notes": report.notes });
+    let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+    println!("\n```json\n{text}\n```");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/outbox-bench.json");
+    let _ = std::fs::write(path, text);
+}
+
+fn mask(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
