@@ -56,10 +56,10 @@ fn publisher(broker: &Broker, queue_url: &str) -> SqsPublisher {
 
 /// Receives (and deletes) messages until `expected` arrived or nothing came for a while.
 async fn receive(broker: &Broker, queue_url: &str, expected: usize) -> Vec<Received> {
-    receive_from(&broker.url(), queue_url, expected, 5).await
+    receive_from(&broker.url(), queue_url, expected, 25).await
 }
 
-/// Receives (and deletes) messages until `expected` arrived or nothing came for `patience` empty polls of 1 s.
+/// Receives (and deletes) messages until `expected` arrived or nothing came for `patience` empty polls (200 ms apart).
 async fn receive_from(endpoint: &str, queue_url: &str, expected: usize, patience: u32) -> Vec<Received> {
     let client = client(endpoint);
     let mut received = Vec::new();
@@ -71,13 +71,15 @@ async fn receive_from(endpoint: &str, queue_url: &str, expected: usize, patience
             .receive_message()
             .queue_url(queue_url)
             .max_number_of_messages(10)
-            .wait_time_seconds(1)
+            .wait_time_seconds(0)
             .message_attribute_names("All")
             .send()
             .await
             .expect("receive");
         if output.messages().is_empty() {
+            // Short polls: a long poll would hold one of moto's few request threads.
             empty += 1;
+            tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         }
         empty = 0;
@@ -103,7 +105,7 @@ async fn relay_publishes_1000_events_to_a_fifo_queue_with_cloudevents_attributes
     // The consumer drains the queue while the relay publishes (moto slows down as a FIFO queue grows).
     let consumer = {
         let (endpoint, queue, expected) = (broker.url(), queue.clone(), sent.len());
-        tokio::spawn(async move { receive_from(&endpoint, &queue, expected, 60).await })
+        tokio::spawn(async move { receive_from(&endpoint, &queue, expected, 300).await })
     };
     let relay = start(&db, publisher(&broker, &queue), config());
     wait_for(&db.pool, "published", sent.len() as i64, Duration::from_secs(240)).await;

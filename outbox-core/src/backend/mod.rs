@@ -51,3 +51,27 @@ mod sealed {
 fn json_text<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| String::from("null"))
 }
+
+/// The up-migrations of `migrator` not in `applied` (`(version, checksum)` rows), in order.
+///
+/// # Errors
+///
+/// [`Error::Migrate`](crate::Error::Migrate) when an applied migration's SQL changed since (its checksum differs).
+/// Applied versions this build does not know (a newer build migrated the database) are left alone, so an older
+/// build keeps running during a rolling deploy.
+fn pending_migrations<'m>(
+    migrator: &'m sqlx::migrate::Migrator,
+    applied: &[(i64, Vec<u8>)],
+) -> Result<Vec<&'m sqlx::migrate::Migration>> {
+    let mut pending = Vec::new();
+    for migration in migrator.iter().filter(|m| !m.migration_type.is_down_migration()) {
+        match applied.iter().find(|(version, _)| *version == migration.version) {
+            Some((_, checksum)) if *checksum == *migration.checksum => {}
+            Some(_) => {
+                return Err(crate::Error::Migrate(sqlx::migrate::MigrateError::VersionMismatch(migration.version)))
+            }
+            None => pending.push(migration),
+        }
+    }
+    Ok(pending)
+}

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde_json::{json, Value};
 
-use super::{ContentModel, Mode, Rule};
+use super::{ContentModel, Mode, Rule, Side};
 
 /// One difference between two contracts of an event type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,14 +50,14 @@ impl Finding {
         line
     }
 
-    /// The sides this finding breaks, as names: `backward`, `forward`.
-    pub fn sides(&self) -> Vec<&'static str> {
+    /// The sides this finding breaks.
+    pub fn sides(&self) -> Vec<Side> {
         let mut sides = Vec::new();
         if self.breaks_backward {
-            sides.push("backward");
+            sides.push(Side::Backward);
         }
         if self.breaks_forward {
-            sides.push("forward");
+            sides.push(Side::Forward);
         }
         sides
     }
@@ -71,7 +71,7 @@ impl Finding {
             "pointer": self.pointer,
             "old": self.old,
             "new": self.new,
-            "breaks": self.sides(),
+            "breaks": self.sides().into_iter().map(Side::name).collect::<Vec<_>>(),
             "breaking": self.breaking,
             "allowed": self.allowed,
         })

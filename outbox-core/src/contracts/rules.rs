@@ -19,6 +19,16 @@ pub enum Side {
     Forward,
 }
 
+impl Side {
+    /// `backward` or `forward`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Side::Backward => "backward",
+            Side::Forward => "forward",
+        }
+    }
+}
+
 macro_rules! rules {
     ($( $(#[doc = $doc:literal])* $variant:ident = $id:literal, )*) => {
         /// A kind of change between two contracts, with a stable id (`UPPER_SNAKE`, like buf's rules).

@@ -11,11 +11,11 @@ mod retention;
 mod settle;
 mod store;
 
-use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::migrate::Migrator;
 use sqlx::{Connection, Executor, PgConnection, PgPool, Postgres};
 
 use super::{Backend, BoxFuture};
-use crate::{Error, NewEvent, Result};
+use crate::{NewEvent, Result};
 
 static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
 
@@ -134,18 +134,7 @@ impl Backend for Postgres {
 async fn apply_pending(conn: &mut PgConnection) -> Result<()> {
     conn.execute(CREATE_MIGRATIONS_TABLE).await?;
     let applied: Vec<(i64, Vec<u8>)> = sqlx::query_as(SELECT_APPLIED).fetch_all(&mut *conn).await?;
-    let mut pending = Vec::new();
-    for migration in MIGRATOR.iter() {
-        if migration.migration_type.is_down_migration() {
-            continue;
-        }
-        match applied.iter().find(|(version, _)| *version == migration.version) {
-            Some((_, checksum)) if *checksum == *migration.checksum => {}
-            Some(_) => return Err(Error::Migrate(MigrateError::VersionMismatch(migration.version))),
-            None => pending.push(migration),
-        }
-    }
-    for migration in pending {
+    for migration in super::pending_migrations(&MIGRATOR, &applied)? {
         let mut tx = conn.begin().await?;
         tx.execute(&*migration.sql).await?;
         sqlx::query(RECORD_APPLIED)
