@@ -66,6 +66,12 @@ impl std::fmt::Debug for NewEvent {
 impl NewEvent {
     /// Serializes `event` and takes its metadata from its [`OutboxEvent`] impl.
     ///
+    /// With the `otel` feature, the W3C trace context of the active OpenTelemetry context
+    /// ([`opentelemetry::Context::current`], which a `tracing` span carries when a `tracing-opentelemetry` layer is
+    /// installed) is stored in the headers as `traceparent` (and `tracestate` when it has one), so the relay and
+    /// every publisher send it on and the consumer's span joins the producer's trace. Headers added afterwards with
+    /// [`with_header`](Self::with_header) replace the captured ones: an explicit `traceparent` wins.
+    ///
     /// # Errors
     ///
     /// [`Error::Serialize`] or [`Error::NonFiniteNumber`] when the payload is not representable as JSON, and
@@ -90,7 +96,7 @@ impl NewEvent {
             aggregate_id,
             version,
             payload: payload::to_json(E::EVENT_TYPE, event)?,
-            headers: Headers::new(),
+            headers: captured_headers(),
             sensitive_paths: E::sensitive_paths(),
         })
     }
@@ -99,6 +105,41 @@ impl NewEvent {
     #[must_use]
     pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.insert(name.into(), value.into());
+        self
+    }
+
+    /// Stores the W3C trace context of `cx` (`traceparent`, and `tracestate` when it has one) in the headers,
+    /// replacing any captured before; a context without a valid span changes nothing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use outbox_core::{NewEvent, OutboxEvent};
+    /// # #[derive(serde::Serialize)] struct PaymentPaid { payment_id: u64 }
+    /// # impl OutboxEvent for PaymentPaid {
+    /// #     const EVENT_TYPE: &'static str = "payment.paid";
+    /// #     const AGGREGATE_TYPE: &'static str = "payment";
+    /// #     const VERSION: u32 = 1;
+    /// #     fn aggregate_id(&self) -> String { self.payment_id.to_string() }
+    /// # }
+    /// use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
+    ///
+    /// let remote = SpanContext::new(
+    ///     TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+    ///     SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+    ///     TraceFlags::SAMPLED,
+    ///     true,
+    ///     TraceState::default(),
+    /// );
+    /// let cx = opentelemetry::Context::new().with_remote_span_context(remote);
+    /// let event = NewEvent::new(&PaymentPaid { payment_id: 7 })?.with_trace_context(&cx);
+    /// assert_eq!(event.headers()["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    /// # Ok::<(), outbox_core::Error>(())
+    /// ```
+    #[cfg(feature = "otel")]
+    #[must_use]
+    pub fn with_trace_context(mut self, cx: &opentelemetry::Context) -> Self {
+        self.headers.extend(trace_headers(cx));
         self
     }
 
@@ -143,6 +184,37 @@ impl NewEvent {
     pub fn sensitive_paths(&self) -> &[String] {
         &self.sensitive_paths
     }
+}
+
+/// The headers a new event starts with: the active trace context with the `otel` feature, none without.
+fn captured_headers() -> Headers {
+    #[cfg(feature = "otel")]
+    {
+        trace_headers(&opentelemetry::Context::current())
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        Headers::new()
+    }
+}
+
+/// `traceparent` (W3C Trace Context, version 00) and `tracestate` of the span in `cx`, if it is valid.
+#[cfg(feature = "otel")]
+fn trace_headers(cx: &opentelemetry::Context) -> Headers {
+    use opentelemetry::trace::TraceContextExt;
+    let span = cx.span();
+    let context = span.span_context();
+    let mut headers = Headers::new();
+    if context.is_valid() {
+        let traceparent =
+            format!("00-{}-{}-{:02x}", context.trace_id(), context.span_id(), context.trace_flags().to_u8());
+        headers.insert("traceparent".to_owned(), traceparent);
+        let state = context.trace_state().header();
+        if !state.is_empty() {
+            headers.insert("tracestate".to_owned(), state);
+        }
+    }
+    headers
 }
 
 #[cfg(test)]
@@ -196,5 +268,27 @@ mod tests {
         }
         let error = NewEvent::new(&Nameless).unwrap_err();
         assert_eq!(error.to_string(), "invalid event `thing.happened`: the aggregate id must not be empty");
+    }
+
+    #[cfg(feature = "otel")]
+    #[test]
+    fn the_active_trace_context_is_captured_and_an_explicit_header_wins() {
+        use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
+        let remote = SpanContext::new(
+            TraceId::from_hex("0af7651916cd43dd8448eb211c80319c").unwrap(),
+            SpanId::from_hex("b7ad6b7169203331").unwrap(),
+            TraceFlags::SAMPLED,
+            true,
+            "vendor=opaque".parse::<TraceState>().unwrap(),
+        );
+        let guard = opentelemetry::Context::new().with_remote_span_context(remote).attach();
+        let signup = Signup { user_id: 3, email: "ana@example.com".into() };
+        let captured = NewEvent::new(&signup).unwrap();
+        assert_eq!(captured.headers()["traceparent"], "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+        assert_eq!(captured.headers()["tracestate"], "vendor=opaque");
+        let explicit = NewEvent::new(&signup).unwrap().with_header("traceparent", "00-explicit");
+        assert_eq!(explicit.headers()["traceparent"], "00-explicit");
+        drop(guard);
+        assert!(NewEvent::new(&signup).unwrap().headers().is_empty(), "no active trace: no trace headers");
     }
 }

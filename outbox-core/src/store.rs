@@ -384,6 +384,53 @@ pub struct StatusReport {
     pub paused: bool,
 }
 
+/// Dead-lettered events of one event type.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct FailedByType {
+    /// The event type.
+    pub event_type: String,
+    /// Events of that type in `failed`.
+    pub failed: u64,
+}
+
+/// What the relay's gauges show and `outbox status` prints first: the backlog by event type, the dead letters by
+/// event type, and whether publishing is paused. Read by [`Store::backlog`] in one statement that touches only
+/// the partial indexes of pending and failed rows, so it stays cheap however long the table's history is.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct Backlog {
+    /// Pending events by type (with the age of the oldest), most first.
+    pub pending: Vec<PendingByType>,
+    /// Failed events by type, most first.
+    pub failed: Vec<FailedByType>,
+    /// Whether publishing is paused.
+    pub paused: bool,
+}
+
+impl Backlog {
+    /// Pending events of every type.
+    pub fn pending_total(&self) -> u64 {
+        self.pending.iter().map(|p| p.pending).sum()
+    }
+
+    /// Failed events of every type.
+    pub fn failed_total(&self) -> u64 {
+        self.failed.iter().map(|f| f.failed).sum()
+    }
+
+    /// The age of the oldest pending event of any type (zero without a backlog).
+    pub fn oldest_pending_age(&self) -> Duration {
+        self.pending.iter().map(|p| p.oldest_age).max().unwrap_or_default()
+    }
+
+    /// Most first, then by name: the order `outbox status` prints.
+    pub(crate) fn sort(&mut self) {
+        self.pending.sort_by(|a, b| b.pending.cmp(&a.pending).then_with(|| a.event_type.cmp(&b.event_type)));
+        self.failed.sort_by(|a, b| b.failed.cmp(&a.failed).then_with(|| a.event_type.cmp(&b.event_type)));
+    }
+}
+
 /// Which failed events [`Store::retry`] makes pending again.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RetryTarget {
@@ -449,6 +496,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Counts for `outbox status`.
     fn status(&self) -> StoreFuture<'_, StatusReport>;
+
+    /// Pending events and the age of the oldest per event type, failed events per event type, and whether
+    /// publishing is paused: one statement on the partial indexes of pending and failed rows (cheap however much
+    /// history the table keeps). The relay refreshes its backlog gauges from it; `outbox status` prints it.
+    fn backlog(&self) -> StoreFuture<'_, Backlog>;
 
     /// Events matching `filter`, oldest first.
     fn list<'a>(&'a self, filter: &'a EventFilter) -> StoreFuture<'a, Vec<EventSummary>>;

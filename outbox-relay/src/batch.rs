@@ -73,6 +73,11 @@ pub(crate) async fn publish(shared: &Shared, events: Vec<ClaimedEvent>, claimed_
 /// Writes the settlements, retrying a retryable database error a few times. If it still fails the rows stay
 /// in flight until their lease expires and are published again: at least once, never lost.
 pub(crate) async fn settle(shared: &Shared, settlements: &[Settlement]) -> SettleReport {
+    let span = tracing::info_span!("outbox.mark", events = settlements.len());
+    tracing::Instrument::instrument(settle_in_span(shared, settlements), span).await
+}
+
+async fn settle_in_span(shared: &Shared, settlements: &[Settlement]) -> SettleReport {
     let delete_published = shared.config.retention == crate::Retention::Immediately;
     let mut wait = Duration::from_millis(50);
     for attempt in 1..=4 {

@@ -47,6 +47,7 @@ mod maintenance;
 mod publish;
 mod relay;
 mod sink;
+pub mod telemetry;
 mod wakeup;
 
 pub use backoff::Backoff;

@@ -79,6 +79,7 @@ impl Relay {
     }
 
     fn from_parts(store: Arc<dyn Store>, publisher: Arc<dyn ErasedPublisher>, config: RelayConfig) -> Self {
+        let publisher = Arc::new(crate::telemetry::Instrumented::new(publisher));
         Self { shared: Arc::new(Shared { store, publisher, config, owner: Uuid::now_v7() }) }
     }
 
@@ -144,13 +145,14 @@ impl Relay {
         let mut tasks = JoinSet::new();
         if let Wakeup::Notify { channel } = &config.wakeup {
             tasks.spawn(wakeup::listen(
-                Arc::clone(&shared.store),
+                crate::telemetry::WatchedListener::wrap(Arc::clone(&shared.store)),
                 channel.clone(),
                 Arc::clone(&wake),
                 background.clone(),
             ));
         }
         tasks.spawn(maintenance::run(Arc::clone(&shared.store), config.clone(), background.clone()));
+        tasks.spawn(crate::telemetry::refresh_backlog(Arc::clone(&shared.store), background.clone()));
 
         let mut engine = Engine::new(Arc::clone(&shared));
         let result = engine.run(&shutdown, &wake).await;
@@ -230,7 +232,8 @@ impl Engine {
         let config = &self.shared.config;
         let request = ClaimRequest::new(self.shared.owner, config.lease, self.limit, config.ordering);
         let claimed_at = Instant::now();
-        let claim = match self.shared.store.claim(&request).await {
+        let span = crate::telemetry::claim_span(self.limit);
+        let claim = match tracing::Instrument::instrument(self.shared.store.claim(&request), span.clone()).await {
             Ok(claim) => claim,
             Err(error) => {
                 let error = Error::from_store(error);
@@ -245,8 +248,10 @@ impl Engine {
             }
         };
         self.database_retry = FIRST_DATABASE_RETRY;
+        span.record("events", claim.events.len());
         if claim.paused != self.paused {
             self.paused = claim.paused;
+            crate::telemetry::set_paused(claim.paused);
             if claim.paused {
                 tracing::info!("publishing is paused (`outbox resume` resumes it)");
             } else {
@@ -264,6 +269,7 @@ impl Engine {
             return Ok(());
         }
         self.summary.batches += 1;
+        let batch_span = crate::telemetry::record_claim(&span, &claim.events);
         self.idle_delay = BUSY_DELAY;
         let full = claimed >= self.limit as usize;
         if full {
@@ -275,7 +281,8 @@ impl Engine {
         }
         let held = Held::of(&claim.events);
         let shared = Arc::clone(&self.shared);
-        let handle = self.batches.spawn(async move { batch::publish(&shared, claim.events, claimed_at).await });
+        let batch = async move { batch::publish(&shared, claim.events, claimed_at).await };
+        let handle = self.batches.spawn(tracing::Instrument::instrument(batch, batch_span));
         self.held.insert(handle.id(), held);
         Ok(())
     }

@@ -219,3 +219,109 @@ pub fn start_server(durability: Durability) -> Result<String, String> {
     }
     Ok(format!("postgres://postgres@127.0.0.1:{port}/postgres"))
 }
+
+/// A private cluster that a test can stop and start again, to see what happens while the database is away.
+/// Unlike [`start_server`], which serves every test of a binary, it belongs to one test; it is stopped and
+/// deleted when dropped, and by a watchdog shell if the test process dies first.
+#[derive(Debug)]
+pub struct PrivateServer {
+    /// The admin URL (`postgres://postgres@127.0.0.1:PORT/postgres`), for [`TestDatabase::create_on`].
+    pub url: String,
+    bin: PathBuf,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl PrivateServer {
+    /// Creates and starts a throwaway cluster on a free port of 127.0.0.1.
+    ///
+    /// # Errors
+    ///
+    /// A description of what is missing or failed, as [`start_server`].
+    pub fn start() -> Result<Self, String> {
+        let bin = postgres_bin_dir()?;
+        let dir = std::env::temp_dir().join(format!("outbox-test-pg-private-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        if running_as_root() {
+            let status = Command::new("chown").args(["postgres:", &dir.to_string_lossy()]).status();
+            if !status.is_ok_and(|s| s.success()) {
+                return Err("running as root, but cannot hand the cluster directory to the `postgres` user".to_owned());
+            }
+        }
+        let output = as_server_user(&bin.join("initdb"))
+            .arg("-D")
+            .arg(dir.join("data"))
+            .args(["-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"])
+            .output()
+            .map_err(|e| format!("cannot run initdb: {e}"))?;
+        if !output.status.success() {
+            return Err(format!("initdb failed: {}", String::from_utf8_lossy(&output.stderr).trim()));
+        }
+        let port = free_port()?;
+        let watchdog = r#"
+            while [ -d "/proc/$WATCHED_PID" ] && [ -d "$PG_DIR" ]; do sleep 0.5; done
+            "$PG_BIN/pg_ctl" -D "$PG_DIR/data" stop -m immediate >/dev/null 2>&1
+            rm -rf "$PG_DIR"
+        "#;
+        as_server_user(Path::new("/bin/sh"))
+            .args(["-c", watchdog])
+            .env("PG_BIN", &bin)
+            .env("PG_DIR", &dir)
+            .env("WATCHED_PID", std::process::id().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start the watchdog: {e}"))?;
+        let server = Self { url: format!("postgres://postgres@127.0.0.1:{port}/postgres"), bin, dir, port };
+        server.start_again()?;
+        Ok(server)
+    }
+
+    /// Stops the server (fast shutdown: sessions are disconnected) and waits until it is down.
+    ///
+    /// # Errors
+    ///
+    /// When `pg_ctl stop` fails.
+    pub fn stop(&self) -> Result<(), String> {
+        self.pg_ctl(&["stop", "-m", "fast", "-w"])
+    }
+
+    /// Starts the stopped server again on the same port and data, and waits until it accepts connections.
+    ///
+    /// # Errors
+    ///
+    /// When `pg_ctl start` fails or the server does not come up in 30s.
+    pub fn start_again(&self) -> Result<(), String> {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=100 {}",
+            self.port,
+            self.dir.display(),
+            Durability::Throwaway.settings()
+        );
+        self.pg_ctl(&["start", "-w", "-t", "30", "-l", &self.dir.join("server.log").to_string_lossy(), "-o", &options])
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> Result<(), String> {
+        let output = as_server_user(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run pg_ctl: {e}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+            Err(format!("pg_ctl {args:?} failed: {} {}", String::from_utf8_lossy(&output.stderr).trim(), log.trim()))
+        }
+    }
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        let _ = self.pg_ctl(&["stop", "-m", "immediate", "-w"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

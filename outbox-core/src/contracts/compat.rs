@@ -165,11 +165,18 @@ impl Walk {
                     self.sensitivity(is_sensitive(branch), is_sensitive(&new_branches[j]), &at_old);
                     self.single(branch, &new_branches[j], &at_old, depth + 1);
                 }
-                None => self.push(Rule::BranchRemoved, &at_old, summary(branch), "absent".to_owned(), true, false),
+                None => self.push(Rule::BranchRemoved, &at_old, branch_text(branch), "absent".to_owned(), true, false),
             }
         }
         for (j, branch) in new_branches.iter().enumerate().filter(|(j, _)| !paired[*j]) {
-            self.push(Rule::BranchAdded, &pointer(new_keyword, j), "absent".to_owned(), summary(branch), false, true);
+            self.push(
+                Rule::BranchAdded,
+                &pointer(new_keyword, j),
+                "absent".to_owned(),
+                branch_text(branch),
+                false,
+                true,
+            );
         }
     }
 
@@ -431,10 +438,13 @@ impl Walk {
             let old_schema = declared(old_props, &old_required, &old_extra);
             let new_schema = declared(new_props, &new_required, &new_extra);
             let (was_required, is_required) = (old_required.contains(name), new_required.contains(name));
-            // A tolerant (serde) reader reads a missing value that may be null as `None`: such a property is
-            // required of writers (serde writes the `null`) but not of the events a reader gets.
-            let demands =
-                |required: bool, schema: &Value| required && !(model == ContentModel::Tolerant && accepts_null(schema));
+            // A tolerant (serde) reader reads a missing value that may be null as `None`, and a missing value with
+            // a `default` as that default: such a property is required of writers (serde writes it) but not of
+            // the events a reader gets.
+            let demands = |required: bool, schema: &Value| {
+                required
+                    && !(model == ContentModel::Tolerant && (accepts_null(schema) || schema.get("default").is_some()))
+            };
             match (old_schema, new_schema) {
                 (None, None) => {}
                 (None, Some(new_schema)) => {
@@ -713,6 +723,16 @@ fn branch_key(branch: &Value) -> String {
         }
     }
     format!("types:{}", normalized(types_of(map) & !NULL))
+}
+
+/// A branch in a report: its types, and its tag when it has one (`object (kind = "pix")`).
+fn branch_text(branch: &Value) -> String {
+    let key = branch_key(branch);
+    match key.split_once(':') {
+        Some(("tag", tag)) => format!("{} ({})", summary(branch), tag.replacen('=', " = ", 1)),
+        Some(("variant", name)) => format!("{} (variant {name})", summary(branch)),
+        _ => summary(branch),
+    }
 }
 
 /// The JSON types a schema accepts, from `type`, or from its `const`/`enum` values, or all.

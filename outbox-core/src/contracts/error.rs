@@ -73,6 +73,10 @@ pub enum ContractError {
         /// The new side.
         new: PathBuf,
     },
+    /// The snapshot found no registered event: nothing derives `OutboxEvent`, or the crate that does is not
+    /// linked into the test binary.
+    #[error("no event is registered in this program: derive `OutboxEvent` on the event types, and from an integration test link the crate that defines them (`extern crate your_app;`)")]
+    NoEvents,
     /// An event's schema could not be generated.
     #[error(transparent)]
     Schema(#[from] crate::schema::SchemaError),

@@ -83,6 +83,18 @@ impl Contracts {
 
     /// The files of a contracts folder for these contracts, by path relative to the folder: each
     /// `<event_type>/v<N>.schema.json` and the AsyncAPI document, as [`to_canonical_json`] renders them.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::path::Path;
+    ///
+    /// let mut contracts = outbox_core::contracts::Contracts::new();
+    /// contracts.insert("order.placed", 1, serde_json::json!({ "type": "object" }));
+    /// let files = contracts.files();
+    /// assert_eq!(files[Path::new("order.placed/v1.schema.json")], "{\n  \"type\": \"object\"\n}\n");
+    /// assert!(files.contains_key(Path::new("asyncapi.json")));
+    /// ```
     pub fn files(&self) -> BTreeMap<PathBuf, String> {
         let mut files = BTreeMap::new();
         for (event_type, version, schema) in self.iter() {
@@ -98,6 +110,14 @@ impl Contracts {
     /// # Errors
     ///
     /// [`ContractError::Io`] when a folder cannot be created or a file written.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// let contracts = outbox_core::contracts::Contracts::from_registry()?;
+    /// contracts.write("contracts")?;
+    /// # Ok::<(), outbox_core::contracts::ContractError>(())
+    /// ```
     pub fn write(&self, dir: impl AsRef<Path>) -> Result<(), ContractError> {
         let dir = dir.as_ref();
         for (relative, text) in self.files() {

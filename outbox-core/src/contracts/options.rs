@@ -152,6 +152,16 @@ impl fmt::Display for Allow {
 /// # Errors
 ///
 /// [`ContractError::BadAllow`] or [`ContractError::UnknownRule`] for the first bad line.
+///
+/// # Example
+///
+/// ```
+/// let allowed = outbox_core::contracts::parse_allow_list(
+///     "# reviewed in #123\nENUM_VALUE_ADDED  order.placed v2  /properties/status/enum\n\nTYPE_WIDENED\n",
+/// )?;
+/// assert_eq!(allowed.len(), 2);
+/// # Ok::<(), outbox_core::contracts::ContractError>(())
+/// ```
 pub fn parse_allow_list(text: &str) -> Result<Vec<Allow>, ContractError> {
     text.lines()
         .map(|line| line.split('#').next().unwrap_or_default().trim())

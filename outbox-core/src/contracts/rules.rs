@@ -85,8 +85,8 @@ rules! {
     /// Breaks backward: events written under the old schema lack it, and new readers require it. Forward it is
     /// compatible unless the old schema is closed (old readers reject the unknown property) or the old schema's
     /// `additionalProperties` does not accept its value. For tolerant readers a required property that accepts
-    /// `null` (an `Option<T>` field, which serde writes as `null`) is not required of old events: serde reads it
-    /// missing as `None`.
+    /// `null` (an `Option<T>` field, which serde writes as `null`) or has a `default` (`#[serde(default)]`) is
+    /// not required of old events: serde reads it missing as `None` or as the default.
     RequiredPropertyAdded = "REQUIRED_PROPERTY_ADDED",
     /// An optional property was removed.
     ///
@@ -98,24 +98,25 @@ rules! {
     /// A required property was removed.
     ///
     /// Breaks forward: old readers require the property and new events no longer carry it (for tolerant readers,
-    /// unless it accepts `null`: a missing `Option` reads as `None`). Backward it is compatible unless the new
-    /// schema is closed, so new readers reject the property in old events.
+    /// unless it accepts `null` or has a `default`: a missing `Option` reads as `None`). Backward it is
+    /// compatible unless the new schema is closed, so new readers reject the property in old events.
     RequiredPropertyRemoved = "REQUIRED_PROPERTY_REMOVED",
     /// A property that was optional is now required.
     ///
     /// Breaks backward: old events may omit it, and new readers require it (tolerant readers do not require a
-    /// property that accepts `null`). Forward compatible: old readers accept it present.
+    /// property that accepts `null` or has a `default`). Forward compatible: old readers accept it present.
     PropertyMadeRequired = "PROPERTY_MADE_REQUIRED",
     /// A property that was required is now optional.
     ///
     /// Breaks forward: new events may omit it, and old readers require it (tolerant readers do not require a
-    /// property that accepts `null`). Backward compatible.
+    /// property that accepts `null` or has a `default`). Backward compatible.
     PropertyMadeOptional = "PROPERTY_MADE_OPTIONAL",
     /// The schema accepts fewer undeclared properties than before: `additionalProperties` became `false`, or a
     /// schema where any value was accepted.
     ///
     /// Strict rules: breaks backward (old writers could add undeclared properties that new readers now
-    /// reject). Tolerant readers: compatible by itself, since old writers emit only declared properties; a
+    /// reject). Tolerant readers: compatible by itself, since old writers emit only declared properties, unless
+    /// the old schema was a map (an explicit `additionalProperties`) whose keys new readers now reject; a
     /// declared property removed at the same time is reported as a removal that breaks backward.
     AdditionalPropertiesClosed = "ADDITIONAL_PROPERTIES_CLOSED",
     /// The schema accepts more undeclared properties than before: `additionalProperties: false` was dropped or

@@ -20,6 +20,9 @@ pub const OVERWRITE_ENV: &str = "OUTBOX_CONTRACTS";
 /// `OUTBOX_CONTRACTS=overwrite`, which then writes the new contracts. A break is never written: bump the event's
 /// version instead. Committed versions the code no longer has are kept. See [`Snapshot`] to change the options.
 ///
+/// The events are found in the registry, so the crate that defines them must be linked into the test binary:
+/// in an integration test (`tests/*.rs`) of your application, name it with `extern crate your_app;`.
+///
 /// # Panics
 ///
 /// When the contracts are incompatible or out of date, or cannot be read or written, with the report.
@@ -117,12 +120,29 @@ impl Snapshot {
     ///
     /// # Errors
     ///
-    /// What [`Contracts::from_registry`], [`Contracts::load`] and [`Contracts::write`] return.
+    /// What [`Contracts::from_registry`], [`Contracts::load`] and [`Contracts::write`] return, and
+    /// [`ContractError::NoEvents`] when the registry is empty.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use outbox_core::contracts::{Outcome, Snapshot};
+    ///
+    /// match Snapshot::new("contracts").overwrite(false).check()? {
+    ///     Outcome::UpToDate(_) => println!("contracts are up to date"),
+    ///     Outcome::Breaking(report) => eprintln!("{report}"),
+    ///     other => println!("{}", other.report()),
+    /// }
+    /// # Ok::<(), outbox_core::contracts::ContractError>(())
+    /// ```
     pub fn check(&self) -> Result<Outcome, ContractError> {
         let current = match &self.contracts {
             Some(contracts) => contracts.clone(),
             None => Contracts::from_registry()?,
         };
+        if current.is_empty() && self.contracts.is_none() {
+            return Err(ContractError::NoEvents);
+        }
         let exists = self.dir.is_dir();
         let committed = if exists { Contracts::load(&self.dir)? } else { Contracts::new() };
         let next = successor(&committed, current);

@@ -1,6 +1,7 @@
 //! PostgreSQL: every statement the outbox runs on it.
 
 mod admin;
+mod backlog;
 mod claim;
 mod control;
 mod inbox;

@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{admin, claim, control, inspect, lease, listen, retention, settle};
+use super::{admin, backlog, claim, control, inspect, lease, listen, retention, settle};
 use crate::store::{
-    Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, PgStore, RetryTarget, SettleReport, Settlement,
+    Backlog, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, PgStore, RetryTarget, SettleReport, Settlement,
     StatusReport, Store, StoreFuture, Wakeups,
 };
 
@@ -42,6 +42,10 @@ impl Store for PgStore {
 
     fn status(&self) -> StoreFuture<'_, StatusReport> {
         Box::pin(inspect::status(&self.pool))
+    }
+
+    fn backlog(&self) -> StoreFuture<'_, Backlog> {
+        Box::pin(backlog::backlog(&self.pool))
     }
 
     fn list<'a>(&'a self, filter: &'a EventFilter) -> StoreFuture<'a, Vec<EventSummary>> {

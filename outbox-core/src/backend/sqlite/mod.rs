@@ -4,6 +4,7 @@
 //! publishing (SQLite has a single writer anyway). Enqueue notifications are accepted and ignored.
 
 mod admin;
+mod backlog;
 mod claim;
 mod clock;
 mod control;

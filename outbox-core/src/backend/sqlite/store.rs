@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{admin, claim, control, inspect, maintenance, settle};
+use super::{admin, backlog, claim, control, inspect, maintenance, settle};
 use crate::store::{
-    Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, RetryTarget, SettleReport, Settlement, StatusReport,
+    Backlog, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, RetryTarget, SettleReport, Settlement, StatusReport,
     Store, StoreFuture, Wakeups,
 };
 
@@ -88,6 +88,10 @@ impl Store for SqliteStore {
 
     fn status(&self) -> StoreFuture<'_, StatusReport> {
         Box::pin(inspect::status(&self.pool))
+    }
+
+    fn backlog(&self) -> StoreFuture<'_, Backlog> {
+        Box::pin(backlog::backlog(&self.pool))
     }
 
     fn list<'a>(&'a self, filter: &'a EventFilter) -> StoreFuture<'a, Vec<EventSummary>> {

@@ -1,5 +1,6 @@
 //! The command line: every command, argument and value parser.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -16,12 +17,25 @@ pub(crate) struct Cli {
     #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true, value_name = "URL")]
     pub(crate) database_url: Option<String>,
 
-    /// Log level on stderr: error, warn, info, debug or trace.
-    #[arg(long, env = "OUTBOX_LOG", global = true, default_value = "info", value_name = "LEVEL")]
-    pub(crate) log_level: tracing::Level,
+    /// Log level on stderr: error, warn, info, debug or trace [default: RUST_LOG if it is one of these, else info].
+    #[arg(long, env = "OUTBOX_LOG", global = true, value_name = "LEVEL")]
+    pub(crate) log_level: Option<tracing::Level>,
+
+    /// Log format on stderr: `text`, or `json` (one object per line, the event's fields at the top level).
+    #[arg(long, env = "OUTBOX_LOG_FORMAT", global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
 
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// The commands.
@@ -95,6 +109,11 @@ pub(crate) struct RelayArgs {
     /// How long shutdown waits for in-flight batches before releasing them.
     #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
     pub(crate) shutdown_timeout: Duration,
+
+    /// Serve Prometheus metrics (`/metrics`), liveness (`/healthz`) and readiness (`/readyz`) on this address,
+    /// e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics_addr: Option<SocketAddr>,
 }
 
 /// `--ordering`.

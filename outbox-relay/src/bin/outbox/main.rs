@@ -15,8 +15,9 @@ mod events;
 mod migrate;
 mod relay;
 mod status;
+mod telemetry;
 
-use args::{Cli, Command};
+use args::{Cli, Command, LogFormat};
 
 /// A failure of a command: what to print and how to exit.
 #[derive(Debug)]
@@ -40,7 +41,8 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return args::report_parse_error(&error),
     };
-    init_logging(cli.log_level);
+    let level = cli.log_level.or_else(|| std::env::var("RUST_LOG").ok()?.trim().parse().ok());
+    init_logging(level.unwrap_or(tracing::Level::INFO), cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -73,12 +75,11 @@ async fn run(cli: Cli) -> Outcome {
     }
 }
 
-fn init_logging(level: tracing::Level) {
+fn init_logging(level: tracing::Level, format: LogFormat) {
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_max_level(level)
-        .with_target(false)
-        .init();
+    let logs = tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).with_target(false);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
+    }
 }

@@ -6,7 +6,7 @@ use outbox_core::store::PgStore;
 use outbox_relay::{Ordering, Relay, RelayConfig, Retention, Wakeup};
 
 use crate::args::{OrderingArg, RelayArgs};
-use crate::{connect, Failure, Outcome};
+use crate::{connect, telemetry, Failure, Outcome};
 
 pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome {
     // Bad input is reported before anything is opened or written.
@@ -18,7 +18,11 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
         outbox_relay::Error::InvalidSink { .. } => Failure::Usage(error.to_string()),
         other => Failure::runtime(other),
     })?;
-    let relay = Relay::new(PgStore::new(pool), publisher, config);
+    let store = PgStore::new(pool);
+    if let Some(addr) = args.metrics_addr {
+        telemetry::serve(addr, store.clone()).await?;
+    }
+    let relay = Relay::new(store, publisher, config);
     let summary = relay.run_until_signal().await.map_err(Failure::runtime)?;
     tracing::info!(
         published = summary.published,

@@ -1,4 +1,10 @@
 //! `outbox status`.
+//!
+//! The backlog (pending and oldest pending age by event type), the dead letters by event type and the pause flag
+//! come from [`Store::backlog`], the statement the relay's gauges are refreshed from: the command and the metrics
+//! show the same numbers.
+
+use std::collections::BTreeMap;
 
 use outbox_core::store::{PgStore, Store};
 use serde_json::json;
@@ -8,10 +14,10 @@ use crate::{connect, Failure, Outcome};
 
 pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome {
     let store = PgStore::new(connect::connect(database_url, 2).await?);
+    let backlog = store.backlog().await.map_err(Failure::runtime)?;
     let status = store.status().await.map_err(Failure::runtime)?;
-    let pending_total: u64 = status.pending.iter().map(|p| p.pending).sum();
     if args.json {
-        let pending: Vec<_> = status
+        let pending: Vec<_> = backlog
             .pending
             .iter()
             .map(|p| {
@@ -22,33 +28,49 @@ pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome
                 })
             })
             .collect();
+        let failed: Vec<_> =
+            backlog.failed.iter().map(|f| json!({"event_type": f.event_type, "failed": f.failed})).collect();
         let report = json!({
-            "paused": status.paused,
-            "pending": pending_total,
+            "paused": backlog.paused,
+            "pending": backlog.pending_total(),
+            "oldest_pending_age_seconds": backlog.oldest_pending_age().as_secs_f64(),
             "pending_by_type": pending,
             "in_flight": status.in_flight,
-            "failed": status.failed,
+            "failed": backlog.failed_total(),
+            "failed_by_type": failed,
             "published_last_minute": status.published_last_minute,
             "published_last_hour": status.published_last_hour,
         });
         println!("{report}");
         return Ok(());
     }
-    println!("paused:     {}", if status.paused { "yes (`outbox resume` to resume)" } else { "no" });
-    println!("pending:    {pending_total}");
+    println!("paused:     {}", if backlog.paused { "yes (`outbox resume` to resume)" } else { "no" });
+    println!("pending:    {}", backlog.pending_total());
     println!("in flight:  {}", status.in_flight);
-    println!("failed:     {}", status.failed);
+    println!("failed:     {}", backlog.failed_total());
     println!(
         "published:  {} in the last minute, {} in the last hour",
         status.published_last_minute, status.published_last_hour
     );
-    if !status.pending.is_empty() {
-        let width = status.pending.iter().map(|p| p.event_type.len()).max().unwrap_or(0).max(10);
+    // One row per event type with a backlog or dead letters.
+    let mut rows: BTreeMap<&str, (u64, Option<std::time::Duration>, u64)> = BTreeMap::new();
+    for p in &backlog.pending {
+        let row = rows.entry(p.event_type.as_str()).or_default();
+        row.0 = p.pending;
+        row.1 = Some(p.oldest_age);
+    }
+    for f in &backlog.failed {
+        rows.entry(f.event_type.as_str()).or_default().2 = f.failed;
+    }
+    if !rows.is_empty() {
+        let width = rows.keys().map(|event_type| event_type.len()).max().unwrap_or(0).max(10);
         println!();
-        println!("{:<width$}  {:>9}  OLDEST", "EVENT TYPE", "PENDING");
-        for p in &status.pending {
-            let age = humantime::format_duration(std::time::Duration::from_secs(p.oldest_age.as_secs()));
-            println!("{:<width$}  {:>9}  {age}", p.event_type, p.pending);
+        println!("{:<width$}  {:>9}  {:>9}  OLDEST PENDING", "EVENT TYPE", "PENDING", "FAILED");
+        for (event_type, (pending, oldest, failed)) in rows {
+            let age = oldest
+                .map(|age| humantime::format_duration(std::time::Duration::from_secs(age.as_secs())).to_string())
+                .unwrap_or_else(|| "-".to_owned());
+            println!("{event_type:<width$}  {pending:>9}  {failed:>9}  {age}");
         }
     }
     Ok(())

@@ -1,0 +1,52 @@
+//! The backlog gauges on PostgreSQL: one statement on the partial indexes of pending and failed rows.
+
+use std::time::Duration;
+
+use sqlx::{PgPool, Row};
+
+use crate::store::{Backlog, FailedByType, PendingByType, PgStore};
+use crate::Result;
+
+/// Pending rows are found through `outbox_events_pending_idx` and failed rows through the index-only
+/// `outbox_events_failed_idx` (both partial), so the cost follows the backlog and the dead letters, never the
+/// published history. One row per (kind, event type), plus one for the pause flag.
+const BACKLOG: &str = "\
+SELECT 'pending' AS kind, event_type, count(*) AS n,
+       EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_secs
+  FROM outbox_events WHERE status = 'pending' GROUP BY event_type
+UNION ALL
+SELECT 'failed', event_type, count(*), NULL
+  FROM outbox_events WHERE status = 'failed' GROUP BY event_type
+UNION ALL
+SELECT 'paused', NULL, CASE WHEN paused THEN 1 ELSE 0 END, NULL
+  FROM outbox_control WHERE id";
+
+pub(super) async fn backlog(pool: &PgPool) -> Result<Backlog> {
+    let mut backlog = Backlog::default();
+    for row in sqlx::query(BACKLOG).fetch_all(pool).await? {
+        let kind: String = row.try_get("kind")?;
+        let n = row.try_get::<i64, _>("n")?.unsigned_abs();
+        match kind.as_str() {
+            "pending" => {
+                let oldest = row.try_get::<Option<f64>, _>("oldest_secs")?.unwrap_or_default().max(0.0);
+                backlog.pending.push(PendingByType {
+                    event_type: row.try_get("event_type")?,
+                    pending: n,
+                    oldest_age: Duration::try_from_secs_f64(oldest).unwrap_or_default(),
+                });
+            }
+            "failed" => backlog.failed.push(FailedByType { event_type: row.try_get("event_type")?, failed: n }),
+            _ => backlog.paused = n > 0,
+        }
+    }
+    backlog.sort();
+    Ok(backlog)
+}
+
+impl PgStore {
+    /// The statement [`Store::backlog`](crate::store::Store::backlog) runs, for `EXPLAIN`: it reads the partial
+    /// indexes `outbox_events_pending_idx` and `outbox_events_failed_idx`, not the table's published history.
+    pub fn backlog_statement() -> &'static str {
+        BACKLOG
+    }
+}

@@ -1,0 +1,13 @@
+//! A snapshot in a test binary that registers no event (the application crate is not linked) says so, instead
+//! of writing an empty contracts folder.
+
+use outbox_core::contracts::{ContractError, Snapshot};
+
+#[test]
+fn a_snapshot_without_registered_events_is_an_error() {
+    let dir = std::env::temp_dir().join(format!("outbox-no-events-{}", std::process::id()));
+    let error = Snapshot::new(&dir).overwrite(true).check().unwrap_err();
+    assert!(matches!(error, ContractError::NoEvents), "{error}");
+    assert!(error.to_string().contains("extern crate"), "{error}");
+    assert!(!dir.exists(), "nothing is written");
+}

@@ -1,0 +1,133 @@
+//! Counters and histograms of publish outcomes: a [`Publisher`] wrapper that the relay puts around every
+//! publisher, so each broker module records nothing itself.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use outbox_core::store::ClaimedEvent;
+use time::OffsetDateTime;
+use tracing::Instrument;
+
+use super::names;
+use crate::publish::{ErasedPublisher, Message, Outcome, Publisher};
+
+/// Wraps the relay's publisher: runs each batch in an `outbox.publish` span, then counts every outcome.
+pub(crate) struct Instrumented {
+    inner: Arc<dyn ErasedPublisher>,
+}
+
+impl Instrumented {
+    pub(crate) fn new(inner: Arc<dyn ErasedPublisher>) -> Self {
+        Self { inner }
+    }
+}
+
+impl Publisher for Instrumented {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        let span = publish_span(batch);
+        let outcomes = self.inner.publish_boxed(batch).instrument(span.clone()).await;
+        let _in_span = span.enter();
+        record(batch, &outcomes, OffsetDateTime::now_utc());
+        outcomes
+    }
+}
+
+/// `outbox.publish` with the batch's size and event types (and, with `otel`, links to the producers' spans).
+fn publish_span(batch: &[Message]) -> tracing::Span {
+    let types = event_types(batch.iter().map(|message| message.event_type.as_str()));
+    let span = tracing::info_span!("outbox.publish", events = batch.len(), event_types = %types);
+    #[cfg(feature = "otel")]
+    super::trace::link_producers(&span, batch);
+    span
+}
+
+/// Counts the outcomes of one publish call; a missing outcome is a transient failure, as the relay treats it.
+fn record(batch: &[Message], outcomes: &[Outcome], now: OffsetDateTime) {
+    for (index, message) in batch.iter().enumerate() {
+        let event_type = message.event_type.clone();
+        match outcomes.get(index) {
+            Some(Outcome::Published) => {
+                let attempts = message.attempts.saturating_add(1);
+                tracing::debug!(
+                    event_id = %message.id, event_type = %message.event_type, aggregate_id = %message.aggregate_id,
+                    attempts, "published"
+                );
+                metrics::counter!(names::EVENTS_PUBLISHED_TOTAL, names::LABEL_EVENT_TYPE => event_type.clone())
+                    .increment(1);
+                metrics::histogram!(names::PUBLISH_ATTEMPTS, names::LABEL_EVENT_TYPE => event_type.clone())
+                    .record(f64::from(attempts));
+                // Both clocks are wall clocks (the database's at commit, ours now): clamp a small skew to 0.
+                let lag = (now - message.created_at).as_seconds_f64().max(0.0);
+                metrics::histogram!(names::COMMIT_TO_PUBLISH_SECONDS, names::LABEL_EVENT_TYPE => event_type)
+                    .record(lag);
+            }
+            Some(Outcome::Permanent(_)) => failure(event_type, "permanent"),
+            Some(Outcome::Transient(_)) | None => failure(event_type, "transient"),
+        }
+    }
+}
+
+fn failure(event_type: String, kind: &'static str) {
+    metrics::counter!(names::PUBLISH_FAILURES_TOTAL, names::LABEL_EVENT_TYPE => event_type, names::LABEL_KIND => kind)
+        .increment(1);
+}
+
+/// The span of one claim statement. Debug level: an idle relay claims (and finds nothing) every poll interval.
+pub(crate) fn claim_span(limit: u32) -> tracing::Span {
+    tracing::debug_span!("outbox.claim", limit, events = tracing::field::Empty, event_types = tracing::field::Empty)
+}
+
+/// Records a claimed (non-empty) batch: its size in [`names::BATCH_SIZE`] and on the claim span; returns the
+/// `outbox.batch` span (events, event types) that its publish and mark spans run in.
+pub(crate) fn record_claim(claim_span: &tracing::Span, events: &[ClaimedEvent]) -> tracing::Span {
+    #[allow(clippy::cast_precision_loss)] // batches hold at most 10 000 events
+    metrics::histogram!(names::BATCH_SIZE).record(events.len() as f64);
+    let types = event_types(events.iter().map(|claimed| claimed.event.event_type.as_str()));
+    claim_span.record("event_types", types.as_str());
+    tracing::info_span!(parent: None, "outbox.batch", events = events.len(), event_types = %types)
+}
+
+/// The distinct event types, sorted, comma-separated.
+fn event_types<'a>(types: impl Iterator<Item = &'a str>) -> String {
+    types.collect::<BTreeSet<&str>>().into_iter().collect::<Vec<_>>().join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    use super::{names, record};
+    use crate::{Message, Outcome};
+
+    #[test]
+    fn outcomes_are_counted_by_event_type_and_kind() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let first = Message::new(uuid::Uuid::now_v7(), "a.done", "a", "1", "{}");
+        let mut retried = Message::new(uuid::Uuid::now_v7(), "a.done", "a", "2", "{}");
+        retried.attempts = 2;
+        retried.created_at = first.created_at;
+        let now = first.created_at + time::Duration::seconds(3);
+        let rejected = Message::new(uuid::Uuid::now_v7(), "b.done", "b", "1", "{}");
+        let unanswered = Message::new(uuid::Uuid::now_v7(), "b.done", "b", "2", "{}");
+        let batch = [first, retried, rejected, unanswered];
+        let outcomes = [Outcome::Published, Outcome::Published, Outcome::permanent("no")];
+        metrics::with_local_recorder(&recorder, || record(&batch, &outcomes, now));
+        let mut seen = std::collections::BTreeMap::new();
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            let labels: Vec<String> = key.key().labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
+            let value = match value {
+                DebugValue::Counter(n) => format!("{n}"),
+                DebugValue::Histogram(values) => format!("{:?}", values.iter().map(|v| v.into_inner()).collect::<Vec<_>>()),
+                DebugValue::Gauge(g) => format!("{}", g.into_inner()),
+            };
+            seen.insert(format!("{}{{{}}}", key.key().name(), labels.join(",")), value);
+        }
+        assert_eq!(seen[&format!("{}{{event_type=a.done}}", names::EVENTS_PUBLISHED_TOTAL)], "2");
+        assert_eq!(seen[&format!("{}{{event_type=a.done}}", names::PUBLISH_ATTEMPTS)], "[1.0, 3.0]");
+        assert_eq!(seen[&format!("{}{{event_type=a.done}}", names::COMMIT_TO_PUBLISH_SECONDS)], "[3.0, 3.0]");
+        assert_eq!(seen[&format!("{}{{event_type=b.done,kind=permanent}}", names::PUBLISH_FAILURES_TOTAL)], "1");
+        // The missing fourth outcome counts as transient, as the relay retries it.
+        assert_eq!(seen[&format!("{}{{event_type=b.done,kind=transient}}", names::PUBLISH_FAILURES_TOTAL)], "1");
+    }
+}

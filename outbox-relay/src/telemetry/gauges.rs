@@ -1,0 +1,76 @@
+//! The backlog gauges: pending, oldest pending age and failed by event type, and the pause flag, refreshed from
+//! [`Store::backlog`] (one statement on the partial indexes) every [`BACKLOG_REFRESH`](super::BACKLOG_REFRESH).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use outbox_core::store::{Backlog, Store};
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use super::{names, BACKLOG_REFRESH};
+
+/// Refreshes the gauges until `shutdown`: at once, then every [`BACKLOG_REFRESH`].
+pub(crate) async fn refresh_backlog(store: Arc<dyn Store>, shutdown: CancellationToken) {
+    let mut shown = Shown::default();
+    let mut ticks = tokio::time::interval(BACKLOG_REFRESH);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        let read = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            read = store.backlog() => read,
+        };
+        match read {
+            Ok(backlog) => shown.show(&backlog),
+            // The claim loop reports database trouble; the gauges keep their last values meanwhile.
+            Err(error) => tracing::debug!(error = %error, "cannot refresh the backlog gauges"),
+        }
+    }
+}
+
+/// Sets the pause gauge (the claim loop calls it as soon as it sees a change).
+pub(crate) fn set_paused(paused: bool) {
+    metrics::gauge!(names::RELAY_PAUSED).set(if paused { 1.0 } else { 0.0 });
+}
+
+/// The event types shown so far: a type whose backlog drained is set to 0, not left at its last value.
+#[derive(Debug, Default)]
+struct Shown {
+    pending: BTreeSet<String>,
+    failed: BTreeSet<String>,
+}
+
+impl Shown {
+    #[allow(clippy::cast_precision_loss)] // counts far below 2^53
+    fn show(&mut self, backlog: &Backlog) {
+        let mut pending = BTreeSet::new();
+        for by_type in &backlog.pending {
+            let event_type = by_type.event_type.clone();
+            metrics::gauge!(names::EVENTS_PENDING, names::LABEL_EVENT_TYPE => event_type.clone())
+                .set(by_type.pending as f64);
+            metrics::gauge!(names::OLDEST_PENDING_AGE_SECONDS, names::LABEL_EVENT_TYPE => event_type.clone())
+                .set(by_type.oldest_age.as_secs_f64());
+            pending.insert(event_type);
+        }
+        for gone in self.pending.difference(&pending) {
+            metrics::gauge!(names::EVENTS_PENDING, names::LABEL_EVENT_TYPE => gone.clone()).set(0.0);
+            metrics::gauge!(names::OLDEST_PENDING_AGE_SECONDS, names::LABEL_EVENT_TYPE => gone.clone()).set(0.0);
+        }
+        self.pending.extend(pending);
+        let mut failed = BTreeSet::new();
+        for by_type in &backlog.failed {
+            metrics::gauge!(names::EVENTS_FAILED, names::LABEL_EVENT_TYPE => by_type.event_type.clone())
+                .set(by_type.failed as f64);
+            failed.insert(by_type.event_type.clone());
+        }
+        for gone in self.failed.difference(&failed) {
+            metrics::gauge!(names::EVENTS_FAILED, names::LABEL_EVENT_TYPE => gone.clone()).set(0.0);
+        }
+        self.failed.extend(failed);
+        set_paused(backlog.paused);
+    }
+}
