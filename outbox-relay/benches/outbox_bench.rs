@@ -236,9 +236,12 @@ async fn yardstick(pool: &PgPool, sizes: Sizes, report: &mut Report) -> Yardstic
             let pool = pool.clone();
             async move {
                 let ids: Vec<Uuid> = (0..100).map(|_| Uuid::now_v7()).collect();
-                let aggregates: Vec<String> = (0..100).map(|i| format!("{}", (client as u64 * 1_000_000 + n * 100 + i))).collect();
-                let payloads: Vec<String> =
-                    aggregates.iter().map(|a| format!(r#"{{"account_id":{a},"amount_cents":1250,"reference":"ref-{a}"}}"#)).collect();
+                let aggregates: Vec<String> =
+                    (0..100).map(|i| format!("{}", (client as u64 * 1_000_000 + n * 100 + i))).collect();
+                let payloads: Vec<String> = aggregates
+                    .iter()
+                    .map(|a| format!(r#"{{"account_id":{a},"amount_cents":1250,"reference":"ref-{a}"}}"#))
+                    .collect();
                 let mut tx = pool.begin().await.expect("begin");
                 sqlx::query(
                     "INSERT INTO yardstick (id, aggregate_type, aggregate_id, event_type, schema_version, payload)
@@ -492,7 +495,9 @@ async fn writes_so_far(db: &TestDatabase) -> (i64, i64, i64) {
 async fn drain(admin: &str, sizes: Sizes, yard: Yardstick, report: &mut Report) {
     let aggregates = (sizes.drain_events / 100).max(10);
     let mut unordered_rate = 0.0;
-    for (ordering, relays) in [(Ordering::None, 1), (Ordering::None, 4), (Ordering::Aggregate, 1), (Ordering::Aggregate, 4)] {
+    for (ordering, relays) in
+        [(Ordering::None, 1), (Ordering::None, 4), (Ordering::Aggregate, 1), (Ordering::Aggregate, 4)]
+    {
         let db = filled(admin, sizes.drain_events, aggregates, 0).await;
         let rate = drain_with(&db, relays, ordering, sizes.drain_events).await;
         if ordering == Ordering::None && relays == 1 {
@@ -539,7 +544,8 @@ async fn latency(admin: &str, sizes: Sizes, report: &mut Report) {
         outbox_core::migrate(&db.pool).await.expect("migrate");
         let received = Arc::new(Mutex::new(HashMap::new()));
         let sink = NoopSink { published: Arc::default(), received: Some(received.clone()) };
-        let wakeup = if notify { Wakeup::Notify { channel: outbox_core::DEFAULT_CHANNEL.to_owned() } } else { Wakeup::Poll };
+        let wakeup =
+            if notify { Wakeup::Notify { channel: outbox_core::DEFAULT_CHANNEL.to_owned() } } else { Wakeup::Poll };
         let config = RelayConfig::builder().wakeup(wakeup).build().expect("config");
         let shutdown = CancellationToken::new();
         let relay = tokio::spawn(Relay::new(PgStore::new(db.pool.clone()), sink.clone(), config).run(shutdown.clone()));
@@ -561,7 +567,10 @@ async fn latency(admin: &str, sizes: Sizes, report: &mut Report) {
                     for n in 0..(total / u64::from(producers)) {
                         ticker.tick().await;
                         let mut tx = pool.begin().await.expect("begin");
-                        let id = outbox.enqueue(&mut tx, &credit(i64::from(p) * 1_000_000 + n as i64)).await.expect("enqueue");
+                        let id = outbox
+                            .enqueue(&mut tx, &credit(i64::from(p) * 1_000_000 + n as i64))
+                            .await
+                            .expect("enqueue");
                         tx.commit().await.expect("commit");
                         committed.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Instant::now());
                     }
@@ -587,7 +596,8 @@ async fn latency(admin: &str, sizes: Sizes, report: &mut Report) {
             .filter_map(|(id, at)| received.get(id).map(|got| got.saturating_duration_since(*at).as_secs_f64() * 1e3))
             .collect();
         latencies.sort_by(f64::total_cmp);
-        let pick = |q: f64| latencies.get(((latencies.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
+        let pick =
+            |q: f64| latencies.get(((latencies.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
         let label = if notify { "LISTEN/NOTIFY" } else { "adaptive polling (default)" };
         let achieved = expected as f64 / produced_for;
         report.add(Figure {

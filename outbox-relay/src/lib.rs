@@ -44,6 +44,7 @@ mod batch;
 mod config;
 mod error;
 mod maintenance;
+mod masked_url;
 mod publish;
 mod relay;
 mod sink;
@@ -54,13 +55,11 @@ pub use backoff::Backoff;
 pub use config::{RelayConfig, RelayConfigBuilder, Retention, Wakeup};
 pub use error::{Error, Result};
 pub use outbox_core::store::Ordering;
-pub use publish::{FilePublisher, Message, Outcome, PublishError, Publisher, StdoutPublisher};
-#[cfg(feature = "webhook")]
-pub use publish::{WebhookBuilder, WebhookPublisher};
 #[cfg(feature = "rabbitmq")]
 pub use publish::{AmqpBuilder, AmqpPublisher};
 #[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
 pub use publish::{CloudEvents, ContentMode, Naming, Template};
+pub use publish::{FilePublisher, Message, Outcome, PublishError, Publisher, StdoutPublisher};
 #[cfg(feature = "kafka")]
 pub use publish::{KafkaBuilder, KafkaPublisher};
 #[cfg(feature = "nats")]
@@ -69,6 +68,8 @@ pub use publish::{NatsBuilder, NatsPublisher};
 pub use publish::{RedisBuilder, RedisPublisher};
 #[cfg(feature = "sqs")]
 pub use publish::{SqsBuilder, SqsPublisher};
+#[cfg(feature = "webhook")]
+pub use publish::{WebhookBuilder, WebhookPublisher};
 pub use relay::{Relay, RunSummary};
-pub use sink::{Sink, SinkPublisher};
+pub use sink::{Sink, SinkPublisher, WEBHOOK_SECRET_ENV};
 pub use tokio_util::sync::CancellationToken;

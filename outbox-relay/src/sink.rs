@@ -7,6 +7,9 @@ use std::str::FromStr;
 use crate::publish::{FilePublisher, Message, Outcome, Publisher, StdoutPublisher};
 use crate::{Error, Result};
 
+/// The environment variable that holds the signing secret of `http(s)://` sinks.
+pub const WEBHOOK_SECRET_ENV: &str = "OUTBOX_WEBHOOK_SECRET";
+
 /// A parsed sink URL.
 ///
 /// | URL | publisher |
@@ -74,7 +77,7 @@ impl fmt::Display for Sink {
         match self {
             Sink::Stdout => f.write_str("stdout"),
             Sink::File(path) => write!(f, "file:{}", path.display()),
-            Sink::Webhook(url) => f.write_str(url.as_str()),
+            Sink::Webhook(url) => f.write_str(&crate::masked_url::masked_url(url)),
         }
     }
 }
@@ -92,10 +95,21 @@ impl Sink {
             Sink::File(path) => FilePublisher::open(path)
                 .map(SinkPublisher::File)
                 .map_err(|source| Error::OpenSink { sink: self.to_string(), source }),
-            // The webhook publisher (publish/webhook.rs) plugs in here.
-            Sink::Webhook(_) => {
-                Err(Error::InvalidSink { sink: self.to_string(), reason: "webhook sink not built in".to_owned() })
+            #[cfg(feature = "webhook")]
+            Sink::Webhook(url) => {
+                let secret = std::env::var(WEBHOOK_SECRET_ENV).map_err(|_| Error::InvalidSink {
+                    sink: self.to_string(),
+                    reason: format!(
+                        "set {WEBHOOK_SECRET_ENV} to the signing secret shared with the receiver (`whsec_...`)"
+                    ),
+                })?;
+                crate::WebhookPublisher::builder(url.clone()).secret(secret).build().map(SinkPublisher::Webhook)
             }
+            #[cfg(not(feature = "webhook"))]
+            Sink::Webhook(_) => Err(Error::InvalidSink {
+                sink: self.to_string(),
+                reason: "this build has no webhook sink (cargo feature `webhook`)".to_owned(),
+            }),
         }
     }
 }
@@ -108,6 +122,9 @@ pub enum SinkPublisher {
     Stdout(StdoutPublisher),
     /// `file:PATH`.
     File(FilePublisher),
+    /// `http://...` or `https://...`.
+    #[cfg(feature = "webhook")]
+    Webhook(crate::WebhookPublisher),
 }
 
 impl Publisher for SinkPublisher {
@@ -115,6 +132,8 @@ impl Publisher for SinkPublisher {
         match self {
             SinkPublisher::Stdout(publisher) => publisher.publish(batch).await,
             SinkPublisher::File(publisher) => publisher.publish(batch).await,
+            #[cfg(feature = "webhook")]
+            SinkPublisher::Webhook(publisher) => publisher.publish(batch).await,
         }
     }
 }

@@ -8,7 +8,9 @@ mod broker_support;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use broker_support::{check, config, count, enqueue, enqueue_oversized, envelope_query, start, wait_for, Received, Spelling};
+use broker_support::{
+    check, config, count, enqueue, enqueue_oversized, envelope_query, start, wait_for, Received, Spelling,
+};
 use outbox_relay::{KafkaPublisher, Message, Outcome, Publisher};
 use outbox_tests::brokers::{Broker, Kind};
 use outbox_tests::pg::TestDatabase;
@@ -23,7 +25,11 @@ const TOPIC: &str = "outbox.order";
 const PARTITIONS: i32 = 3;
 
 fn publisher(broker: &Broker) -> KafkaPublisher {
-    let url = format!("kafka://{}?topic=outbox.{{aggregate_type}}&message_timeout_ms=5000&{}", broker.url(), envelope_query());
+    let url = format!(
+        "kafka://{}?topic=outbox.{{aggregate_type}}&message_timeout_ms=5000&{}",
+        broker.url(),
+        envelope_query()
+    );
     KafkaPublisher::from_url(&url.parse().unwrap()).unwrap()
 }
 
@@ -146,7 +152,8 @@ async fn a_republished_event_keeps_its_key_and_id_and_an_oversized_event_fails_f
     let broker = Broker::start(Kind::Kafka);
     create_topic(&broker).await;
     let publisher = publisher(&broker);
-    let mut message = Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    let mut message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
     message.version = 2;
     // A crash between publish and mark republishes the event; the idempotent producer dedupes only its own
     // retries, so a consumer sees the same ce_id twice, on the same partition, and deduplicates by it.

@@ -112,7 +112,8 @@ async fn an_event_published_twice_is_stored_once() {
     let broker = Broker::start(Kind::Nats);
     create_stream(&broker).await;
     let publisher = publisher(&broker);
-    let mut message = Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    let mut message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
     message.version = 2;
     // A relay crashing after the publish and before marking the event publishes it again.
     assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
@@ -146,7 +147,8 @@ async fn a_publish_while_the_server_is_down_fails_fast_as_transient() {
     let broker = Broker::start(Kind::Nats);
     create_stream(&broker).await;
     let publisher = publisher(&broker);
-    let message = Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    let message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
     assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
     broker.kill();
     let started = tokio::time::Instant::now();

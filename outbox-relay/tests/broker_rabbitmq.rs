@@ -18,8 +18,11 @@ use outbox_tests::pg::TestDatabase;
 const SPELLING: Spelling = Spelling { prefix: "cloudEvents:" };
 
 fn publisher(broker: &Broker, routing_key: &str) -> AmqpPublisher {
-    let url =
-        format!("{}?exchange=outbox&routing_key={routing_key}&{}&confirm_timeout_ms=3000", broker.url(), envelope_query());
+    let url = format!(
+        "{}?exchange=outbox&routing_key={routing_key}&{}&confirm_timeout_ms=3000",
+        broker.url(),
+        envelope_query()
+    );
     AmqpPublisher::from_url(&url.parse().unwrap()).unwrap()
 }
 
@@ -28,11 +31,20 @@ async fn declare(broker: &Broker) {
     let connection = Connection::connect(&broker.url(), ConnectionProperties::default()).await.expect("connect");
     let channel = connection.create_channel().await.expect("channel");
     let durable = ExchangeDeclareOptions { durable: true, ..Default::default() };
-    channel.exchange_declare("outbox".into(), ExchangeKind::Topic, durable, FieldTable::default()).await.expect("exchange");
+    channel
+        .exchange_declare("outbox".into(), ExchangeKind::Topic, durable, FieldTable::default())
+        .await
+        .expect("exchange");
     let durable = QueueDeclareOptions { durable: true, ..Default::default() };
     channel.queue_declare("events".into(), durable, FieldTable::default()).await.expect("queue");
     channel
-        .queue_bind("events".into(), "outbox".into(), "order.#".into(), QueueBindOptions::default(), FieldTable::default())
+        .queue_bind(
+            "events".into(),
+            "outbox".into(),
+            "order.#".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
         .await
         .expect("bind");
     connection.close(200, "done".into()).await.ok();
@@ -106,7 +118,8 @@ async fn duplicates_carry_the_same_message_id_and_unroutable_or_oversized_events
 
     // Published twice (a crash before the mark): RabbitMQ keeps both, with one message_id to deduplicate by.
     let publisher = publisher(&broker, "{event_type}");
-    let mut message = Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    let mut message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
     message.version = 2;
     assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
     assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);

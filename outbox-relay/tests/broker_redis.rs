@@ -83,7 +83,8 @@ async fn a_server_killed_mid_run_and_restarted_loses_nothing() {
 async fn duplicates_carry_the_event_id_and_oversized_events_fail_for_good() {
     let broker = Broker::start(Kind::Redis);
     let publisher = publisher(&broker);
-    let mut message = Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    let mut message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
     message.version = 2;
     assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
     assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
@@ -110,7 +111,8 @@ async fn duplicates_carry_the_event_id_and_oversized_events_fail_for_good() {
 async fn a_publish_while_the_server_is_down_fails_fast_as_transient() {
     let broker = Broker::start(Kind::Redis);
     let publisher = publisher(&broker);
-    let message = Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    let message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
     assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
     broker.kill();
     let started = tokio::time::Instant::now();

@@ -151,7 +151,8 @@ async fn a_fifo_queue_drops_a_republished_event_and_oversized_events_fail_for_go
     let broker = Broker::start(Kind::Sqs);
     let queue = create_queue(&broker).await;
     let publisher = publisher(&broker, &queue);
-    let mut message = Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    let mut message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
     message.version = 2;
     assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
     assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);

@@ -68,7 +68,11 @@ async fn enqueue_interleaved(pool: &SqlitePool, aggregates: u32, per_aggregate: 
 }
 
 async fn count(pool: &SqlitePool, status: &str) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE status = ?1").bind(status).fetch_one(pool).await.unwrap()
+    sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE status = ?1")
+        .bind(status)
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 async fn wait_for(pool: &SqlitePool, status: &str, expected: i64) {
@@ -84,16 +88,25 @@ async fn wait_for(pool: &SqlitePool, status: &str, expected: i64) {
 }
 
 fn config() -> outbox_relay::RelayConfigBuilder {
-    RelayConfig::builder().poll_interval(Duration::from_millis(20)).backoff(Duration::from_millis(10), Duration::from_millis(50))
+    RelayConfig::builder()
+        .poll_interval(Duration::from_millis(20))
+        .backoff(Duration::from_millis(10), Duration::from_millis(50))
 }
 
-fn start(db: &TestDatabase, recorder: &Recorder, config: RelayConfig) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+fn start(
+    db: &TestDatabase,
+    recorder: &Recorder,
+    config: RelayConfig,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let relay = Relay::new(SqliteStore::new(db.pool.clone()), recorder.clone(), config);
     let token = CancellationToken::new();
     let running = token.clone();
-    (token, tokio::spawn(async move {
-        relay.run(running).await.unwrap();
-    }))
+    (
+        token,
+        tokio::spawn(async move {
+            relay.run(running).await.unwrap();
+        }),
+    )
 }
 
 #[tokio::test]
@@ -147,8 +160,7 @@ async fn sqlite_transient_failure_is_retried_and_permanent_failure_blocks_only_i
     wait_for(&db.pool, "published", 12).await;
     stop.cancel();
     running.await.unwrap();
-    let agg1: Vec<u32> =
-        recorder.seen.lock().unwrap().iter().filter(|(a, _)| a == "agg-1").map(|(_, n)| *n).collect();
+    let agg1: Vec<u32> = recorder.seen.lock().unwrap().iter().filter(|(a, _)| a == "agg-1").map(|(_, n)| *n).collect();
     assert_eq!(agg1, [0, 1, 2]);
 }
 
@@ -175,14 +187,17 @@ async fn sqlite_expired_lease_is_reclaimed_and_the_stale_owner_is_fenced() {
     let ids = enqueue_interleaved(&db.pool, 2, 1).await;
     let store = SqliteStore::new(db.pool.clone());
     let (stale, fresh) = (Uuid::now_v7(), Uuid::now_v7());
-    let first = store.claim(&ClaimRequest::new(stale, Duration::from_millis(100), 10, Ordering::Aggregate)).await.unwrap();
+    let first =
+        store.claim(&ClaimRequest::new(stale, Duration::from_millis(100), 10, Ordering::Aggregate)).await.unwrap();
     assert_eq!(first.events.len(), 2);
-    let nothing = store.claim(&ClaimRequest::new(fresh, Duration::from_secs(30), 10, Ordering::Aggregate)).await.unwrap();
+    let nothing =
+        store.claim(&ClaimRequest::new(fresh, Duration::from_secs(30), 10, Ordering::Aggregate)).await.unwrap();
     assert!(nothing.events.is_empty(), "leased rows are not claimed twice");
 
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(store.reclaim_expired().await.unwrap(), 2);
-    let second = store.claim(&ClaimRequest::new(fresh, Duration::from_secs(30), 10, Ordering::Aggregate)).await.unwrap();
+    let second =
+        store.claim(&ClaimRequest::new(fresh, Duration::from_secs(30), 10, Ordering::Aggregate)).await.unwrap();
     assert_eq!(second.events.iter().map(|e| e.event.id).collect::<Vec<_>>(), ids);
 
     let stale_marks: Vec<_> = first.events.iter().map(Settlement::published).collect();

@@ -271,7 +271,8 @@ fn on_path(name: &str) -> Option<PathBuf> {
 }
 
 fn find_program(kind: Kind) -> Result<PathBuf, String> {
-    let debian = |package: &str| format!("install it with `apt-get install {package}` (or `scripts/services.sh install`)");
+    let debian =
+        |package: &str| format!("install it with `apt-get install {package}` (or `scripts/services.sh install`)");
     match kind {
         Kind::Nats => on_path("nats-server").ok_or_else(|| debian("nats-server")),
         Kind::Redis => on_path("redis-server").ok_or_else(|| debian("redis-server")),

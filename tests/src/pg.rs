@@ -59,7 +59,8 @@ impl TestDatabase {
         conn.close().await.ok();
         let options = admin.database(&name);
         let url = options.to_url_lossy().to_string();
-        let pool = PgPoolOptions::new().max_connections(20).connect_with(options).await.expect("connect to the test database");
+        let pool =
+            PgPoolOptions::new().max_connections(20).connect_with(options).await.expect("connect to the test database");
         Self { pool, url, name }
     }
 

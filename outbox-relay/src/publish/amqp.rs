@@ -290,7 +290,8 @@ impl AmqpBuilder {
         {
             return Err(invalid("an exchange name is at most 127 of `a-z A-Z 0-9 - _ . :`"));
         }
-        let routing_key = Template::parse(&self.routing_key, Naming::AmqpRoutingKey).map_err(|reason| invalid(&reason))?;
+        let routing_key =
+            Template::parse(&self.routing_key, Naming::AmqpRoutingKey).map_err(|reason| invalid(&reason))?;
         if self.confirm_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(invalid("RabbitMQ timeouts must be more than zero"));
         }
@@ -322,7 +323,10 @@ impl Publisher for AmqpPublisher {
         let all: Vec<&Message> = batch.iter().collect();
         let (mut outcomes, failure) = self.publish_on(&link, &all).await;
         let Some(failure) = failure else {
-            return outcomes.into_iter().map(|o| o.unwrap_or_else(|| Outcome::transient("RabbitMQ publish failed"))).collect();
+            return outcomes
+                .into_iter()
+                .map(|o| o.unwrap_or_else(|| Outcome::transient("RabbitMQ publish failed")))
+                .collect();
         };
         // The channel failed. A channel-level (soft) error names no message: publish the unsettled ones again one
         // at a time, each on a fresh channel after a failure, to tell the culprit from the innocent.

@@ -21,10 +21,11 @@ use time::format_description::well_known::Rfc3339;
 use super::Message;
 
 /// The content type of a structured-mode body.
-pub const STRUCTURED_CONTENT_TYPE: &str = "application/cloudevents+json";
+#[cfg_attr(not(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "redis")), allow(dead_code))]
+pub(crate) const STRUCTURED_CONTENT_TYPE: &str = "application/cloudevents+json";
 
 /// The content type of the payload.
-pub const DATA_CONTENT_TYPE: &str = "application/json";
+pub(crate) const DATA_CONTENT_TYPE: &str = "application/json";
 
 /// Trace context headers forwarded from the event's row.
 const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
@@ -61,6 +62,7 @@ impl fmt::Display for ContentMode {
 
 /// How a protocol binding spells attribute header names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)] // each variant is used by the publisher of one broker feature
 pub(crate) enum Binding {
     /// Kafka: `ce_` prefix, `content-type` header.
     Kafka,
@@ -132,8 +134,7 @@ impl CloudEvents {
         if url::Url::parse(base).is_err() {
             return Err(crate::Error::InvalidSink {
                 sink: base.to_owned(),
-                reason: "the dataschema base must be an absolute URI, e.g. `https://example.com/contracts/`"
-                    .to_owned(),
+                reason: "the dataschema base must be an absolute URI, e.g. `https://example.com/contracts/`".to_owned(),
             });
         }
         let mut base = base.to_owned();
@@ -210,7 +211,8 @@ impl CloudEvents {
         let mut headers = Vec::new();
         if self.mode == ContentMode::Binary {
             let prefix = binding.prefix();
-            headers.extend(self.attributes(message).into_iter().map(|(name, value)| (format!("{prefix}{name}"), value)));
+            headers
+                .extend(self.attributes(message).into_iter().map(|(name, value)| (format!("{prefix}{name}"), value)));
         }
         headers.extend(trace_headers(message).map(|(name, value)| (name.to_owned(), value.to_owned())));
         headers
@@ -218,6 +220,10 @@ impl CloudEvents {
 
     /// The content type of the body: `application/json` in binary mode, `application/cloudevents+json` in
     /// structured mode.
+    #[cfg_attr(
+        not(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "redis")),
+        allow(dead_code)
+    )]
     pub(crate) fn content_type(&self) -> &'static str {
         match self.mode {
             ContentMode::Binary => DATA_CONTENT_TYPE,

@@ -235,14 +235,7 @@ impl fmt::Display for Template {
     }
 }
 
-/// The URL with any password replaced by `***`, for messages and logs.
-pub(crate) fn masked(url: &url::Url) -> String {
-    let mut url = url.clone();
-    if url.password().is_some() {
-        let _ = url.set_password(Some("***"));
-    }
-    url.to_string()
-}
+pub(crate) use crate::masked_url::masked_url as masked;
 
 /// The query options of a broker sink URL, taken one by one; [`finish`](Self::finish) refuses any left over, so
 /// a misspelt option is an error rather than silently ignored.
@@ -273,20 +266,16 @@ impl<'u> Query<'u> {
     }
 
     /// Takes option `name` and parses it with `parse`; `what` describes a valid value.
-    pub(crate) fn take_parsed<T>(&mut self, name: &str, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> Result<Option<T>> {
+    pub(crate) fn take_parsed<T>(
+        &mut self,
+        name: &str,
+        what: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<Option<T>> {
         match self.take(name) {
             None => Ok(None),
             Some(value) => parse(&value).map(Some).ok_or_else(|| self.invalid(&format!("`{name}` must be {what}"))),
         }
-    }
-
-    /// Takes a boolean option (`true`/`false`, `1`/`0`).
-    pub(crate) fn take_bool(&mut self, name: &str) -> Result<Option<bool>> {
-        self.take_parsed(name, "`true` or `false`", |value| match value {
-            "true" | "1" | "yes" => Some(true),
-            "false" | "0" | "no" => Some(false),
-            _ => None,
-        })
     }
 
     /// Takes a duration option in milliseconds (`timeout_ms=5000`), more than zero.
@@ -294,12 +283,6 @@ impl<'u> Query<'u> {
         self.take_parsed(name, "a number of milliseconds above zero", |value| {
             value.parse::<u64>().ok().filter(|ms| *ms > 0).map(std::time::Duration::from_millis)
         })
-    }
-
-    /// Takes a template option, or `default`.
-    pub(crate) fn take_template(&mut self, name: &str, default: &str, naming: Naming) -> Result<Template> {
-        let template = self.take(name).unwrap_or_else(|| default.to_owned());
-        Template::parse(&template, naming).map_err(|reason| self.invalid(&format!("`{name}`: {reason}")))
     }
 
     /// An [`Error::InvalidSink`] for this URL, password masked.
@@ -319,6 +302,7 @@ impl<'u> Query<'u> {
 /// A broker connection opened lazily and reopened after a failure, with capped exponential backoff between
 /// attempts: while the broker is down, a publish fails fast (transient) instead of waiting for a connect timeout
 /// on every batch.
+#[cfg_attr(not(any(feature = "nats", feature = "rabbitmq", feature = "redis")), allow(dead_code))]
 pub(crate) struct Reconnect<C> {
     state: tokio::sync::Mutex<ReconnectState<C>>,
 }
@@ -330,6 +314,7 @@ struct ReconnectState<C> {
     last_error: String,
 }
 
+#[cfg_attr(not(any(feature = "nats", feature = "rabbitmq", feature = "redis")), allow(dead_code))]
 impl<C: Clone> Reconnect<C> {
     /// The longest wait between two connection attempts.
     const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
@@ -380,6 +365,7 @@ impl<C: Clone> Reconnect<C> {
     }
 
     /// Forgets the connection after a connection-level failure: the next publish reconnects.
+    #[cfg_attr(not(any(feature = "rabbitmq", feature = "redis")), allow(dead_code))]
     pub(crate) async fn reset(&self) {
         self.state.lock().await.connection = None;
     }

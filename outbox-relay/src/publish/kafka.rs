@@ -2,6 +2,7 @@
 //! key is the aggregate id, so one aggregate stays on one partition and in commit order.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -43,6 +44,9 @@ pub struct KafkaPublisher {
     display: String,
     config: ClientConfig,
     producer: Mutex<FutureProducer>,
+    /// Set when deliveries timed out: the producer is replaced before the next batch (a broker that lost its
+    /// state, for example, no longer knows the idempotent producer's id).
+    stale: AtomicBool,
     topic: Template,
     envelope: CloudEvents,
 }
@@ -111,23 +115,39 @@ impl KafkaPublisher {
         if let Some(max) = query.take_parsed("max_message_bytes", "a number of bytes", |v| v.parse().ok())? {
             builder = builder.max_message_bytes(max);
         }
-        query.finish(&["topic", "brokers", "message_timeout_ms", "max_message_bytes", "source", "schema_base", "mode"])?;
+        query.finish(&[
+            "topic",
+            "brokers",
+            "message_timeout_ms",
+            "max_message_bytes",
+            "source",
+            "schema_base",
+            "mode",
+        ])?;
         builder.build()
     }
 
     fn headers(&self, message: &Message) -> OwnedHeaders {
-        let mut headers = OwnedHeaders::new().insert(Header { key: "content-type", value: Some(self.envelope.content_type()) });
+        let mut headers =
+            OwnedHeaders::new().insert(Header { key: "content-type", value: Some(self.envelope.content_type()) });
         for (name, value) in self.envelope.headers(message, Binding::Kafka) {
             headers = headers.insert(Header { key: &name, value: Some(&value) });
         }
         headers
     }
 
-    /// The producer, replaced first if librdkafka reported a fatal error (idempotence state lost).
+    /// The producer, replaced first if librdkafka reported a fatal error (idempotence state lost) or the last
+    /// batch timed out.
     fn producer(&self) -> std::result::Result<FutureProducer, String> {
         let mut producer = self.producer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if producer.client().fatal_error().is_some() {
-            *producer = self.config.create().map_err(|error| format!("cannot create the Kafka producer: {error}"))?;
+        if producer.client().fatal_error().is_some() || self.stale.load(Ordering::Relaxed) {
+            let fresh: FutureProducer =
+                self.config.create().map_err(|error| format!("cannot create the Kafka producer: {error}"))?;
+            let old = std::mem::replace(&mut *producer, fresh);
+            self.stale.store(false, Ordering::Relaxed);
+            // Dropping a producer purges and joins its thread: not on the async runtime.
+            old.purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
+            drop(tokio::task::spawn_blocking(move || drop(old)));
         }
         Ok(producer.clone())
     }
@@ -199,7 +219,14 @@ impl KafkaBuilder {
         }
         let producer: FutureProducer =
             config.create().map_err(|error| invalid(&format!("librdkafka refused the configuration: {error}")))?;
-        Ok(KafkaPublisher { display, config, producer: Mutex::new(producer), topic, envelope: self.envelope })
+        Ok(KafkaPublisher {
+            display,
+            config,
+            producer: Mutex::new(producer),
+            stale: AtomicBool::new(false),
+            topic,
+            envelope: self.envelope,
+        })
     }
 }
 
@@ -220,7 +247,8 @@ impl Publisher for KafkaPublisher {
                 }
             };
             let body = self.envelope.body(message);
-            let record = FutureRecord::to(&topic).key(&message.aggregate_id).payload(&body).headers(self.headers(message));
+            let record =
+                FutureRecord::to(&topic).key(&message.aggregate_id).payload(&body).headers(self.headers(message));
             match producer.send_result(record) {
                 Ok(delivery) => deliveries.push(Ok(delivery)),
                 Err((error, _)) => deliveries.push(Err(outcome_of(&error))),
@@ -232,7 +260,12 @@ impl Publisher for KafkaPublisher {
                 Err(outcome) => outcome,
                 Ok(delivery) => match delivery.await {
                     Ok(Ok(_)) => Outcome::Published,
-                    Ok(Err((error, _))) => outcome_of(&error),
+                    Ok(Err((error, _))) => {
+                        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::MessageTimedOut) {
+                            self.stale.store(true, Ordering::Relaxed);
+                        }
+                        outcome_of(&error)
+                    }
                     Err(_) => Outcome::transient("the Kafka producer dropped the message"),
                 },
             });

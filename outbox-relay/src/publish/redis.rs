@@ -79,7 +79,9 @@ impl RedisPublisher {
         if let Some(stream) = query.take("stream") {
             builder = builder.stream(stream);
         }
-        if let Some(maxlen) = query.take_parsed("maxlen", "a number above zero", |v| v.parse().ok().filter(|n| *n > 0))? {
+        if let Some(maxlen) =
+            query.take_parsed("maxlen", "a number above zero", |v| v.parse().ok().filter(|n| *n > 0))?
+        {
             builder = builder.maxlen(maxlen);
         }
         if let Some(max) = query.take_parsed("max_message_bytes", "a number of bytes", |v| v.parse().ok())? {
@@ -227,7 +229,8 @@ impl Publisher for RedisPublisher {
             };
             match results {
                 Ok(results) => {
-                    for (index, result) in sent.iter().zip(results.into_iter().map(Some).chain(std::iter::repeat(None))) {
+                    for (index, result) in sent.iter().zip(results.into_iter().map(Some).chain(std::iter::repeat(None)))
+                    {
                         outcomes[*index] = Some(match result {
                             Some(Ok(_)) => Outcome::Published,
                             Some(Err(error)) => outcome_of(&error),

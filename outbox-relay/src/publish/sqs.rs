@@ -139,7 +139,12 @@ impl SqsPublisher {
         builder.build()
     }
 
-    fn entry(&self, index: usize, message: &Message, fifo: bool) -> std::result::Result<SendMessageBatchRequestEntry, Outcome> {
+    fn entry(
+        &self,
+        index: usize,
+        message: &Message,
+        fifo: bool,
+    ) -> std::result::Result<SendMessageBatchRequestEntry, Outcome> {
         let body = String::from_utf8(self.envelope.body(message)).unwrap_or_default();
         if body.len() > self.max_message_bytes {
             return Err(Outcome::permanent(format!("message too large for SQS: {} bytes", body.len())));
@@ -165,7 +170,12 @@ impl SqsPublisher {
     }
 
     /// Sends one request of at most ten entries to `queue_url`; `indexes` are the entries' places in the batch.
-    async fn send(&self, queue_url: &str, entries: Vec<(usize, SendMessageBatchRequestEntry)>, outcomes: &mut [Outcome]) {
+    async fn send(
+        &self,
+        queue_url: &str,
+        entries: Vec<(usize, SendMessageBatchRequestEntry)>,
+        outcomes: &mut [Outcome],
+    ) {
         let indexes: Vec<usize> = entries.iter().map(|(index, _)| *index).collect();
         let request = self
             .client

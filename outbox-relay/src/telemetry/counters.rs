@@ -118,7 +118,9 @@ mod tests {
             let labels: Vec<String> = key.key().labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
             let value = match value {
                 DebugValue::Counter(n) => format!("{n}"),
-                DebugValue::Histogram(values) => format!("{:?}", values.iter().map(|v| v.into_inner()).collect::<Vec<_>>()),
+                DebugValue::Histogram(values) => {
+                    format!("{:?}", values.iter().map(|v| v.into_inner()).collect::<Vec<_>>())
+                }
                 DebugValue::Gauge(g) => format!("{}", g.into_inner()),
             };
             seen.insert(format!("{}{{{}}}", key.key().name(), labels.join(",")), value);

@@ -26,7 +26,8 @@ pub(crate) fn producer_context(message: &Message) -> Option<SpanContext> {
     let trace_id = TraceId::from_hex(trace_id).ok()?;
     let span_id = SpanId::from_hex(span_id).ok()?;
     let flags = TraceFlags::new(u8::from_str_radix(flags, 16).ok()?);
-    let state = message.headers.get("tracestate").and_then(|state| state.parse::<TraceState>().ok()).unwrap_or_default();
+    let state =
+        message.headers.get("tracestate").and_then(|state| state.parse::<TraceState>().ok()).unwrap_or_default();
     let context = SpanContext::new(trace_id, span_id, flags, true, state);
     context.is_valid().then_some(context)
 }
@@ -43,8 +44,12 @@ mod tests {
         let context = producer_context(&message).unwrap();
         assert_eq!(context.trace_id().to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
         assert!(context.is_sampled() && context.is_remote());
-        for bad in ["", "00-abc-01", "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01"] {
+        for bad in [
+            "",
+            "00-abc-01",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        ] {
             message.headers.insert("traceparent".into(), bad.into());
             assert!(producer_context(&message).is_none(), "{bad}");
         }

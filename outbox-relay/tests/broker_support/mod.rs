@@ -190,7 +190,10 @@ pub fn check(sent: &[Sent], received: &[Received], spelling: Spelling, exact: bo
     let mut last_n: HashMap<String, u32> = HashMap::new();
     for message in received {
         let get = |name: &str| {
-            message.headers.get(&format!("{p}{name}")).unwrap_or_else(|| panic!("no `{p}{name}` in {:?}", message.headers))
+            message
+                .headers
+                .get(&format!("{p}{name}"))
+                .unwrap_or_else(|| panic!("no `{p}{name}` in {:?}", message.headers))
         };
         let id: Uuid = get("id").parse().expect("ce id is a UUID");
         let Some(expected) = by_id.get(&id) else { panic!("received an event that was not sent: {id}") };

@@ -1,8 +1,8 @@
 //! The foundation's promises, against a real PostgreSQL: same-transaction enqueue, batches, notifications and
 //! migrations.
 
-mod batch_enqueue_is_one_statement;
 mod bad_payload_writes_nothing;
+mod batch_enqueue_is_one_statement;
 mod enqueue_commits_or_rolls_back_with_the_domain_change;
 mod events;
 mod inbox_processes_each_event_once;

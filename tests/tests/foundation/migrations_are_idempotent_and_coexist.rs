@@ -32,10 +32,8 @@ async fn migrating_twice_is_harmless_and_keeps_the_data() {
     outbox_core::migrate(&db.pool).await.unwrap();
     assert_eq!(crate::events::count_events(&db.pool).await, 1);
     assert_eq!(outbox_tables(&db.pool).await, tables);
-    let applied: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {MIGRATIONS_TABLE}"))
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let applied: i64 =
+        sqlx::query_scalar(&format!("SELECT count(*) FROM {MIGRATIONS_TABLE}")).fetch_one(&db.pool).await.unwrap();
     let known = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations/postgres")).unwrap().count();
     assert_eq!(applied, i64::try_from(known).unwrap(), "each migration is recorded once");
 }
@@ -67,10 +65,8 @@ async fn outbox_and_application_migrations_do_not_see_each_other() {
     let app_versions: Vec<i64> =
         sqlx::query_scalar("SELECT version FROM _sqlx_migrations").fetch_all(&db.pool).await.unwrap();
     assert_eq!(app_versions, [20250101000000]);
-    let outbox_versions: Vec<i64> = sqlx::query_scalar(&format!("SELECT version FROM {MIGRATIONS_TABLE}"))
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let outbox_versions: Vec<i64> =
+        sqlx::query_scalar(&format!("SELECT version FROM {MIGRATIONS_TABLE}")).fetch_all(&db.pool).await.unwrap();
     assert!(!outbox_versions.is_empty() && !outbox_versions.contains(&20250101000000));
 }
 

@@ -2,7 +2,7 @@
 
 use std::io::IsTerminal;
 
-use outbox_core::store::{EventDetail, EventFilter, EventSummary, PgStore, RetryTarget, Store};
+use outbox_core::store::{EventDetail, EventFilter, EventSummary, RetryTarget, Store};
 use serde_json::{json, Value};
 use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
@@ -14,7 +14,7 @@ use crate::{connect, Failure, Outcome};
 const PURGE_BATCH: u32 = 1000;
 
 pub(crate) async fn run(database_url: Option<&str>, command: EventsCommand) -> Outcome {
-    let store = PgStore::new(connect::connect(database_url, 2).await?);
+    let store = connect::open(database_url, 2).await?.store();
     match command {
         EventsCommand::List { status, event_type, aggregate_id, limit, json } => {
             let mut filter = EventFilter::new(status).limit(limit);
@@ -52,7 +52,7 @@ pub(crate) async fn run(database_url: Option<&str>, command: EventsCommand) -> O
             println!("cancelled {} event(s)", cancelled.len());
             unchanged(&ids, &cancelled, "not pending or failed (or not found)")
         }
-        EventsCommand::Purge { older_than } => purge(&store, older_than).await,
+        EventsCommand::Purge { older_than } => purge(store.as_ref(), older_than).await,
     }
 }
 
@@ -66,7 +66,7 @@ fn unchanged(asked: &[Uuid], changed: &[Uuid], why: &str) -> Outcome {
     }
 }
 
-async fn purge(store: &PgStore, older_than: std::time::Duration) -> Outcome {
+async fn purge(store: &dyn Store, older_than: std::time::Duration) -> Outcome {
     let total = store.count_finished(older_than).await.map_err(Failure::runtime)?;
     let bar = if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(total);

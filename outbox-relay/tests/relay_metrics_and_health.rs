@@ -1,0 +1,387 @@
+//! The real `outbox relay --metrics-addr` binary: `/metrics` counts what it published and what failed (by kind),
+//! its backlog gauges and `outbox status` show the same numbers from a statement on the partial indexes, logs
+//! never carry a sensitive value even at trace level, and `/readyz` turns unready when the database stops.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{enqueue, event, wait_until, TestEvent};
+use outbox_core::store::{PgStore, Store};
+use outbox_core::OutboxEvent;
+use outbox_relay::telemetry::names;
+use outbox_tests::pg::{PrivateServer, TestDatabase};
+use serde_json::Value;
+
+/// The sensitive value every test event carries (`/card_number`).
+const CARD_NUMBER: &str = "4111111111111111";
+/// The webhook signing secret: as sensitive as a payload value.
+const WEBHOOK_SECRET: &str = "whsec_b3V0Ym94LXRlc3Qtc2VjcmV0LWtleS0zMi1ieXRlcyE=";
+
+/// A running `outbox relay`, killed when dropped; stdout and stderr go to files.
+struct RelayProcess {
+    child: Child,
+    metrics: SocketAddr,
+    dir: PathBuf,
+}
+
+impl RelayProcess {
+    fn start(database_url: &str, sink: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let dir = std::env::temp_dir().join(format!("outbox-metrics-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let metrics = free_addr();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_outbox"));
+        command
+            .args(["relay", "--poll-interval", "10ms", "--sink", sink, "--metrics-addr", &metrics.to_string()])
+            .args(extra)
+            .env("DATABASE_URL", database_url)
+            .env_remove("OUTBOX_LOG")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.join("stdout")).expect("stdout file"))
+            .stderr(std::fs::File::create(dir.join("stderr")).expect("stderr file"));
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let child = command.spawn().expect("spawn outbox relay");
+        Self { child, metrics, dir }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.metrics)
+    }
+
+    /// Everything the process wrote to stdout and stderr so far.
+    fn output(&self) -> String {
+        let read = |name: &str| std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
+        format!("{}{}", read("stdout"), read("stderr"))
+    }
+
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let response = reqwest::get(self.url(path)).await.ok()?;
+        let status = response.status().as_u16();
+        Some((status, response.text().await.ok()?))
+    }
+
+    async fn wait_until_serving(&mut self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while self.get("/healthz").await.is_none() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("the relay exited with {status}: {}", self.output());
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no /healthz after 30s: {}", self.output());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn scrape(&self) -> Scrape {
+        let (status, text) = self.get("/metrics").await.expect("GET /metrics");
+        assert_eq!(status, 200);
+        Scrape::parse(&text)
+    }
+
+    /// Scrapes until `condition` holds on a scrape (for at most 30s) and returns that scrape.
+    async fn scrape_until(&self, what: &str, condition: impl Fn(&Scrape) -> bool) -> Scrape {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let scrape = self.scrape().await;
+            if condition(&scrape) {
+                return scrape;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting until {what}; last scrape:\n{}\nlogs:\n{}",
+                scrape.text,
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for RelayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1").local_addr().expect("local addr")
+}
+
+/// One `/metrics` scrape: every sample by name and labels.
+struct Scrape {
+    text: String,
+    samples: Vec<(String, BTreeMap<String, String>, f64)>,
+}
+
+impl Scrape {
+    fn parse(text: &str) -> Self {
+        let mut samples = Vec::new();
+        for line in text.lines().filter(|line| !line.starts_with('#') && !line.trim().is_empty()) {
+            let (series, value) = line.rsplit_once(' ').expect("`series value`");
+            let value: f64 = value.parse().unwrap_or(f64::NAN);
+            let (name, labels) = match series.split_once('{') {
+                None => (series.to_owned(), BTreeMap::new()),
+                Some((name, labels)) => {
+                    let labels = labels.trim_end_matches('}');
+                    let labels = labels
+                        .split(',')
+                        .filter(|pair| !pair.is_empty())
+                        .map(|pair| {
+                            let (key, value) = pair.split_once('=').expect("label=value");
+                            (key.to_owned(), value.trim_matches('"').to_owned())
+                        })
+                        .collect();
+                    (name.to_owned(), labels)
+                }
+            };
+            samples.push((name, labels, value));
+        }
+        Self { text: text.to_owned(), samples }
+    }
+
+    /// The value of the series `name` whose labels include `labels`.
+    fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.samples
+            .iter()
+            .find(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l.get(*k).is_some_and(|value| value == v)))
+            .map(|(_, _, value)| *value)
+    }
+
+    /// The value of `name` for the test events' type.
+    fn by_type(&self, name: &str) -> Option<f64> {
+        self.get(name, &[("event_type", TestEvent::EVENT_TYPE)])
+    }
+}
+
+fn outbox_status(database_url: &str) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .args(["status", "--json"])
+        .env("DATABASE_URL", database_url)
+        .env("OUTBOX_LOG", "warn")
+        .output()
+        .expect("run outbox status");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("status JSON")
+}
+
+fn assert_never_sensitive(output: &str, what: &str) {
+    assert!(!output.contains(CARD_NUMBER), "{what}: a sensitive value reached the logs:\n{output}");
+    let secret = WEBHOOK_SECRET.trim_start_matches("whsec_");
+    assert!(!output.contains(secret), "{what}: the webhook secret reached the logs:\n{output}");
+}
+
+#[tokio::test]
+async fn metrics_count_published_events_and_the_gauges_match_outbox_status() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    store.set_paused(true).await.unwrap();
+    let ids = enqueue(&db.pool, &(0..6).map(|n| event(format!("agg-{}", n % 3), n)).collect::<Vec<_>>()).await;
+    // One dead letter, so the failed gauge has something to show.
+    sqlx::query("UPDATE outbox_events SET status = 'failed', attempts = 3, last_error = 'boom' WHERE id = $1")
+        .bind(ids[5])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("outbox-metrics-sink-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sink = format!("file:{}", dir.join("events.jsonl").display());
+    let mut relay = RelayProcess::start(&db.url, &sink, &[], &[("RUST_LOG", "trace")]);
+    relay.wait_until_serving().await;
+
+    // Paused: the backlog is visible in the gauges, readiness says why, and `outbox status` agrees.
+    let scrape = relay
+        .scrape_until("the paused backlog is shown", |s| {
+            s.by_type(names::EVENTS_PENDING) == Some(5.0) && s.get(names::RELAY_PAUSED, &[]) == Some(1.0)
+        })
+        .await;
+    assert_eq!(scrape.by_type(names::EVENTS_FAILED), Some(1.0));
+    let oldest = scrape.by_type(names::OLDEST_PENDING_AGE_SECONDS).unwrap();
+    assert!(oldest > 0.0 && oldest < 120.0, "{oldest}");
+    let status = outbox_status(&db.url);
+    assert_eq!(status["pending"], 5);
+    assert_eq!(status["pending_by_type"][0]["event_type"], "test.happened");
+    assert_eq!(status["pending_by_type"][0]["pending"], 5);
+    assert_eq!(status["failed"], 1);
+    assert_eq!(status["failed_by_type"][0]["failed"], 1);
+    assert_eq!(status["paused"], true);
+    let (code, reason) = relay.get("/readyz").await.unwrap();
+    assert_eq!(code, 503, "{reason}");
+    assert!(reason.contains("paused"), "{reason}");
+    assert_eq!(relay.get("/healthz").await.unwrap().0, 200);
+
+    // Resumed: five events published, first try, with their commit-to-publish lag; the backlog drains to 0.
+    store.set_paused(false).await.unwrap();
+    let scrape = relay
+        .scrape_until("five events are published and the gauges refreshed", |s| {
+            s.by_type(names::EVENTS_PUBLISHED_TOTAL) == Some(5.0)
+                && s.by_type(names::EVENTS_PENDING) == Some(0.0)
+                && s.get(names::RELAY_PAUSED, &[]) == Some(0.0)
+        })
+        .await;
+    let attempts = format!("{}_bucket", names::PUBLISH_ATTEMPTS);
+    assert_eq!(scrape.get(&attempts, &[("event_type", "test.happened"), ("le", "1")]), Some(5.0), "{}", scrape.text);
+    assert_eq!(scrape.by_type(&format!("{}_count", names::PUBLISH_ATTEMPTS)), Some(5.0));
+    assert_eq!(scrape.by_type(&format!("{}_sum", names::PUBLISH_ATTEMPTS)), Some(5.0));
+    let lag_count = format!("{}_count", names::COMMIT_TO_PUBLISH_SECONDS);
+    assert_eq!(scrape.by_type(&lag_count), Some(5.0));
+    let lag_sum = scrape.by_type(&format!("{}_sum", names::COMMIT_TO_PUBLISH_SECONDS)).unwrap();
+    assert!(lag_sum > 0.0 && lag_sum < 5.0 * 120.0, "{lag_sum}");
+    assert_eq!(scrape.get(&format!("{}_sum", names::BATCH_SIZE), &[]), Some(5.0));
+    assert!(scrape.get(&format!("{}_count", names::BATCH_SIZE), &[]).unwrap() >= 1.0);
+    assert_eq!(scrape.by_type(names::OLDEST_PENDING_AGE_SECONDS), Some(0.0));
+    assert_eq!(scrape.get(names::PUBLISH_FAILURES_TOTAL, &[]), None, "nothing failed");
+    assert!(scrape.text.contains("# HELP outbox_events_pending"), "{}", scrape.text);
+    assert!(scrape.text.contains("# TYPE outbox_commit_to_publish_seconds histogram"), "{}", scrape.text);
+    let status = outbox_status(&db.url);
+    assert_eq!(status["pending"], 0);
+    assert_eq!(status["failed"], 1);
+    wait_until(Duration::from_secs(10), "/readyz says ready", || async {
+        relay.get("/readyz").await.is_some_and(|(code, _)| code == 200)
+    })
+    .await;
+
+    // Labels carry event types only: no ids, no aggregate ids, no payload values.
+    for (name, labels, _) in &scrape.samples {
+        assert!(name.starts_with("outbox_"), "{name}");
+        for (key, value) in labels {
+            assert!(["event_type", "kind", "le"].contains(&key.as_str()), "label {key}={value} on {name}");
+        }
+    }
+    for id in &ids {
+        assert!(!scrape.text.contains(&id.to_string()));
+    }
+    assert!(!scrape.text.contains("agg-") && !scrape.text.contains(CARD_NUMBER));
+
+    // Everything the process logged at trace level: never the sensitive value.
+    assert_never_sensitive(&relay.output(), "RUST_LOG=trace, text logs");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Answers 500 to events of aggregate `flaky` (transient) and 400 to those of `poison` (permanent), 200 otherwise.
+async fn fussy_webhook() -> SocketAddr {
+    use axum::http::StatusCode;
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(|body: String| async move {
+            if body.contains(r#""aggregate":"flaky""#) {
+                StatusCode::INTERNAL_SERVER_ERROR
+            } else if body.contains(r#""aggregate":"poison""#) {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+#[tokio::test]
+async fn failures_are_counted_by_kind_and_json_logs_name_the_event_but_never_its_sensitive_values() {
+    let db = TestDatabase::migrated().await;
+    let hook = fussy_webhook().await;
+    enqueue(&db.pool, &[event("fine", 0), event("flaky", 0), event("poison", 0)]).await;
+    let sink = format!("http://{hook}/hook");
+    let args = ["--max-attempts", "2", "--backoff-base", "10ms", "--backoff-max", "20ms", "--log-format", "json"];
+    let env = [("RUST_LOG", "trace"), ("OUTBOX_WEBHOOK_SECRET", WEBHOOK_SECRET)];
+    let mut relay = RelayProcess::start(&db.url, &sink, &args, &env);
+    relay.wait_until_serving().await;
+    let failures = names::PUBLISH_FAILURES_TOTAL;
+    let scrape = relay
+        .scrape_until("one permanent and two transient failures, two dead letters", |s| {
+            s.get(failures, &[("event_type", "test.happened"), ("kind", "permanent")]) == Some(1.0)
+                && s.get(failures, &[("event_type", "test.happened"), ("kind", "transient")]) == Some(2.0)
+                && s.by_type(names::EVENTS_FAILED) == Some(2.0)
+        })
+        .await;
+    assert_eq!(scrape.by_type(names::EVENTS_PUBLISHED_TOTAL), Some(1.0));
+
+    let output = relay.output();
+    assert_never_sensitive(&output, "RUST_LOG=trace, JSON logs");
+    let lines: Vec<Value> = output
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("not JSON ({error}): {line}")))
+        .collect();
+    let about = |aggregate: &str| -> Vec<&Value> {
+        lines.iter().filter(|line| line["aggregate_id"] == aggregate && line["event_id"].is_string()).collect()
+    };
+    let poison = about("poison");
+    let failed = poison.iter().find(|line| line["level"] == "ERROR").expect("an error line about the poison event");
+    assert_eq!(failed["event_type"], "test.happened");
+    assert_eq!(failed["attempts"], 1);
+    assert!(failed["error"].as_str().unwrap().contains("HTTP 400"), "{failed}");
+    let flaky = about("flaky");
+    assert!(flaky.iter().any(|line| line["level"] == "WARN" && line["error"].as_str().unwrap().contains("HTTP 500")));
+    assert!(about("fine").iter().any(|line| line["message"] == "published"));
+    assert!(
+        lines.iter().any(|line| line["span"]["name"] == "outbox.publish"),
+        "per-event lines are logged inside the publish span"
+    );
+}
+
+#[tokio::test]
+async fn readyz_turns_unready_while_the_database_is_stopped() {
+    let server = PrivateServer::start().unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"));
+    let db = TestDatabase::create_on(&server.url).await;
+    outbox_core::migrate(&db.pool).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("outbox-ready-sink-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sink = format!("file:{}", dir.join("events.jsonl").display());
+    let mut relay = RelayProcess::start(&db.url, &sink, &[], &[("OUTBOX_LOG", "warn")]);
+    relay.wait_until_serving().await;
+    let ready = |want: u16| {
+        let relay = &relay;
+        move || async move { relay.get("/readyz").await.is_some_and(|(code, _)| code == want) }
+    };
+    wait_until(Duration::from_secs(20), "/readyz is 200", ready(200)).await;
+    db.pool.close().await;
+    server.stop().unwrap();
+    wait_until(Duration::from_secs(20), "/readyz is 503 with the database stopped", ready(503)).await;
+    let (_, reason) = relay.get("/readyz").await.unwrap();
+    assert!(reason.contains("database"), "{reason}");
+    assert_eq!(relay.get("/healthz").await.unwrap().0, 200, "the process is alive");
+    server.start_again().unwrap();
+    wait_until(Duration::from_secs(30), "/readyz is 200 again", ready(200)).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn the_backlog_statement_reads_only_the_partial_indexes() {
+    let db = TestDatabase::migrated().await;
+    // A long published history, a small backlog and a few dead letters: what a production table looks like.
+    sqlx::query(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload, status, published_at)
+         SELECT gen_random_uuid(), 'order', (n % 1000)::text, 'order.placed', '{}'::jsonb,
+                CASE WHEN n % 5000 = 0 THEN 'pending' WHEN n % 7919 = 0 THEN 'failed' ELSE 'published' END,
+                CASE WHEN n % 5000 = 0 OR n % 7919 = 0 THEN NULL ELSE now() END
+           FROM generate_series(1, 50000) AS n",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE outbox_events").execute(&db.pool).await.unwrap();
+    let plan: Vec<String> =
+        sqlx::query_scalar(&format!("EXPLAIN {}", PgStore::backlog_statement())).fetch_all(&db.pool).await.unwrap();
+    let plan = plan.join("\n");
+    assert!(plan.contains("outbox_events_pending_idx"), "{plan}");
+    assert!(plan.contains("outbox_events_failed_idx"), "{plan}");
+    assert!(!plan.contains("Seq Scan on outbox_events"), "{plan}");
+    // And it reads what `outbox status` and the gauges show.
+    let backlog = PgStore::new(db.pool.clone()).backlog().await.unwrap();
+    assert_eq!(backlog.pending_total(), 10);
+    assert_eq!(backlog.failed_total(), 6);
+    assert!(!backlog.paused);
+    let status = outbox_status(&db.url);
+    assert_eq!(status["pending"], 10);
+    assert_eq!(status["failed"], 6);
+}
