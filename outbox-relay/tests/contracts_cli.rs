@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use clap::Parser;
 
 #[allow(dead_code)]
-#[path = "../src/cli/contracts.rs"]
+#[path = "../src/bin/outbox/contracts.rs"]
 mod contracts;
 
 #[derive(Parser)]
@@ -216,7 +216,6 @@ mod binary {
     }
 
     #[test]
-    #[ignore = "needs `outbox contracts` wired into the binary (see the contracts report)"]
     fn the_binary_exits_0_1_and_2() {
         let (old, new) = folders(NOTE_ADDED_LABEL);
         assert_eq!(exit_code(&["contracts", "diff", &old, &new]), 0);

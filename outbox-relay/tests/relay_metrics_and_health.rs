@@ -265,15 +265,16 @@ async fn metrics_count_published_events_and_the_gauges_match_outbox_status() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// Answers 500 to events of aggregate `flaky` (transient) and 400 to those of `poison` (permanent), 200 otherwise.
+/// Answers 500 to events of aggregate `flaky-aggregate` (transient) and 400 to those of `poison-aggregate`
+/// (permanent), 200 otherwise.
 async fn fussy_webhook() -> SocketAddr {
     use axum::http::StatusCode;
     let app = axum::Router::new().route(
         "/hook",
         axum::routing::post(|body: String| async move {
-            if body.contains(r#""aggregate":"flaky""#) {
+            if body.contains("flaky-aggregate") {
                 StatusCode::INTERNAL_SERVER_ERROR
-            } else if body.contains(r#""aggregate":"poison""#) {
+            } else if body.contains("poison-aggregate") {
                 StatusCode::BAD_REQUEST
             } else {
                 StatusCode::OK
@@ -290,7 +291,7 @@ async fn fussy_webhook() -> SocketAddr {
 async fn failures_are_counted_by_kind_and_json_logs_name_the_event_but_never_its_sensitive_values() {
     let db = TestDatabase::migrated().await;
     let hook = fussy_webhook().await;
-    enqueue(&db.pool, &[event("fine", 0), event("flaky", 0), event("poison", 0)]).await;
+    enqueue(&db.pool, &[event("fine", 0), event("flaky-aggregate", 0), event("poison-aggregate", 0)]).await;
     let sink = format!("http://{hook}/hook");
     let args = ["--max-attempts", "2", "--backoff-base", "10ms", "--backoff-max", "20ms", "--log-format", "json"];
     let env = [("RUST_LOG", "trace"), ("OUTBOX_WEBHOOK_SECRET", WEBHOOK_SECRET)];
@@ -315,12 +316,12 @@ async fn failures_are_counted_by_kind_and_json_logs_name_the_event_but_never_its
     let about = |aggregate: &str| -> Vec<&Value> {
         lines.iter().filter(|line| line["aggregate_id"] == aggregate && line["event_id"].is_string()).collect()
     };
-    let poison = about("poison");
+    let poison = about("poison-aggregate");
     let failed = poison.iter().find(|line| line["level"] == "ERROR").expect("an error line about the poison event");
     assert_eq!(failed["event_type"], "test.happened");
     assert_eq!(failed["attempts"], 1);
     assert!(failed["error"].as_str().unwrap().contains("HTTP 400"), "{failed}");
-    let flaky = about("flaky");
+    let flaky = about("flaky-aggregate");
     assert!(flaky.iter().any(|line| line["level"] == "WARN" && line["error"].as_str().unwrap().contains("HTTP 500")));
     assert!(about("fine").iter().any(|line| line["message"] == "published"));
     assert!(

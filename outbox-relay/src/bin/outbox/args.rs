@@ -56,6 +56,11 @@ pub(crate) enum Command {
     Pause,
     /// Resume publishing after `outbox pause`.
     Resume,
+    /// Compare event contracts (`outbox contracts diff OLD NEW`: exit 0 compatible, 1 breaking, 2 bad input).
+    Contracts {
+        #[command(subcommand)]
+        command: crate::contracts::ContractsCommand,
+    },
 }
 
 /// `outbox relay`.

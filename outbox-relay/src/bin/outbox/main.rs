@@ -10,6 +10,7 @@ use clap::Parser;
 
 mod args;
 mod connect;
+mod contracts;
 mod control;
 mod events;
 mod migrate;
@@ -41,6 +42,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return args::report_parse_error(&error),
     };
+    if let Command::Contracts { command } = cli.command {
+        return contracts::run(command); // needs no database nor async runtime
+    }
     let level = cli.log_level.or_else(|| std::env::var("RUST_LOG").ok()?.trim().parse().ok());
     init_logging(level.unwrap_or(tracing::Level::INFO), cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -72,6 +76,7 @@ async fn run(cli: Cli) -> Outcome {
         Command::Events { command } => events::run(database_url.as_deref(), command).await,
         Command::Pause => control::run(database_url.as_deref(), true).await,
         Command::Resume => control::run(database_url.as_deref(), false).await,
+        Command::Contracts { .. } => Ok(()), // run by `main` before the runtime starts
     }
 }
 
