@@ -84,8 +84,3 @@ pub use outbox_derive::{OutboxEvent, Redact};
 pub use redact::Redact;
 pub use schemars;
 pub use transaction::InTransaction;
-
-/// The README's examples, compiled as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;

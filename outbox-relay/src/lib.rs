@@ -73,3 +73,8 @@ pub use publish::{WebhookBuilder, WebhookPublisher};
 pub use relay::{Relay, RunSummary};
 pub use sink::{Sink, SinkPublisher, WEBHOOK_SECRET_ENV};
 pub use tokio_util::sync::CancellationToken;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -157,8 +157,8 @@ async fn a_republished_event_keeps_its_key_and_id_and_an_oversized_event_fails_f
     message.version = 2;
     // A crash between publish and mark republishes the event; the idempotent producer dedupes only its own
     // retries, so a consumer sees the same ce_id twice, on the same partition, and deduplicates by it.
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
     let records = tokio::task::block_in_place(|| consume(&broker, 2));
     assert_eq!(records.len(), 2);
     assert!(records.iter().all(|r| r.received.headers.get("ce_id") == Some(&message.id.to_string())));

@@ -116,8 +116,8 @@ async fn an_event_published_twice_is_stored_once() {
         Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
     message.version = 2;
     // A relay crashing after the publish and before marking the event publishes it again.
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
     let received = consume_all(&broker).await;
     assert_eq!(received.len(), 1, "JetStream dropped the duplicate");
     assert_eq!(received[0].headers.get("Nats-Msg-Id"), Some(&message.id.to_string()));
@@ -149,7 +149,7 @@ async fn a_publish_while_the_server_is_down_fails_fast_as_transient() {
     let publisher = publisher(&broker);
     let message =
         Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
     broker.kill();
     let started = tokio::time::Instant::now();
     let outcome = publisher.publish(&[message]).await.remove(0);

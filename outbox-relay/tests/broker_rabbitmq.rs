@@ -121,14 +121,14 @@ async fn duplicates_carry_the_same_message_id_and_unroutable_or_oversized_events
     let mut message =
         Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
     message.version = 2;
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
     let received = consume_all(&broker).await;
     assert_eq!(received.len(), 2);
     assert!(received.iter().all(|r| r.headers.get("cloudEvents:id") == Some(&message.id.to_string())));
 
     // No queue bound for the routing key: returned by the broker (mandatory), a permanent failure.
-    let unrouted = self::publisher(&broker, "nowhere.{event_type}").publish(&[message.clone()]).await.remove(0);
+    let unrouted = self::publisher(&broker, "nowhere.{event_type}").publish(std::slice::from_ref(&message)).await.remove(0);
     match unrouted {
         Outcome::Permanent(error) => assert!(error.message().contains("unroutable"), "{error}"),
         other => panic!("expected a permanent failure, got {other:?}"),

@@ -86,8 +86,8 @@ async fn duplicates_carry_the_event_id_and_oversized_events_fail_for_good() {
     let mut message =
         Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
     message.version = 2;
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
     let received = consume_all(&broker).await;
     assert_eq!(received.len(), 2, "Redis has no deduplication");
     assert!(received.iter().all(|r| r.headers.get("ce_id") == Some(&message.id.to_string())));
@@ -113,11 +113,11 @@ async fn a_publish_while_the_server_is_down_fails_fast_as_transient() {
     let publisher = publisher(&broker);
     let message =
         Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
     broker.kill();
     let started = tokio::time::Instant::now();
     for _ in 0..3 {
-        let outcome = publisher.publish(&[message.clone()]).await.remove(0);
+        let outcome = publisher.publish(std::slice::from_ref(&message)).await.remove(0);
         assert!(matches!(outcome, Outcome::Transient(_)), "{outcome:?}");
     }
     assert!(started.elapsed() < Duration::from_secs(15), "bounded by the timeout");

@@ -154,8 +154,8 @@ async fn a_fifo_queue_drops_a_republished_event_and_oversized_events_fail_for_go
     let mut message =
         Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
     message.version = 2;
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
-    assert_eq!(publisher.publish(&[message.clone()]).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
     let received = receive(&broker, &queue, 2).await;
     assert_eq!(received.len(), 1, "MessageDeduplicationId dropped the second copy");
     assert_eq!(received[0].headers.get("ce_id"), Some(&message.id.to_string()));

@@ -351,11 +351,14 @@ impl SqsBuilder {
     }
 }
 
+/// One entry of a batch request: its place in the relay's batch, the entry, and its body's size.
+type Entry = (usize, SendMessageBatchRequestEntry, usize);
+
 impl Publisher for SqsPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let mut outcomes = vec![Outcome::transient("not sent"); batch.len()];
         // Group by queue, keeping the batch order inside each queue.
-        let mut queues: Vec<(String, Vec<(usize, SendMessageBatchRequestEntry, usize)>)> = Vec::new();
+        let mut queues: Vec<(String, Vec<Entry>)> = Vec::new();
         for (index, message) in batch.iter().enumerate() {
             let queue = match self.queue_url.render(message) {
                 Ok(queue) => queue,

@@ -13,7 +13,7 @@ use uuid::Uuid;
 #[derive(Debug, Parser)]
 #[command(name = "outbox", version, about, long_about = None, propagate_version = true)]
 pub(crate) struct Cli {
-    /// PostgreSQL URL of the database holding the outbox tables.
+    /// The database holding the outbox tables: `postgres://USER@HOST/DB`, or `sqlite://PATH` (embedded).
     #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true, value_name = "URL")]
     pub(crate) database_url: Option<String>,
 
