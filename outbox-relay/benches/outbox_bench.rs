@@ -589,8 +589,8 @@ async fn latency(admin: &str, sizes: Sizes, report: &mut Report) {
         shutdown.cancel();
         relay.await.expect("relay task").expect("relay");
 
-        let committed = committed.lock().unwrap_or_else(|e| e.into_inner());
-        let received = received.lock().unwrap_or_else(|e| e.into_inner());
+        let committed = std::mem::take(&mut *committed.lock().unwrap_or_else(|e| e.into_inner()));
+        let received = std::mem::take(&mut *received.lock().unwrap_or_else(|e| e.into_inner()));
         let mut latencies: Vec<f64> = committed
             .iter()
             .filter_map(|(id, at)| received.get(id).map(|got| got.saturating_duration_since(*at).as_secs_f64() * 1e3))

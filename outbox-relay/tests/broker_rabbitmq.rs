@@ -128,7 +128,8 @@ async fn duplicates_carry_the_same_message_id_and_unroutable_or_oversized_events
     assert!(received.iter().all(|r| r.headers.get("cloudEvents:id") == Some(&message.id.to_string())));
 
     // No queue bound for the routing key: returned by the broker (mandatory), a permanent failure.
-    let unrouted = self::publisher(&broker, "nowhere.{event_type}").publish(std::slice::from_ref(&message)).await.remove(0);
+    let unrouted =
+        self::publisher(&broker, "nowhere.{event_type}").publish(std::slice::from_ref(&message)).await.remove(0);
     match unrouted {
         Outcome::Permanent(error) => assert!(error.message().contains("unroutable"), "{error}"),
         other => panic!("expected a permanent failure, got {other:?}"),
