@@ -25,7 +25,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     }
     for id in [1, 2] {
         if let Confirmation::Paid(event) = db.confirm_payment(&outbox, id).await? {
-            println!("committed: payment {id} paid, `payment.paid` enqueued in the same transaction ({} cents)", event.amount_cents);
+            println!(
+                "committed: payment {id} paid, `payment.paid` enqueued in the same transaction ({} cents)",
+                event.amount_cents
+            );
         }
     }
     let Database::Sqlite(pool) = &db else { unreachable!("the quick start runs on SQLite") };

@@ -32,6 +32,11 @@ if [ -z "${DATABASE_URL:-}" ] && ! have_postgres_server; then
   apt_install postgresql
 fi
 
+# The operator-material test checks deploy/prometheus/outbox-alerts.yml with promtool (Debian package `prometheus`).
+if ! command -v promtool >/dev/null 2>&1; then
+  apt_install prometheus
+fi
+
 # The AsyncAPI test runs the official parser (@asyncapi/parser, pinned by tests/asyncapi/package-lock.json).
 if [ ! -d tests/asyncapi/node_modules/@asyncapi/parser ]; then
   if ! command -v npm >/dev/null 2>&1; then

@@ -93,7 +93,9 @@ async fn confirmed_payments_produce_one_receipt_each(db: Database) {
     assert_eq!(deliver(&running.base, SECRET, &event_id, payment).await, 204);
     assert_eq!(deliver(&running.base, SECRET, &event_id, payment).await, 204);
     // A forged delivery is refused.
-    let forged = deliver(&running.base, "whsec_d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldA==", &uuid::Uuid::now_v7().to_string(), 2).await;
+    let forged =
+        deliver(&running.base, "whsec_d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldA==", &uuid::Uuid::now_v7().to_string(), 2)
+            .await;
     assert_eq!(forged, 401);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(db.receipts().await.unwrap(), receipts, "one receipt per event, whatever was redelivered");

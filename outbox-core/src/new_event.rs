@@ -77,7 +77,8 @@ impl NewEvent {
     /// [`Error::Serialize`] or [`Error::NonFiniteNumber`] when the payload is not representable as JSON, and
     /// [`Error::InvalidEvent`] when the aggregate id is empty or the version is 0 or too large.
     pub fn new<E: OutboxEvent + ?Sized>(event: &E) -> Result<Self> {
-        let invalid = |reason: &str| Error::InvalidEvent { event_type: E::EVENT_TYPE.to_owned(), reason: reason.to_owned() };
+        let invalid =
+            |reason: &str| Error::InvalidEvent { event_type: E::EVENT_TYPE.to_owned(), reason: reason.to_owned() };
         if E::EVENT_TYPE.is_empty() || E::AGGREGATE_TYPE.is_empty() {
             return Err(invalid("the event type and the aggregate type must not be empty"));
         }

@@ -33,6 +33,10 @@
 //! - **Wake-up** ([`Wakeup`]): adaptive polling by default, `LISTEN/NOTIFY` on request.
 //! - **Pause**: a control row read by every claim; see [`Store::set_paused`](outbox_core::store::Store::set_paused).
 //! - **Retention** ([`Retention`]): published rows deleted after an age, in small batches, or at once.
+//! - **Telemetry** ([`telemetry`]): counters, histograms and backlog gauges through the `metrics` facade (the
+//!   binary's `--metrics-addr` serves them to Prometheus with `/healthz` and `/readyz`), and `tracing` spans
+//!   `outbox.claim`, `outbox.publish` and `outbox.mark` whose per-event lines never carry a payload. With the
+//!   `otel` feature, the publish span is linked to each event's producer span through its stored `traceparent`.
 //!
 //! # Writing a publisher
 //!

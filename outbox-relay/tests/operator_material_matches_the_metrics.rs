@@ -21,9 +21,7 @@ fn exported(series: &str) -> Option<&'static names::Metric> {
     names::ALL.iter().find(|metric| {
         series == metric.name
             || (metric.kind == names::Kind::Histogram
-                && ["_bucket", "_sum", "_count"]
-                    .iter()
-                    .any(|suffix| series.strip_suffix(suffix) == Some(metric.name)))
+                && ["_bucket", "_sum", "_count"].iter().any(|suffix| series.strip_suffix(suffix) == Some(metric.name)))
     })
 }
 
@@ -109,12 +107,12 @@ fn the_dashboard_queries_only_exported_metrics_and_shows_every_one() {
 #[test]
 fn the_alert_rules_query_only_exported_metrics() {
     let rules = std::fs::read_to_string(deploy().join("prometheus/outbox-alerts.yml")).expect("read the rules");
-    let exprs: Vec<&str> =
-        rules.lines().filter_map(|line| line.trim().strip_prefix("expr:")).map(str::trim).collect();
+    let exprs: Vec<&str> = rules.lines().filter_map(|line| line.trim().strip_prefix("expr:")).map(str::trim).collect();
     let alerts: Vec<&str> =
         rules.lines().filter_map(|line| line.trim().strip_prefix("- alert:")).map(str::trim).collect();
     assert_eq!(exprs.len(), alerts.len(), "one expr per alert");
-    for wanted in ["OutboxBacklogTooOld", "OutboxPublishFailuresRising", "OutboxRelayDown", "OutboxRelayPausedTooLong"] {
+    for wanted in ["OutboxBacklogTooOld", "OutboxPublishFailuresRising", "OutboxRelayDown", "OutboxRelayPausedTooLong"]
+    {
         assert!(alerts.contains(&wanted), "missing alert {wanted}: {alerts:?}");
     }
     for expr in exprs {

@@ -338,13 +338,15 @@ async fn readyz_turns_unready_while_the_database_is_stopped() {
     let dir = std::env::temp_dir().join(format!("outbox-ready-sink-{}", uuid::Uuid::now_v7().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let sink = format!("file:{}", dir.join("events.jsonl").display());
-    let mut relay = RelayProcess::start(&db.url, &sink, &[], &[("OUTBOX_LOG", "warn")]);
+    // With --notify, readiness also needs the LISTEN connection.
+    let mut relay = RelayProcess::start(&db.url, &sink, &["--notify"], &[("OUTBOX_LOG", "warn")]);
     relay.wait_until_serving().await;
     let ready = |want: u16| {
         let relay = &relay;
         move || async move { relay.get("/readyz").await.is_some_and(|(code, _)| code == want) }
     };
     wait_until(Duration::from_secs(20), "/readyz is 200", ready(200)).await;
+    relay.scrape_until("the listener is connected", |s| s.get(names::LISTENER_CONNECTED, &[]) == Some(1.0)).await;
     db.pool.close().await;
     server.stop().unwrap();
     wait_until(Duration::from_secs(20), "/readyz is 503 with the database stopped", ready(503)).await;
@@ -352,7 +354,8 @@ async fn readyz_turns_unready_while_the_database_is_stopped() {
     assert!(reason.contains("database"), "{reason}");
     assert_eq!(relay.get("/healthz").await.unwrap().0, 200, "the process is alive");
     server.start_again().unwrap();
-    wait_until(Duration::from_secs(30), "/readyz is 200 again", ready(200)).await;
+    // The listener reconnects with backoff (at most 30s between tries).
+    wait_until(Duration::from_secs(60), "/readyz is 200 again", ready(200)).await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -385,4 +388,26 @@ async fn the_backlog_statement_reads_only_the_partial_indexes() {
     let status = outbox_status(&db.url);
     assert_eq!(status["pending"], 10);
     assert_eq!(status["failed"], 6);
+}
+
+#[tokio::test]
+async fn the_sqlite_backlog_counts_the_same_figures() {
+    let db = outbox_tests::sqlite::TestDatabase::migrated().await;
+    let events: Vec<TestEvent> = (0..4).map(|n| event(format!("agg-{n}"), n)).collect();
+    let mut tx = db.pool.begin().await.unwrap();
+    let ids = outbox_core::Outbox::new().enqueue_all(&mut tx, &events).await.unwrap();
+    tx.commit().await.unwrap();
+    sqlx::query("UPDATE outbox_events SET status = 'failed' WHERE id = ?1")
+        .bind(ids[0].to_string())
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let store = outbox_core::store::SqliteStore::new(db.pool.clone());
+    store.set_paused(true).await.unwrap();
+    let backlog = store.backlog().await.unwrap();
+    assert_eq!(backlog.pending_total(), 3);
+    assert_eq!(backlog.pending[0].event_type, "test.happened");
+    assert!(backlog.oldest_pending_age() < Duration::from_secs(60));
+    assert_eq!(backlog.failed_total(), 1);
+    assert!(backlog.paused);
 }

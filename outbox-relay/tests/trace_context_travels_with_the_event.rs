@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use common::{count, event, wait_until};
 use outbox_core::{NewEvent, Outbox};
-use outbox_relay::{Message, Outcome, Publisher};
 use outbox_tests::pg::TestDatabase;
 
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -55,11 +54,14 @@ async fn an_explicit_traceparent_reaches_the_file_sink_of_the_real_binary() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The `traceparent` and `tracestate` of one request.
+type TraceHeaders = (Option<String>, Option<String>);
+
 #[tokio::test]
 async fn an_explicit_traceparent_reaches_the_webhook_request_headers() {
     let db = TestDatabase::migrated().await;
     enqueue_with_trace(&db).await;
-    let seen: Arc<Mutex<Vec<(Option<String>, Option<String>)>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<TraceHeaders>>> = Arc::default();
     let record = Arc::clone(&seen);
     let app = axum::Router::new().route(
         "/hook",
@@ -87,17 +89,6 @@ async fn an_explicit_traceparent_reaches_the_webhook_request_headers() {
     assert_eq!(seen, vec![(Some(TRACEPARENT.to_owned()), Some(TRACESTATE.to_owned()))]);
 }
 
-/// A publisher that keeps the headers of every message it is given.
-#[derive(Debug, Default, Clone)]
-struct HeaderRecorder(Arc<Mutex<Vec<outbox_core::Headers>>>);
-
-impl Publisher for HeaderRecorder {
-    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
-        self.0.lock().unwrap().extend(batch.iter().map(|message| message.headers.clone()));
-        batch.iter().map(|_| Outcome::Published).collect()
-    }
-}
-
 #[cfg(feature = "otel")]
 mod otel {
     use std::sync::{Arc, Mutex};
@@ -111,8 +102,20 @@ mod otel {
     use tracing_opentelemetry::OpenTelemetrySpanExt;
     use tracing_subscriber::layer::SubscriberExt;
 
+    use outbox_relay::{Message, Outcome, Publisher};
+
     use super::common::{self, count, event, wait_until};
-    use super::HeaderRecorder;
+
+    /// A publisher that keeps the headers of every message it is given.
+    #[derive(Debug, Default, Clone)]
+    struct HeaderRecorder(Arc<Mutex<Vec<outbox_core::Headers>>>);
+
+    impl Publisher for HeaderRecorder {
+        async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+            self.0.lock().unwrap().extend(batch.iter().map(|message| message.headers.clone()));
+            batch.iter().map(|_| Outcome::Published).collect()
+        }
+    }
 
     /// Keeps every finished span.
     #[derive(Debug, Clone, Default)]

@@ -30,11 +30,20 @@ pub trait Backend: sqlx::Database + sealed::Sealed {
 
     /// Inserts `(consumer, event_id)` into the inbox unless it is there; `true` when it was inserted.
     #[doc(hidden)]
-    fn inbox_record<'c>(conn: &'c mut Self::Connection, consumer: &'c str, event_id: Uuid) -> BoxFuture<'c, Result<bool>>;
+    fn inbox_record<'c>(
+        conn: &'c mut Self::Connection,
+        consumer: &'c str,
+        event_id: Uuid,
+    ) -> BoxFuture<'c, Result<bool>>;
 
     /// Deletes up to `limit` inbox records of `consumer` older than `age`; returns how many.
     #[doc(hidden)]
-    fn inbox_purge<'a>(pool: &'a sqlx::Pool<Self>, consumer: &'a str, age: Duration, limit: u32) -> BoxFuture<'a, Result<u64>>;
+    fn inbox_purge<'a>(
+        pool: &'a sqlx::Pool<Self>,
+        consumer: &'a str,
+        age: Duration,
+        limit: u32,
+    ) -> BoxFuture<'a, Result<u64>>;
 
     /// Applies the outbox migrations that are not applied yet, under a lock so concurrent callers wait.
     #[doc(hidden)]

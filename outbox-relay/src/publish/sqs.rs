@@ -40,14 +40,12 @@ const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 /// # Example
 ///
 /// ```
-/// let url = "sqs://?queue_url=http://127.0.0.1:4566/000000000000/events.fifo&endpoint=http://127.0.0.1:4566&region=eu-west-1";
 /// let publisher = outbox_relay::SqsPublisher::builder()
 ///     .queue_url("https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo")
 ///     .region("eu-west-1")
 ///     .credentials("AKIDEXAMPLE", "secret")
 ///     .build()?;
 /// assert_eq!(publisher.to_string(), "sqs://?queue_url=https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo");
-/// # let _ = url;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct SqsPublisher {

@@ -22,11 +22,6 @@ pub(super) async fn record(conn: &mut PgConnection, consumer: &str, event_id: Uu
 }
 
 pub(super) async fn purge(pool: &PgPool, consumer: &str, age: Duration, limit: u32) -> Result<u64> {
-    let done = sqlx::query(PURGE)
-        .bind(consumer)
-        .bind(age.as_secs_f64())
-        .bind(i64::from(limit))
-        .execute(pool)
-        .await?;
+    let done = sqlx::query(PURGE).bind(consumer).bind(age.as_secs_f64()).bind(i64::from(limit)).execute(pool).await?;
     Ok(done.rows_affected())
 }

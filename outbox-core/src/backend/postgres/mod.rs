@@ -103,7 +103,11 @@ impl Backend for Postgres {
         })
     }
 
-    fn inbox_record<'c>(conn: &'c mut PgConnection, consumer: &'c str, event_id: uuid::Uuid) -> BoxFuture<'c, Result<bool>> {
+    fn inbox_record<'c>(
+        conn: &'c mut PgConnection,
+        consumer: &'c str,
+        event_id: uuid::Uuid,
+    ) -> BoxFuture<'c, Result<bool>> {
         Box::pin(inbox::record(conn, consumer, event_id))
     }
 
@@ -158,4 +162,3 @@ mod tests {
         }
     }
 }
-

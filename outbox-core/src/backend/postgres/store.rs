@@ -6,8 +6,8 @@ use uuid::Uuid;
 
 use super::{admin, backlog, claim, control, inspect, lease, listen, retention, settle};
 use crate::store::{
-    Backlog, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, PgStore, RetryTarget, SettleReport, Settlement,
-    StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, PgStore, RetryTarget, SettleReport,
+    Settlement, StatusReport, Store, StoreFuture, Wakeups,
 };
 
 impl Store for PgStore {

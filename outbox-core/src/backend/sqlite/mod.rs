@@ -99,11 +99,8 @@ impl Backend for Sqlite {
         event_id: uuid::Uuid,
     ) -> BoxFuture<'c, Result<bool>> {
         Box::pin(async move {
-            let done = sqlx::query(INBOX_RECORD)
-                .bind(consumer)
-                .bind(event_id.hyphenated().to_string())
-                .execute(conn)
-                .await?;
+            let done =
+                sqlx::query(INBOX_RECORD).bind(consumer).bind(event_id.hyphenated().to_string()).execute(conn).await?;
             Ok(done.rows_affected() == 1)
         })
     }

@@ -6,8 +6,8 @@ use uuid::Uuid;
 
 use super::{admin, backlog, claim, control, inspect, maintenance, settle};
 use crate::store::{
-    Backlog, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, RetryTarget, SettleReport, Settlement, StatusReport,
-    Store, StoreFuture, Wakeups,
+    Backlog, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, RetryTarget, SettleReport, Settlement,
+    StatusReport, Store, StoreFuture, Wakeups,
 };
 
 /// The [`Store`] of a SQLite database: the embedded backend, for a first run and small single-node services.

@@ -20,7 +20,7 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     })?;
     let store = PgStore::new(pool);
     if let Some(addr) = args.metrics_addr {
-        telemetry::serve(addr, store.clone()).await?;
+        telemetry::serve(addr, std::sync::Arc::new(store.clone())).await?;
     }
     let relay = Relay::new(store, publisher, config);
     let summary = relay.run_until_signal().await.map_err(Failure::runtime)?;

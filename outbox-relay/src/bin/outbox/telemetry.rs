@@ -6,6 +6,7 @@
 //!   connection is up; 503 with the reason otherwise (readiness).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -14,7 +15,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use outbox_core::store::{PgStore, Store};
+use outbox_core::store::Store;
 use tokio::net::TcpListener;
 
 use crate::Failure;
@@ -28,12 +29,12 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 #[derive(Clone)]
 struct Endpoints {
     metrics: PrometheusHandle,
-    store: PgStore,
+    store: Arc<dyn Store>,
 }
 
 /// Binds `addr`, installs the Prometheus recorder (histograms with the relay's buckets) and serves the
 /// endpoints in the background for as long as the process runs.
-pub(crate) async fn serve(addr: SocketAddr, store: PgStore) -> Result<(), Failure> {
+pub(crate) async fn serve(addr: SocketAddr, store: Arc<dyn Store>) -> Result<(), Failure> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|error| Failure::Runtime(format!("cannot serve metrics on {addr}: {error}")))?;
