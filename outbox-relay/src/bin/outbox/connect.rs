@@ -66,16 +66,6 @@ pub(crate) async fn open(database_url: Option<&str>, max_connections: u32) -> Re
     }
 }
 
-/// Connects to a PostgreSQL database (the commands that need PostgreSQL itself).
-pub(crate) async fn connect(database_url: Option<&str>, max_connections: u32) -> Result<PgPool, Failure> {
-    match open(database_url, max_connections).await? {
-        Database::Postgres(pool) => Ok(pool),
-        Database::Sqlite(_) => {
-            Err(Failure::Usage("this command needs a PostgreSQL database (postgres://...)".to_owned()))
-        }
-    }
-}
-
 fn connect_failure(error: sqlx::Error) -> Failure {
     match &error {
         sqlx::Error::Database(db) if db.code().is_some_and(|code| code == "3D000" || code == "14") => {

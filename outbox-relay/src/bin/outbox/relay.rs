@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use outbox_core::store::PgStore;
 use outbox_relay::{Ordering, Relay, RelayConfig, Retention, Wakeup};
 
 use crate::args::{OrderingArg, RelayArgs};
@@ -13,16 +12,16 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     let config = config(&args).map_err(|error| Failure::Usage(error.to_string()))?;
     connect::options(database_url)?;
     let connections = u32::try_from(args.concurrency).unwrap_or(u32::MAX).saturating_add(3);
-    let pool = connect::connect(database_url, connections).await?;
+    let database = connect::open(database_url, connections).await?;
     let publisher = args.sink.open().map_err(|error| match error {
         outbox_relay::Error::InvalidSink { .. } => Failure::Usage(error.to_string()),
         other => Failure::runtime(other),
     })?;
-    let store = PgStore::new(pool);
+    let store = database.store();
     if let Some(addr) = args.metrics_addr {
-        telemetry::serve(addr, std::sync::Arc::new(store.clone())).await?;
+        telemetry::serve(addr, store.clone()).await?;
     }
-    let relay = Relay::new(store, publisher, config);
+    let relay = Relay::with_shared_store(store, publisher, config);
     let summary = relay.run_until_signal().await.map_err(Failure::runtime)?;
     tracing::info!(
         published = summary.published,

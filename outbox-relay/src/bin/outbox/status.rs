@@ -6,14 +6,13 @@
 
 use std::collections::BTreeMap;
 
-use outbox_core::store::{PgStore, Store};
 use serde_json::json;
 
 use crate::args::StatusArgs;
 use crate::{connect, Failure, Outcome};
 
 pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome {
-    let store = PgStore::new(connect::connect(database_url, 2).await?);
+    let store = connect::open(database_url, 2).await?.store();
     let backlog = store.backlog().await.map_err(Failure::runtime)?;
     let status = store.status().await.map_err(Failure::runtime)?;
     if args.json {

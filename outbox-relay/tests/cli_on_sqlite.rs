@@ -1,0 +1,95 @@
+//! The `outbox` binary on the embedded backend: migrate, relay to a file sink, status, events and pause work on a
+//! `sqlite://` URL as they do on PostgreSQL.
+#![cfg(feature = "cli")]
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use outbox_core::{Outbox, OutboxEvent};
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct OrderPlaced {
+    order_id: u32,
+    email: String,
+}
+
+impl OutboxEvent for OrderPlaced {
+    const EVENT_TYPE: &'static str = "order.placed";
+    const AGGREGATE_TYPE: &'static str = "order";
+    const VERSION: u32 = 1;
+
+    fn aggregate_id(&self) -> String {
+        self.order_id.to_string()
+    }
+
+    fn sensitive_paths() -> Vec<String> {
+        vec!["/email".to_owned()]
+    }
+}
+
+fn outbox(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_outbox")).args(args).env("DATABASE_URL", url).output().expect("run outbox")
+}
+
+#[tokio::test]
+async fn every_command_works_on_a_sqlite_database() {
+    let dir = std::env::temp_dir().join(format!("outbox-cli-sqlite-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("outbox.db").display());
+    let created = outbox(&format!("{url}?mode=rwc"), &["migrate"]);
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let events: Vec<_> = (1..=3).map(|order_id| OrderPlaced { order_id, email: format!("buyer{order_id}@example.com") }).collect();
+    let mut tx = pool.begin().await.unwrap();
+    let ids = Outbox::new().enqueue_all(&mut tx, &events).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let status = outbox(&url, &["status", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(report["pending"], 3, "{report}");
+    assert_eq!(report["pending_by_type"][0]["event_type"], "order.placed", "{report}");
+
+    let shown = outbox(&url, &["events", "show", &ids[0].to_string()]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("[REDACTED]") && !shown.contains("buyer1@example.com"), "{shown}");
+
+    let sink = dir.join("events.jsonl");
+    let mut relay = Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .args(["relay", "--sink", &format!("file:{}", sink.display()), "--poll-interval", "10ms"])
+        .env("DATABASE_URL", &url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&sink).map(|s| s.lines().count()).unwrap_or(0) < 3 {
+        assert!(Instant::now() < deadline, "the relay did not write 3 events within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(Command::new("kill").args(["-TERM", &relay.id().to_string()]).status().unwrap().success());
+    let exit = relay.wait().unwrap();
+    assert_eq!(exit.code(), Some(0), "SIGTERM stops the relay gracefully");
+
+    let written: Vec<serde_json::Value> =
+        std::fs::read_to_string(&sink).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let written_ids: Vec<String> = written.iter().map(|line| line["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(written_ids, ids.iter().map(ToString::to_string).collect::<Vec<_>>());
+
+    let listed = outbox(&url, &["events", "list", "--status", "published", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed.as_array().map(Vec::len), Some(3), "{listed}");
+
+    assert!(outbox(&url, &["pause"]).status.success());
+    let paused: serde_json::Value = serde_json::from_slice(&outbox(&url, &["status", "--json"]).stdout).unwrap();
+    assert_eq!(paused["paused"], true);
+    assert!(outbox(&url, &["resume"]).status.success());
+
+    let missing = outbox(&format!("sqlite://{}", dir.join("nope.db").display()), &["status"]);
+    assert_eq!(missing.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: missing database"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
