@@ -16,7 +16,8 @@
 # `rabbitmqctl await_startup` fails here, so the port is polled; Debian's librdkafka cannot talk to tansu, so
 # rdkafka builds its bundled librdkafka (needs only a C compiler and make).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+SCRIPTS="$(cd "$(dirname "$0")" && pwd)"
+cd "$SCRIPTS/.."
 
 ROOT="$PWD/target/test-services"
 VENV="${OUTBOX_TEST_VENV:-$ROOT/venv}"
@@ -26,19 +27,8 @@ CALFKIT_VERSION="0.1.2"
 
 say() { printf 'services: %s\n' "$*" >&2; }
 
-apt_updated=0
-apt_install() {
-  if [ "$(id -u)" -ne 0 ]; then
-    say "missing: $* (Debian packages). Install them with: sudo apt-get install -y $*"
-    exit 1
-  fi
-  if [ "$apt_updated" -eq 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    apt_updated=1
-  fi
-  say "installing $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
+# shellcheck source=lib/install.sh
+. "$SCRIPTS/lib/install.sh"
 
 install() {
   local missing=()

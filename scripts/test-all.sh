@@ -5,7 +5,8 @@
 # `cargo test` for the whole workspace. The test harness starts a throwaway PostgreSQL per test binary unless
 # DATABASE_URL names a server it may create databases on.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+SCRIPTS="$(cd "$(dirname "$0")" && pwd)"
+cd "$SCRIPTS/.."
 
 say() { printf 'test-all: %s\n' "$*" >&2; }
 
@@ -14,19 +15,8 @@ have_postgres_server() {
   compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
 }
 
-apt_updated=0
-apt_install() {
-  if [ "$(id -u)" -ne 0 ]; then
-    say "missing: $* (Debian packages). Install them with: sudo apt-get install -y $*"
-    exit 1
-  fi
-  if [ "$apt_updated" -eq 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    apt_updated=1
-  fi
-  say "installing $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
+# shellcheck source=lib/install.sh
+. "$SCRIPTS/lib/install.sh"
 
 if [ -z "${DATABASE_URL:-}" ] && ! have_postgres_server; then
   apt_install postgresql

@@ -17,6 +17,11 @@ pub const WEBHOOK_SECRET_ENV: &str = "OUTBOX_WEBHOOK_SECRET";
 /// | `stdout` (or `stdout:`) | [`StdoutPublisher`] |
 /// | `file:PATH` (or `file://PATH`) | [`FilePublisher`] appending to `PATH` |
 /// | `http://...`, `https://...` | HTTP webhooks |
+/// | `kafka://host:port?topic=...` | [`KafkaPublisher`](crate::KafkaPublisher) (feature `kafka`) |
+/// | `nats://host:port?subject=...` | [`NatsPublisher`](crate::NatsPublisher) (feature `nats`) |
+/// | `amqp://user:pass@host/vhost?exchange=...` | [`AmqpPublisher`](crate::AmqpPublisher) (feature `rabbitmq`) |
+/// | `sqs://?queue_url=...` | [`SqsPublisher`](crate::SqsPublisher) (feature `sqs`) |
+/// | `redis://host:port?stream=...` | [`RedisPublisher`](crate::RedisPublisher) (feature `redis`) |
 ///
 /// # Example
 ///
@@ -25,7 +30,8 @@ pub const WEBHOOK_SECRET_ENV: &str = "OUTBOX_WEBHOOK_SECRET";
 ///
 /// assert_eq!("stdout".parse::<Sink>()?, Sink::Stdout);
 /// assert_eq!("file:/tmp/events.jsonl".parse::<Sink>()?, Sink::File("/tmp/events.jsonl".into()));
-/// assert!("kafka://broker:9092".parse::<Sink>().is_err()); // unknown scheme
+/// assert!(matches!("kafka://broker:9092?topic=orders".parse::<Sink>()?, Sink::Broker(_)));
+/// assert!("gopher://broker".parse::<Sink>().is_err()); // unknown scheme
 /// # Ok::<(), outbox_relay::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +43,8 @@ pub enum Sink {
     File(PathBuf),
     /// HTTP(S) webhooks to this URL.
     Webhook(url::Url),
+    /// A message broker, by the URL's scheme: `kafka`, `nats`, `amqp`, `sqs` or `redis`.
+    Broker(url::Url),
 }
 
 impl FromStr for Sink {
@@ -48,7 +56,7 @@ impl FromStr for Sink {
             return Ok(Sink::Stdout);
         }
         let Some((scheme, rest)) = sink.split_once(':') else {
-            return Err(invalid("expected `stdout`, `file:PATH`, `http://...` or `https://...`"));
+            return Err(invalid(EXPECTED));
         };
         match scheme.to_ascii_lowercase().as_str() {
             "file" => {
@@ -65,19 +73,29 @@ impl FromStr for Sink {
                 }
                 Ok(Sink::Webhook(url))
             }
-            other => Err(invalid(&format!(
-                "unknown sink scheme `{other}`: expected `stdout`, `file:PATH`, `http://...` or `https://...`"
-            ))),
+            "kafka" | "nats" | "amqp" | "sqs" | "redis" => {
+                // The URL may hold a password: a malformed one is not echoed.
+                let url = url::Url::parse(sink).map_err(|e| Error::InvalidSink {
+                    sink: format!("{scheme}://..."),
+                    reason: format!("malformed URL: {e}"),
+                })?;
+                Ok(Sink::Broker(url))
+            }
+            other => Err(invalid(&format!("unknown sink scheme `{other}`: {EXPECTED}"))),
         }
     }
 }
+
+/// The sinks there are, for error messages.
+const EXPECTED: &str = "expected `stdout`, `file:PATH`, `http://...` or `https://...`, or a broker URL \
+(`kafka://`, `nats://`, `amqp://`, `sqs://`, `redis://`)";
 
 impl fmt::Display for Sink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Sink::Stdout => f.write_str("stdout"),
             Sink::File(path) => write!(f, "file:{}", path.display()),
-            Sink::Webhook(url) => f.write_str(&crate::masked_url::masked_url(url)),
+            Sink::Webhook(url) | Sink::Broker(url) => f.write_str(&crate::masked_url::masked_url(url)),
         }
     }
 }
@@ -110,6 +128,32 @@ impl Sink {
                 sink: self.to_string(),
                 reason: "this build has no webhook sink (cargo feature `webhook`)".to_owned(),
             }),
+            Sink::Broker(url) => open_broker(self, url),
+        }
+    }
+}
+
+/// The publisher of a broker URL, if this build has its feature.
+fn open_broker(sink: &Sink, url: &url::Url) -> Result<SinkPublisher> {
+    #[allow(unused_imports)]
+    use std::sync::Arc;
+    match url.scheme() {
+        #[cfg(feature = "kafka")]
+        "kafka" => crate::KafkaPublisher::from_url(url).map(|p| SinkPublisher::Kafka(Arc::new(p))),
+        #[cfg(feature = "nats")]
+        "nats" => crate::NatsPublisher::from_url(url).map(|p| SinkPublisher::Nats(Arc::new(p))),
+        #[cfg(feature = "rabbitmq")]
+        "amqp" => crate::AmqpPublisher::from_url(url).map(|p| SinkPublisher::Amqp(Arc::new(p))),
+        #[cfg(feature = "sqs")]
+        "sqs" => crate::SqsPublisher::from_url(url).map(|p| SinkPublisher::Sqs(Arc::new(p))),
+        #[cfg(feature = "redis")]
+        "redis" => crate::RedisPublisher::from_url(url).map(|p| SinkPublisher::Redis(Arc::new(p))),
+        scheme => {
+            let feature = if scheme == "amqp" { "rabbitmq" } else { scheme };
+            Err(Error::InvalidSink {
+                sink: sink.to_string(),
+                reason: format!("this build has no `{scheme}://` sink (cargo feature `{feature}`)"),
+            })
         }
     }
 }
@@ -125,6 +169,21 @@ pub enum SinkPublisher {
     /// `http://...` or `https://...`.
     #[cfg(feature = "webhook")]
     Webhook(crate::WebhookPublisher),
+    /// `kafka://...`.
+    #[cfg(feature = "kafka")]
+    Kafka(std::sync::Arc<crate::KafkaPublisher>),
+    /// `nats://...`.
+    #[cfg(feature = "nats")]
+    Nats(std::sync::Arc<crate::NatsPublisher>),
+    /// `amqp://...`.
+    #[cfg(feature = "rabbitmq")]
+    Amqp(std::sync::Arc<crate::AmqpPublisher>),
+    /// `sqs://...`.
+    #[cfg(feature = "sqs")]
+    Sqs(std::sync::Arc<crate::SqsPublisher>),
+    /// `redis://...`.
+    #[cfg(feature = "redis")]
+    Redis(std::sync::Arc<crate::RedisPublisher>),
 }
 
 impl Publisher for SinkPublisher {
@@ -134,6 +193,16 @@ impl Publisher for SinkPublisher {
             SinkPublisher::File(publisher) => publisher.publish(batch).await,
             #[cfg(feature = "webhook")]
             SinkPublisher::Webhook(publisher) => publisher.publish(batch).await,
+            #[cfg(feature = "kafka")]
+            SinkPublisher::Kafka(publisher) => publisher.publish(batch).await,
+            #[cfg(feature = "nats")]
+            SinkPublisher::Nats(publisher) => publisher.publish(batch).await,
+            #[cfg(feature = "rabbitmq")]
+            SinkPublisher::Amqp(publisher) => publisher.publish(batch).await,
+            #[cfg(feature = "sqs")]
+            SinkPublisher::Sqs(publisher) => publisher.publish(batch).await,
+            #[cfg(feature = "redis")]
+            SinkPublisher::Redis(publisher) => publisher.publish(batch).await,
         }
     }
 }
@@ -147,12 +216,18 @@ mod tests {
     fn known_sinks_parse() {
         assert_eq!("file:///tmp/x".parse::<Sink>().unwrap(), Sink::File("/tmp/x".into()));
         assert!(matches!("https://example.com/hook".parse::<Sink>().unwrap(), Sink::Webhook(_)));
+        for broker in ["kafka://b:9092?topic=t", "nats://n:4222", "amqp://u:p@r/%2f", "sqs://?queue_url=x", "redis://r"]
+        {
+            assert!(matches!(broker.parse::<Sink>().unwrap(), Sink::Broker(_)), "{broker}");
+        }
+        assert_eq!("amqp://u:hunter2@r/%2f".parse::<Sink>().unwrap().to_string(), "amqp://u:***@r/%2f");
     }
 
     #[test]
     fn bad_sinks_are_rejected_with_the_reason() {
         for (sink, reason) in [
-            ("kafka://b:9092", "unknown sink scheme `kafka`"),
+            ("gopher://b:70", "unknown sink scheme `gopher`"),
+            ("kafka://b:notaport", "malformed URL"),
             ("nonsense", "expected `stdout`"),
             ("file:", "needs a path"),
             ("http://", "malformed URL"),

@@ -33,7 +33,8 @@ async fn bad_input_is_one_line_naming_the_problem_with_exit_2_and_writes_nothing
     let sink = format!("file:{}/events.jsonl", dir.display());
     let missing_db = db.url.replace(&db.name, &format!("{}_missing", db.name));
     let cases: Vec<(Option<&str>, Vec<&str>, &str)> = vec![
-        (Some(&db.url), vec!["relay", "--sink", "kafka://broker:9092"], "unknown sink scheme `kafka`"),
+        (Some(&db.url), vec!["relay", "--sink", "gopher://broker:70"], "unknown sink scheme `gopher`"),
+        (Some(&db.url), vec!["relay", "--sink", "kafka://broker:9092?topic=a b"], "invalid Kafka topic"),
         (Some(&db.url), vec!["relay", "--sink", "http://"], "malformed URL"),
         (Some(&db.url), vec!["relay", "--sink", "stdout", "--lease", "30 parsecs"], "malformed duration"),
         (Some(&db.url), vec!["relay", "--sink", "stdout", "--ordering", "random"], "random"),

@@ -41,7 +41,8 @@ async fn every_command_works_on_a_sqlite_database() {
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
 
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    let events: Vec<_> = (1..=3).map(|order_id| OrderPlaced { order_id, email: format!("buyer{order_id}@example.com") }).collect();
+    let events: Vec<_> =
+        (1..=3).map(|order_id| OrderPlaced { order_id, email: format!("buyer{order_id}@example.com") }).collect();
     let mut tx = pool.begin().await.unwrap();
     let ids = Outbox::new().enqueue_all(&mut tx, &events).await.unwrap();
     tx.commit().await.unwrap();

@@ -66,7 +66,14 @@ pub(crate) enum Command {
 /// `outbox relay`.
 #[derive(Debug, Args)]
 pub(crate) struct RelayArgs {
-    /// Where to publish: `stdout`, `file:PATH` (JSON lines), `http://...` or `https://...` (webhooks).
+    /// Where to publish: `stdout`, `file:PATH` (JSON lines), `http(s)://...` (webhooks, secret in
+    /// OUTBOX_WEBHOOK_SECRET), `kafka://HOST:PORT?topic=outbox.{aggregate_type}`,
+    /// `nats://[USER:PASS@]HOST:PORT?subject=outbox.{event_type}`,
+    /// `amqp://USER:PASS@HOST:PORT/VHOST?exchange=outbox&routing_key={event_type}`,
+    /// `sqs://?queue_url=https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE[.fifo][&endpoint=URL&region=R]`
+    /// (credentials from AWS_*), `redis://[:PASS@]HOST:PORT[/DB]?stream=outbox.{aggregate_type}[&maxlen=N]`.
+    /// Broker URLs also take `source=`, `schema_base=` (dataschema base URI) and `mode=binary|structured`;
+    /// templates use {event_type}, {aggregate_type} and {version}.
     #[arg(long, value_parser = parse_sink, value_name = "URL")]
     pub(crate) sink: Sink,
 
