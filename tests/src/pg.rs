@@ -142,6 +142,29 @@ fn as_server_user(program: &Path) -> Command {
     }
 }
 
+/// Creates a cluster directory under the temp dir (owned by `postgres` when running as root) and runs `initdb`
+/// in `DIR/data`; returns `DIR`.
+fn init_cluster(bin: &Path, prefix: &str) -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    if running_as_root() {
+        let status = Command::new("chown").args(["postgres:", &dir.to_string_lossy()]).status();
+        if !status.is_ok_and(|s| s.success()) {
+            return Err("running as root, but cannot hand the cluster directory to the `postgres` user".to_owned());
+        }
+    }
+    let output = as_server_user(&bin.join("initdb"))
+        .arg("-D")
+        .arg(dir.join("data"))
+        .args(["-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"])
+        .output()
+        .map_err(|e| format!("cannot run initdb: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("initdb failed: {}", String::from_utf8_lossy(&output.stderr).trim()));
+    }
+    Ok(dir)
+}
+
 /// How a private cluster treats durability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
@@ -170,24 +193,7 @@ impl Durability {
 /// A description of what is missing or failed (no server binaries, initdb failed, the server did not start).
 pub fn start_server(durability: Durability) -> Result<String, String> {
     let bin = postgres_bin_dir()?;
-    let dir = std::env::temp_dir().join(format!("outbox-test-pg-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    if running_as_root() {
-        let status = Command::new("chown").args(["postgres:", &dir.to_string_lossy()]).status();
-        if !status.is_ok_and(|s| s.success()) {
-            return Err("running as root, but cannot hand the cluster directory to the `postgres` user".to_owned());
-        }
-    }
-    let data = dir.join("data");
-    let output = as_server_user(&bin.join("initdb"))
-        .arg("-D")
-        .arg(&data)
-        .args(["-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"])
-        .output()
-        .map_err(|e| format!("cannot run initdb: {e}"))?;
-    if !output.status.success() {
-        return Err(format!("initdb failed: {}", String::from_utf8_lossy(&output.stderr).trim()));
-    }
+    let dir = init_cluster(&bin, "outbox-test-pg")?;
     let port = free_port()?;
     let script = r#"
         "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$PG_PORT" -k "$PG_DIR" -c listen_addresses=127.0.0.1 \
@@ -241,23 +247,7 @@ impl PrivateServer {
     /// A description of what is missing or failed, as [`start_server`].
     pub fn start() -> Result<Self, String> {
         let bin = postgres_bin_dir()?;
-        let dir = std::env::temp_dir().join(format!("outbox-test-pg-private-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        if running_as_root() {
-            let status = Command::new("chown").args(["postgres:", &dir.to_string_lossy()]).status();
-            if !status.is_ok_and(|s| s.success()) {
-                return Err("running as root, but cannot hand the cluster directory to the `postgres` user".to_owned());
-            }
-        }
-        let output = as_server_user(&bin.join("initdb"))
-            .arg("-D")
-            .arg(dir.join("data"))
-            .args(["-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"])
-            .output()
-            .map_err(|e| format!("cannot run initdb: {e}"))?;
-        if !output.status.success() {
-            return Err(format!("initdb failed: {}", String::from_utf8_lossy(&output.stderr).trim()));
-        }
+        let dir = init_cluster(&bin, "outbox-test-pg-private")?;
         let port = free_port()?;
         let watchdog = r#"
             while [ -d "/proc/$WATCHED_PID" ] && [ -d "$PG_DIR" ]; do sleep 0.5; done
