@@ -191,7 +191,11 @@ fn value(meta: &ParseNestedMeta<'_>, key: &str, errors: &mut Errors) -> syn::Res
         skip_value(meta)?;
         return Ok(None);
     }
-    let expr: syn::Expr = meta.value()?.parse()?;
+    let mut expr: syn::Expr = meta.value()?.parse()?;
+    // A `$value:literal` passed through `macro_rules!` arrives wrapped in an invisible group.
+    while let syn::Expr::Group(group) = expr {
+        expr = *group.expr;
+    }
     match expr {
         syn::Expr::Lit(syn::ExprLit { lit, .. }) => Ok(Some(lit)),
         other => {

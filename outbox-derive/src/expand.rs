@@ -103,18 +103,21 @@ fn redact_impl(input: &Input<'_>, krate: &syn::Path) -> TokenStream {
     let generics = with_bounds(input, redact_bounds(input, krate));
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     let private = quote!(#krate::__private);
+    // One identifier for every use, so the local resolves even when the derive runs inside a `macro_rules!`
+    // (the `quote_spanned!` below would otherwise give some uses the hygiene of the user's type).
+    let paths = quote::format_ident!("__outbox_paths");
     let pushes = serialized(input).map(|field| {
         let pointer = field.pointer(input);
         let ty = field.ty;
         if field.attrs.sensitive.is_some() {
-            quote! { paths.push(#private::String::from(#pointer)); }
+            quote! { #paths.push(#private::String::from(#pointer)); }
         } else if is_generic(input, ty) {
             quote_spanned! {ty.span()=>
-                paths.extend(#private::prefixed(#pointer, <#ty as #private::Redact>::redact_paths()));
+                #paths.extend(#private::prefixed(#pointer, <#ty as #private::Redact>::redact_paths()));
             }
         } else {
             quote_spanned! {ty.span()=>
-                paths.extend(#private::prefixed(#pointer, {
+                #paths.extend(#private::prefixed(#pointer, {
                     #[allow(unused_imports)]
                     use #private::{Opaque as _, ViaRedact as _};
                     (&#private::Probe::<#ty>::new()).redact_paths()
@@ -127,9 +130,9 @@ fn redact_impl(input: &Input<'_>, krate: &syn::Path) -> TokenStream {
         impl #impl_generics #private::Redact for #ident #ty_generics #where_clause {
             fn redact_paths() -> #private::Vec<#private::String> {
                 #[allow(unused_mut)]
-                let mut paths = #private::Vec::new();
+                let mut #paths = #private::Vec::new();
                 #(#pushes)*
-                paths
+                #paths
             }
         }
     }
