@@ -1,0 +1,16 @@
+-- The least-privileged PostgreSQL role for the relay: it reads, claims, settles and (with retention) deletes
+-- outbox rows, and reads the pause flag. It cannot insert events, touch other tables, or pause the outbox.
+--
+-- Run it once as the owner of the outbox tables, after `outbox migrate`, then give the role a login as your
+-- deployment does:  ALTER ROLE outbox_relay LOGIN PASSWORD '...';
+-- `outbox pause` / `outbox resume` need INSERT and UPDATE on outbox_control: run them as an operator role.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'outbox_relay') THEN
+        CREATE ROLE outbox_relay NOLOGIN;
+    END IF;
+END
+$$;
+
+GRANT SELECT, UPDATE, DELETE ON outbox_events TO outbox_relay;
+GRANT SELECT ON outbox_control TO outbox_relay;
