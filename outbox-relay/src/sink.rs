@@ -51,7 +51,8 @@ impl FromStr for Sink {
     type Err = Error;
 
     fn from_str(sink: &str) -> Result<Self> {
-        let invalid = |reason: &str| Error::InvalidSink { sink: sink.to_owned(), reason: reason.to_owned() };
+        let invalid =
+            |reason: &str| Error::InvalidSink { sink: crate::masked_url::masked_text(sink), reason: reason.to_owned() };
         if sink == "stdout" || sink == "stdout:" || sink == "-" {
             return Ok(Sink::Stdout);
         }
