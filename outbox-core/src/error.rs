@@ -36,8 +36,12 @@ pub enum Error {
         reason: String,
     },
 
-    /// A configured SQL identifier (channel, schema or table name) is not a plain identifier.
-    #[error("invalid identifier `{0}`: use 1 to 63 characters of [a-z0-9_], starting with a letter or `_`")]
+    /// A configured SQL identifier (channel, schema or table name) is not a plain identifier. The message shows it
+    /// with control characters escaped, so it stays one line.
+    #[error(
+        "invalid identifier `{}`: use 1 to 63 characters of [a-z0-9_], starting with a letter or `_`",
+        .0.escape_debug()
+    )]
     InvalidIdentifier(String),
 
     /// An inbox consumer name is empty, longer than 200 bytes, or has control characters.

@@ -75,7 +75,8 @@ impl NewEvent {
     /// # Errors
     ///
     /// [`Error::Serialize`] or [`Error::NonFiniteNumber`] when the payload is not representable as JSON, and
-    /// [`Error::InvalidEvent`] when the aggregate id is empty or the version is 0 or too large.
+    /// [`Error::InvalidEvent`] when it is not a JSON object (a struct or a map: the relay fails any other payload as
+    /// a corrupted row), the aggregate id is empty or the version is 0 or too large.
     pub fn new<E: OutboxEvent + ?Sized>(event: &E) -> Result<Self> {
         let invalid =
             |reason: &str| Error::InvalidEvent { event_type: E::EVENT_TYPE.to_owned(), reason: reason.to_owned() };
@@ -90,13 +91,17 @@ impl NewEvent {
         if aggregate_id.is_empty() {
             return Err(invalid("the aggregate id must not be empty"));
         }
+        let payload = payload::to_json(E::EVENT_TYPE, event)?;
+        if !payload.starts_with('{') {
+            return Err(invalid("the payload must serialize to a JSON object (a struct or a map)"));
+        }
         Ok(Self {
             id: Uuid::now_v7(),
             event_type: E::EVENT_TYPE,
             aggregate_type: E::AGGREGATE_TYPE,
             aggregate_id,
             version,
-            payload: payload::to_json(E::EVENT_TYPE, event)?,
+            payload,
             headers: captured_headers(),
             sensitive_paths: E::sensitive_paths(),
         })
@@ -269,6 +274,25 @@ mod tests {
         }
         let error = NewEvent::new(&Nameless).unwrap_err();
         assert_eq!(error.to_string(), "invalid event `thing.happened`: the aggregate id must not be empty");
+    }
+
+    #[test]
+    fn a_payload_that_is_not_a_json_object_is_refused() {
+        #[derive(serde::Serialize)]
+        struct Scores(Vec<u32>);
+        impl OutboxEvent for Scores {
+            const EVENT_TYPE: &'static str = "scores.updated";
+            const AGGREGATE_TYPE: &'static str = "scores";
+            const VERSION: u32 = 1;
+            fn aggregate_id(&self) -> String {
+                "1".to_owned()
+            }
+        }
+        let error = NewEvent::new(&Scores(vec![1, 2])).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "invalid event `scores.updated`: the payload must serialize to a JSON object (a struct or a map)"
+        );
     }
 
     #[cfg(feature = "otel")]

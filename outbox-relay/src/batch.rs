@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use outbox_core::store::{ClaimedEvent, Ordering, SettleOutcome, SettleReport, Settlement};
+use outbox_core::store::{ClaimedEvent, CorruptedRow, Ordering, SettleOutcome, SettleReport, Settlement, StoredEvent};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -12,15 +12,45 @@ use crate::publish::{Message, Outcome};
 use crate::relay::Shared;
 use crate::Error;
 
-/// A claimed event ready to publish: the message and the lease token it was claimed with.
+/// A claimed event and the lease token it was claimed with.
 struct Item {
-    message: Message,
+    content: Content,
     epoch: i64,
 }
 
+/// What a claimed row holds.
+enum Content {
+    /// A message to publish.
+    Ready(Message),
+    /// A row changed by hand that cannot be published ([`StoredEvent::check`]).
+    Corrupted(StoredEvent, CorruptedRow),
+}
+
 impl Item {
+    fn new(claimed: ClaimedEvent) -> Self {
+        let content = match claimed.event.check() {
+            Ok(()) => Content::Ready(Message::from_checked(claimed.event)),
+            Err(problem) => Content::Corrupted(claimed.event, problem),
+        };
+        Self { content, epoch: claimed.epoch }
+    }
+
+    fn id(&self) -> Uuid {
+        match &self.content {
+            Content::Ready(message) => message.id,
+            Content::Corrupted(event, _) => event.id,
+        }
+    }
+
+    fn aggregate_key(&self) -> (String, String) {
+        match &self.content {
+            Content::Ready(message) => (message.aggregate_type.clone(), message.aggregate_id.clone()),
+            Content::Corrupted(event, _) => (event.aggregate_type.clone(), event.aggregate_id.clone()),
+        }
+    }
+
     fn settle(&self, outcome: SettleOutcome) -> Settlement {
-        Settlement::new(self.message.id, self.epoch, outcome)
+        Settlement::new(self.id(), self.epoch, outcome)
     }
 }
 
@@ -36,8 +66,31 @@ pub(crate) async fn publish(shared: &Shared, events: Vec<ClaimedEvent>, claimed_
     let mut expired = false;
     for round in rounds {
         let (ready, held): (Vec<Item>, Vec<Item>) =
-            round.into_iter().partition(|item| !expired && !blocked.contains(&aggregate_key(&item.message)));
+            round.into_iter().partition(|item| !expired && !blocked.contains(&item.aggregate_key()));
         settlements.extend(held.iter().map(|item| item.settle(SettleOutcome::Release)));
+        let (ready, corrupted): (Vec<Item>, Vec<Item>) =
+            ready.into_iter().partition(|item| matches!(item.content, Content::Ready(_)));
+        for item in &corrupted {
+            // Never published: moved to `failed` at once, and like any failure it holds back its aggregate.
+            if let Content::Corrupted(event, problem) = &item.content {
+                tracing::error!(
+                    event_id = %event.id, event_type = %event.event_type, aggregate_id = %event.aggregate_id,
+                    attempts = event.attempts + 1, error = %problem, "corrupted row; event moved to failed"
+                );
+                crate::telemetry::record_corrupted(&event.event_type);
+                settlements.push(item.settle(SettleOutcome::Failed { error: problem.to_string() }));
+            }
+            if shared.config.ordering == Ordering::Aggregate {
+                blocked.insert(item.aggregate_key());
+            }
+        }
+        let ready: Vec<(&Item, &Message)> = ready
+            .iter()
+            .filter_map(|item| match &item.content {
+                Content::Ready(message) => Some((item, message)),
+                Content::Corrupted(..) => None,
+            })
+            .collect();
         if ready.is_empty() {
             continue;
         }
@@ -47,12 +100,12 @@ pub(crate) async fn publish(shared: &Shared, events: Vec<ClaimedEvent>, claimed_
                 "lease about to expire before publishing; releasing the rest of the batch"
             );
             expired = true;
-            settlements.extend(ready.iter().map(|item| item.settle(SettleOutcome::Release)));
+            settlements.extend(ready.iter().map(|(item, _)| item.settle(SettleOutcome::Release)));
             continue;
         }
-        let messages: Vec<Message> = ready.iter().map(|item| item.message.clone()).collect();
+        let messages: Vec<Message> = ready.iter().map(|(_, message)| (*message).clone()).collect();
         let outcomes = shared.publisher.publish_boxed(&messages).await;
-        for (index, item) in ready.iter().enumerate() {
+        for (index, (item, message)) in ready.iter().enumerate() {
             let outcome = outcomes.get(index).cloned().unwrap_or_else(|| {
                 Outcome::transient(format!(
                     "the publisher returned {} outcomes for {} events",
@@ -60,9 +113,9 @@ pub(crate) async fn publish(shared: &Shared, events: Vec<ClaimedEvent>, claimed_
                     ready.len()
                 ))
             });
-            let settlement = settle_outcome(shared, item, outcome);
+            let settlement = settle_outcome(shared, item, message, outcome);
             if settlement.outcome != SettleOutcome::Published && shared.config.ordering == Ordering::Aggregate {
-                blocked.insert(aggregate_key(&item.message));
+                blocked.insert(item.aggregate_key());
             }
             settlements.push(settlement);
         }
@@ -106,8 +159,7 @@ async fn settle_in_span(shared: &Shared, settlements: &[Settlement]) -> SettleRe
     SettleReport::default()
 }
 
-fn settle_outcome(shared: &Shared, item: &Item, outcome: Outcome) -> Settlement {
-    let message = &item.message;
+fn settle_outcome(shared: &Shared, item: &Item, message: &Message, outcome: Outcome) -> Settlement {
     let attempts = message.attempts + 1;
     match outcome {
         Outcome::Published => item.settle(SettleOutcome::Published),
@@ -136,22 +188,18 @@ fn settle_outcome(shared: &Shared, item: &Item, outcome: Outcome) -> Settlement 
     }
 }
 
-fn aggregate_key(message: &Message) -> (String, String) {
-    (message.aggregate_type.clone(), message.aggregate_id.clone())
-}
-
 /// Splits a batch (in `seq` order) into publish rounds. With ordering, round `k` holds the `k`-th event of each
 /// aggregate, so a round never has two events of one aggregate and an aggregate's events go out in order, one
 /// round after the other. Without, the whole batch is one round.
 fn rounds(events: Vec<ClaimedEvent>, ordering: Ordering) -> Vec<Vec<Item>> {
-    let items = events.into_iter().map(|claimed| Item { epoch: claimed.epoch, message: Message::from(claimed.event) });
+    let items = events.into_iter().map(Item::new);
     match ordering {
         Ordering::None => vec![items.collect()],
         Ordering::Aggregate => {
             let mut rounds: Vec<Vec<Item>> = Vec::new();
             let mut seen: HashMap<(String, String), usize> = HashMap::new();
             for item in items {
-                let round = seen.entry(aggregate_key(&item.message)).or_insert(0);
+                let round = seen.entry(item.aggregate_key()).or_insert(0);
                 if rounds.len() <= *round {
                     rounds.push(Vec::new());
                 }

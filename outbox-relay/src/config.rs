@@ -264,7 +264,8 @@ impl RelayConfigBuilder {
                 return Err(Error::config(
                     "wakeup",
                     format!(
-                        "channel `{channel}` must be 1 to 63 characters of [a-z0-9_], starting with a letter or `_`"
+                        "channel `{}` must be 1 to 63 characters of [a-z0-9_], starting with a letter or `_`",
+                        channel.escape_debug()
                     ),
                 ));
             }

@@ -50,7 +50,29 @@ pub enum Error {
         source: outbox_core::Error,
     },
 
+    /// A server the relay needs (the database, or the broker of the sink) refused it for a reason retrying with the
+    /// same settings cannot fix: wrong credentials, no permission, a missing database, vhost or exchange. Fatal:
+    /// `outbox relay` exits at once (exit 2).
+    #[error("{target} refused the relay: {reason}")]
+    Refused {
+        /// What refused, password masked, e.g. `RabbitMQ at amqp://relay:***@127.0.0.1:5672/%2f`.
+        target: String,
+        /// What it said, e.g. `403 ACCESS_REFUSED ...`.
+        reason: String,
+    },
+
     // ---- retryable ----
+    /// A server the relay needs (the database, or the broker of the sink) cannot be reached: connection refused,
+    /// timed out, host not found, server starting up. Retryable: `outbox relay` waits for it at start, with
+    /// backoff, logging a warning for every attempt.
+    #[error("cannot reach {target}: {reason}")]
+    Unreachable {
+        /// What cannot be reached, password masked.
+        target: String,
+        /// Why, e.g. `I/O error: Connection refused (os error 111)`.
+        reason: String,
+    },
+
     /// The database failed in a way that may pass (connection lost, server restarting, timeout). Retryable: the
     /// relay logs it and tries again after a backoff.
     #[error("database error (retrying): {source}")]
@@ -71,7 +93,7 @@ impl Error {
     /// assert!(!error.is_retryable());
     /// ```
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Database { .. })
+        matches!(self, Error::Database { .. } | Error::Unreachable { .. })
     }
 
     /// Sorts a store error into fatal ([`Error::Schema`]) or retryable ([`Error::Database`]) by its SQLSTATE:

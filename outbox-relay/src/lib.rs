@@ -58,6 +58,7 @@ mod wakeup;
 pub use backoff::Backoff;
 pub use config::{RelayConfig, RelayConfigBuilder, Retention, Wakeup};
 pub use error::{Error, Result};
+pub use masked_url::masked_text as masked_url;
 pub use outbox_core::store::Ordering;
 #[cfg(feature = "rabbitmq")]
 pub use publish::{AmqpBuilder, AmqpPublisher};

@@ -9,9 +9,17 @@ pub(crate) fn masked_url(url: &url::Url) -> String {
     url.to_string()
 }
 
-/// Text that should be a URL but may not parse, safe to print: a URL as [`masked_url`] prints it; anything else
-/// with everything between the scheme's `:` and the last `@` replaced by `***` (where a password would be).
-pub(crate) fn masked_text(text: &str) -> String {
+/// Text that should be a URL but may not parse (a sink or database URL), safe to print in logs and errors: a URL
+/// with its password replaced by `***`; anything else with everything between the scheme's `:` and the last `@`
+/// replaced by `***` (where a password would be).
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(outbox_relay::masked_url("postgres://app:hunter2@db:5432/shop"), "postgres://app:***@db:5432/shop");
+/// assert_eq!(outbox_relay::masked_url("amqp://u:p@ss@host/%2f"), "amqp://u:***@host/%2f");
+/// ```
+pub fn masked_text(text: &str) -> String {
     if let Ok(url) = url::Url::parse(text) {
         return masked_url(&url);
     }

@@ -187,6 +187,29 @@ pub enum SinkPublisher {
     Redis(std::sync::Arc<crate::RedisPublisher>),
 }
 
+impl SinkPublisher {
+    /// Connects to the broker now instead of at the first publish, where the sink has a connection and credentials
+    /// to check: RabbitMQ (and its exchange), NATS and Redis. `outbox relay` calls it, and waits while the broker
+    /// is unreachable, before claiming anything, so no attempt is spent on a broker that is not there yet. The
+    /// other sinks are not probed (`stdout`, files, webhooks, Kafka and SQS connect per request or in the
+    /// background): their first failures are retried per event, with backoff.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unreachable`] (try again later) or [`Error::Refused`] (the broker refuses the settings).
+    pub async fn connect(&self) -> Result<()> {
+        match self {
+            #[cfg(feature = "nats")]
+            SinkPublisher::Nats(publisher) => publisher.connect().await,
+            #[cfg(feature = "rabbitmq")]
+            SinkPublisher::Amqp(publisher) => publisher.connect().await,
+            #[cfg(feature = "redis")]
+            SinkPublisher::Redis(publisher) => publisher.connect().await,
+            _ => Ok(()),
+        }
+    }
+}
+
 impl Publisher for SinkPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         match self {

@@ -170,7 +170,8 @@ fn init_cluster(bin: &Path, prefix: &str) -> Result<PathBuf, String> {
 pub enum Durability {
     /// `fsync`, `synchronous_commit` and `full_page_writes` off: fast, for tests.
     Throwaway,
-    /// PostgreSQL's defaults (every commit flushed to disk), for benchmarks.
+    /// PostgreSQL's defaults (every commit flushed to disk), for benchmarks; `pg_stat_statements` is loaded so a
+    /// benchmark can say where the database's time goes.
     Durable,
 }
 
@@ -179,7 +180,7 @@ impl Durability {
     pub fn settings(self) -> &'static str {
         match self {
             Durability::Throwaway => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-            Durability::Durable => "",
+            Durability::Durable => "-c shared_preload_libraries=pg_stat_statements",
         }
     }
 }

@@ -1,6 +1,7 @@
 //! RabbitMQ / AMQP 0-9-1 (`amqp://` sinks): one channel in confirm mode; an event counts as published once the
 //! broker confirmed it (for a durable queue: written to disk).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,7 +54,7 @@ pub struct AmqpPublisher {
 
 /// An open connection and its confirm-mode channel.
 struct Link {
-    _connection: lapin::Connection,
+    connection: lapin::Connection,
     channel: lapin::Channel,
 }
 
@@ -122,17 +123,76 @@ impl AmqpPublisher {
         builder.build()
     }
 
-    async fn connect(&self) -> std::result::Result<Arc<Link>, String> {
-        let opening = async {
-            let properties = ConnectionProperties::default()
-                .with_connection_name(concat!("outbox-relay/", env!("CARGO_PKG_VERSION")).into());
-            let connection = lapin::Connection::connect(&self.uri, properties).await?;
-            let channel = connection.create_channel().await?;
-            channel.confirm_select(ConfirmSelectOptions::default()).await?;
-            Ok::<_, lapin::Error>(Link { _connection: connection, channel })
+    /// Connects now instead of at the first publish, and checks that the exchange exists, so that a relay learns
+    /// at start whether it can publish at all (`outbox relay` does this before it claims anything). The connection
+    /// is kept for the first batch.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unreachable`] when the broker cannot be reached (connection refused, timeout: try again later),
+    /// [`Error::Refused`] when it refuses the credentials or the vhost, or the exchange does not exist.
+    pub async fn connect(&self) -> Result<()> {
+        let target = || format!("RabbitMQ at {}", masked(&self.url));
+        let link = match tokio::time::timeout(self.connect_timeout, self.open()).await {
+            Ok(Ok(link)) => link,
+            Ok(Err(error)) if refuses(&error) => {
+                return Err(Error::Refused { target: target(), reason: describe(&error) })
+            }
+            Ok(Err(error)) => return Err(Error::Unreachable { target: target(), reason: describe(&error) }),
+            Err(_) => return Err(Error::Unreachable { target: target(), reason: "timed out".to_owned() }),
         };
-        match tokio::time::timeout(self.connect_timeout, opening).await {
-            Ok(Ok(link)) => Ok(Arc::new(link)),
+        if !self.exchange.is_empty() {
+            // A passive declare fails (and closes its channel) when the exchange does not exist.
+            let passive = lapin::options::ExchangeDeclareOptions { passive: true, ..Default::default() };
+            let check = async {
+                let channel = link.connection.create_channel().await?;
+                let declared = channel
+                    .exchange_declare(
+                        self.exchange.as_str().into(),
+                        lapin::ExchangeKind::Direct,
+                        passive,
+                        FieldTable::default(),
+                    )
+                    .await;
+                if declared.is_ok() {
+                    let _ = channel.close(200, "checked".into()).await;
+                }
+                declared
+            };
+            match tokio::time::timeout(self.connect_timeout, check).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) if refuses(&error) => {
+                    return Err(Error::Refused {
+                        target: target(),
+                        reason: format!(
+                            "cannot use the exchange `{}` (declare it: the publisher does not): {}",
+                            self.exchange,
+                            describe(&error)
+                        ),
+                    });
+                }
+                Ok(Err(error)) => return Err(Error::Unreachable { target: target(), reason: describe(&error) }),
+                Err(_) => return Err(Error::Unreachable { target: target(), reason: "timed out".to_owned() }),
+            }
+        }
+        self.link.put(link).await;
+        Ok(())
+    }
+
+    /// Opens a connection and its confirm-mode channel.
+    async fn open(&self) -> std::result::Result<Arc<Link>, lapin::Error> {
+        let properties = ConnectionProperties::default()
+            .with_connection_name(concat!("outbox-relay/", env!("CARGO_PKG_VERSION")).into());
+        let connection = lapin::Connection::connect(&self.uri, properties).await?;
+        let channel = connection.create_channel().await?;
+        channel.confirm_select(ConfirmSelectOptions::default()).await?;
+        Ok(Arc::new(Link { connection, channel }))
+    }
+
+    /// [`open`](Self::open) for a publish: the error is a short description for a transient outcome.
+    async fn reconnect(&self) -> std::result::Result<Arc<Link>, String> {
+        match tokio::time::timeout(self.connect_timeout, self.open()).await {
+            Ok(Ok(link)) => Ok(link),
             Ok(Err(error)) => Err(format!("cannot connect to RabbitMQ: {}", describe(&error))),
             Err(_) => Err("connecting to RabbitMQ timed out".to_owned()),
         }
@@ -186,37 +246,41 @@ impl AmqpPublisher {
                 .channel
                 .basic_publish(
                     self.exchange.as_str().into(),
-                    routing_key.into(),
+                    routing_key.as_str().into(),
                     options,
                     &body,
                     self.properties(message),
                 )
                 .await;
             match sent {
-                Ok(confirm) => confirms.push(Some(Ok(confirm))),
+                Ok(confirm) => confirms.push(Some(Ok((confirm, routing_key)))),
                 Err(error) => {
                     failure = Some(error);
                     confirms.push(None);
                 }
             }
         }
+        // Wait for every confirm first. The client hands a returned (unroutable) message to whichever confirm it
+        // completes next, which with a multiple-ack is not necessarily the message's own: a returned message is
+        // matched to its event by `message_id`, the event id.
         let deadline = tokio::time::Instant::now() + self.confirm_timeout;
-        let mut outcomes = Vec::with_capacity(confirms.len());
+        let mut confirmed = Vec::with_capacity(confirms.len());
+        let mut returned: HashMap<String, String> = HashMap::new();
         for confirm in confirms {
-            let outcome = match confirm {
+            let confirmation = match confirm {
                 None => None,
-                Some(Err(outcome)) => Some(outcome),
-                Some(Ok(confirm)) => match tokio::time::timeout_at(deadline, confirm).await {
-                    Err(_) => Some(Outcome::transient("RabbitMQ confirm timed out")),
-                    Ok(Ok(Confirmation::Ack(None))) => Some(Outcome::Published),
-                    Ok(Ok(Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)))) => {
-                        Some(Outcome::permanent(format!(
-                            "RabbitMQ returned the message as unroutable ({} {}): no queue is bound for its routing key",
-                            returned.reply_code, returned.reply_text
-                        )))
+                Some(Err(outcome)) => Some(Err(outcome)),
+                Some(Ok((confirm, routing_key))) => match tokio::time::timeout_at(deadline, confirm).await {
+                    Err(_) => Some(Err(Outcome::transient("RabbitMQ confirm timed out"))),
+                    Ok(Ok(confirmation)) => {
+                        if let Confirmation::Ack(Some(message)) | Confirmation::Nack(Some(message)) = &confirmation {
+                            if let Some(id) = message.delivery.properties.message_id() {
+                                returned
+                                    .insert(id.to_string(), format!("{} {}", message.reply_code, message.reply_text));
+                            }
+                        }
+                        Some(Ok((confirmation, routing_key)))
                     }
-                    Ok(Ok(Confirmation::Nack(None))) => Some(Outcome::transient("RabbitMQ refused the message (nack)")),
-                    Ok(Ok(Confirmation::NotRequested)) => Some(Outcome::transient("RabbitMQ channel not in confirm mode")),
                     Ok(Err(error)) => {
                         if failure.is_none() {
                             failure = Some(error);
@@ -225,8 +289,30 @@ impl AmqpPublisher {
                     }
                 },
             };
-            outcomes.push(outcome);
+            confirmed.push(confirmation);
         }
+        let outcomes = messages
+            .iter()
+            .zip(confirmed)
+            .map(|(message, confirmation)| {
+                let (confirmation, routing_key) = match confirmation? {
+                    Err(outcome) => return Some(outcome),
+                    Ok(confirmed) => confirmed,
+                };
+                if let Some(reply) = returned.get(&message.id.to_string()) {
+                    return Some(Outcome::permanent(format!(
+                        "RabbitMQ returned the message as unroutable ({reply}): no queue is bound to exchange `{}` \
+                         for routing key `{routing_key}`",
+                        self.exchange
+                    )));
+                }
+                Some(match confirmation {
+                    Confirmation::Ack(_) => Outcome::Published,
+                    Confirmation::Nack(_) => Outcome::transient("RabbitMQ refused the message (nack)"),
+                    Confirmation::NotRequested => Outcome::transient("RabbitMQ channel not in confirm mode"),
+                })
+            })
+            .collect();
         (outcomes, failure)
     }
 }
@@ -316,7 +402,7 @@ impl AmqpBuilder {
 
 impl Publisher for AmqpPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
-        let link = match self.link.get(|| self.connect()).await {
+        let link = match self.link.get(|| self.reconnect()).await {
             Ok(link) => link,
             Err(error) => return vec![Outcome::transient(error); batch.len()],
         };
@@ -339,7 +425,7 @@ impl Publisher for AmqpPublisher {
             if outcomes[index].is_some() {
                 continue;
             }
-            let link = match self.link.get(|| self.connect()).await {
+            let link = match self.link.get(|| self.reconnect()).await {
                 Ok(link) => link,
                 Err(error) => {
                     outcomes[index] = Some(Outcome::transient(error));
@@ -379,6 +465,20 @@ fn outcome_of_error(error: &lapin::Error) -> Outcome {
             | AMQPSoftError::NOROUTE,
         ) => Outcome::permanent(format!("RabbitMQ refused the message: {description}")),
         _ => Outcome::transient(format!("RabbitMQ publish failed: {description}")),
+    }
+}
+
+/// Whether an error of opening a connection or checking the exchange means the broker refuses the relay's settings
+/// (credentials, vhost, permissions, a missing exchange), which retrying cannot fix.
+fn refuses(error: &lapin::Error) -> bool {
+    match error.kind() {
+        lapin::ErrorKind::ProtocolError(amqp) => matches!(
+            amqp.kind(),
+            AMQPErrorKind::Soft(AMQPSoftError::ACCESSREFUSED | AMQPSoftError::NOTFOUND)
+                | AMQPErrorKind::Hard(lapin::protocol::AMQPHardError::NOTALLOWED)
+        ),
+        lapin::ErrorKind::AuthProviderError(_) => true,
+        _ => false,
     }
 }
 

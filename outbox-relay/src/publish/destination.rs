@@ -364,6 +364,14 @@ impl<C: Clone> Reconnect<C> {
         }
     }
 
+    /// Keeps `connection`, opened ahead of the first publish (the publisher's `connect`), for the next batches.
+    pub(crate) async fn put(&self, connection: C) {
+        let mut state = self.state.lock().await;
+        state.connection = Some(connection);
+        state.failures = 0;
+        state.next_try = None;
+    }
+
     /// Forgets the connection after a connection-level failure: the next publish reconnects.
     #[cfg_attr(not(any(feature = "rabbitmq", feature = "redis")), allow(dead_code))]
     pub(crate) async fn reset(&self) {

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use outbox_core::store::StoredEvent;
+use outbox_core::store::{CorruptedRow, StoredEvent};
 use outbox_core::Headers;
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -153,8 +153,20 @@ impl Message {
     }
 }
 
-impl From<StoredEvent> for Message {
-    fn from(event: StoredEvent) -> Self {
+/// A stored event as a message, unless its row was corrupted by hand ([`StoredEvent::check`]): the relay moves
+/// such an event to `failed` with the error as `last_error` instead of publishing it.
+impl TryFrom<StoredEvent> for Message {
+    type Error = CorruptedRow;
+
+    fn try_from(event: StoredEvent) -> Result<Self, CorruptedRow> {
+        event.check()?;
+        Ok(Self::from_checked(event))
+    }
+}
+
+impl Message {
+    /// The message of an event that passed [`StoredEvent::check`].
+    pub(crate) fn from_checked(event: StoredEvent) -> Self {
         Self {
             id: event.id,
             event_type: event.event_type,
@@ -162,10 +174,10 @@ impl From<StoredEvent> for Message {
             aggregate_id: event.aggregate_id,
             version: event.version,
             payload: event.payload,
-            headers: event.headers,
+            headers: event.headers.into_valid().unwrap_or_default(),
             created_at: event.created_at,
             attempts: event.attempts,
-            sensitive_paths: event.sensitive_paths,
+            sensitive_paths: event.sensitive_paths.into_valid().unwrap_or_default(),
         }
     }
 }

@@ -93,7 +93,39 @@ impl NatsPublisher {
         builder.build()
     }
 
-    async fn connect(&self) -> std::result::Result<(async_nats::Client, async_nats::jetstream::Context), String> {
+    /// Connects now instead of at the first publish, so that a relay learns at start whether the server takes it
+    /// (`outbox relay` does this before it claims anything). The connection is kept for the first batch.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unreachable`] when the server cannot be reached (connection refused, timeout: try again later),
+    /// [`Error::Refused`] when it refuses the credentials or the TLS setup.
+    pub async fn connect(&self) -> Result<()> {
+        let target = || format!("NATS at {}", masked(&self.url));
+        match self.open().await {
+            Ok(connected) => {
+                self.context.put(connected).await;
+                Ok(())
+            }
+            Err(Some(error)) => {
+                use async_nats::ConnectErrorKind as Kind;
+                let reason = error.kind().to_string();
+                match error.kind() {
+                    Kind::Authentication | Kind::AuthorizationViolation | Kind::Tls => {
+                        Err(Error::Refused { target: target(), reason })
+                    }
+                    _ => Err(Error::Unreachable { target: target(), reason }),
+                }
+            }
+            Err(None) => Err(Error::Unreachable { target: target(), reason: "timed out".to_owned() }),
+        }
+    }
+
+    /// Opens a connection and its JetStream context; `Err(None)` when it timed out.
+    async fn open(
+        &self,
+    ) -> std::result::Result<(async_nats::Client, async_nats::jetstream::Context), Option<async_nats::ConnectError>>
+    {
         let mut options = async_nats::ConnectOptions::new()
             .connection_timeout(self.connect_timeout)
             .name(concat!("outbox-relay/", env!("CARGO_PKG_VERSION")));
@@ -105,12 +137,21 @@ impl NatsPublisher {
         let connecting = options.connect(self.server.as_str());
         let client = match tokio::time::timeout(self.connect_timeout + Duration::from_secs(1), connecting).await {
             Ok(Ok(client)) => client,
-            Ok(Err(error)) => return Err(format!("cannot connect to NATS: {}", error.kind())),
-            Err(_) => return Err("connecting to NATS timed out".to_owned()),
+            Ok(Err(error)) => return Err(Some(error)),
+            Err(_) => return Err(None),
         };
         let mut context = async_nats::jetstream::new(client.clone());
         context.set_timeout(self.ack_timeout);
         Ok((client, context))
+    }
+
+    /// [`open`](Self::open) for a publish: the error is a short description for a transient outcome.
+    async fn reconnect(&self) -> std::result::Result<(async_nats::Client, async_nats::jetstream::Context), String> {
+        match self.open().await {
+            Ok(connected) => Ok(connected),
+            Err(Some(error)) => Err(format!("cannot connect to NATS: {}", error.kind())),
+            Err(None) => Err("connecting to NATS timed out".to_owned()),
+        }
     }
 
     fn headers(&self, message: &Message) -> HeaderMap {
@@ -202,7 +243,7 @@ fn percent_decoded(value: &str) -> String {
 
 impl Publisher for NatsPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
-        let (client, context) = match self.context.get(|| self.connect()).await {
+        let (client, context) = match self.context.get(|| self.reconnect()).await {
             Ok(connected) => connected,
             Err(error) => return vec![Outcome::transient(error); batch.len()],
         };
@@ -220,16 +261,16 @@ impl Publisher for NatsPublisher {
                 }
             };
             let body = self.envelope.body(message);
-            match context.publish_with_headers(subject, self.headers(message), body.into()).await {
-                Ok(ack) => pending.push(Ok(ack)),
-                Err(error) => pending.push(Err(outcome_of(&error))),
+            match context.publish_with_headers(subject.clone(), self.headers(message), body.into()).await {
+                Ok(ack) => pending.push(Ok((ack, subject))),
+                Err(error) => pending.push(Err(outcome_of(&error, &subject))),
             }
         }
         let waits = pending.into_iter().map(|sent| async move {
             match sent {
-                Ok(ack) => match ack.await {
+                Ok((ack, subject)) => match ack.await {
                     Ok(_) => Outcome::Published,
-                    Err(error) => outcome_of(&error),
+                    Err(error) => outcome_of(&error, &subject),
                 },
                 Err(outcome) => outcome,
             }
@@ -238,12 +279,15 @@ impl Publisher for NatsPublisher {
     }
 }
 
-/// The relay's reading of a JetStream publish error.
-fn outcome_of(error: &async_nats::jetstream::context::PublishError) -> Outcome {
+/// The relay's reading of a JetStream publish error to `subject` (rendered from the event's type and aggregate
+/// type: never from the payload).
+fn outcome_of(error: &async_nats::jetstream::context::PublishError, subject: &str) -> Outcome {
     match error.kind() {
         PublishErrorKind::MaxPayloadExceeded => Outcome::permanent("message too large for the NATS server"),
         PublishErrorKind::TimedOut => Outcome::transient("NATS JetStream acknowledgement timed out"),
-        PublishErrorKind::StreamNotFound => Outcome::transient("no JetStream stream captures the subject"),
+        PublishErrorKind::StreamNotFound => {
+            Outcome::transient(format!("no JetStream stream captures the subject `{subject}` (create one)"))
+        }
         PublishErrorKind::BrokenPipe => Outcome::transient("NATS connection lost"),
         PublishErrorKind::MaxAckPending => Outcome::transient("too many NATS acknowledgements pending"),
         _ => {

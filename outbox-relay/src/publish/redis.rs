@@ -94,13 +94,53 @@ impl RedisPublisher {
         builder.build()
     }
 
-    async fn connect(&self) -> std::result::Result<ConnectionManager, String> {
+    /// Connects now instead of at the first publish and sends a `PING`, so that a relay learns at start whether the
+    /// server takes it (`outbox relay` does this before it claims anything). The connection is kept for the first
+    /// batch.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unreachable`] when the server cannot be reached (connection refused, timeout: try again later),
+    /// [`Error::Refused`] when it refuses the credentials (`WRONGPASS`, `NOAUTH`) or the permissions.
+    pub async fn connect(&self) -> Result<()> {
+        let target = || format!("Redis at {}", masked(&self.url));
+        let failed = |error: &redis::RedisError| {
+            let refused = matches!(error.kind(), redis::ErrorKind::AuthenticationFailed)
+                || error.code().is_some_and(|code| matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM"));
+            let reason = describe(error);
+            if refused {
+                Error::Refused { target: target(), reason }
+            } else {
+                Error::Unreachable { target: target(), reason }
+            }
+        };
+        let timed_out = || Error::Unreachable { target: target(), reason: "timed out".to_owned() };
+        let mut connection = match self.open().await {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(error)) => return Err(failed(&error)),
+            Err(_) => return Err(timed_out()),
+        };
+        match tokio::time::timeout(self.timeout, redis::cmd("PING").query_async::<String>(&mut connection)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => return Err(failed(&error)),
+            Err(_) => return Err(timed_out()),
+        }
+        self.connection.put(connection).await;
+        Ok(())
+    }
+
+    async fn open(&self) -> std::result::Result<redis::RedisResult<ConnectionManager>, tokio::time::error::Elapsed> {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_secs(2));
-        match tokio::time::timeout(self.timeout * 2, self.client.get_connection_manager_with_config(config)).await {
+        tokio::time::timeout(self.timeout * 2, self.client.get_connection_manager_with_config(config)).await
+    }
+
+    /// [`open`](Self::open) for a publish: the error is a short description for a transient outcome.
+    async fn reconnect(&self) -> std::result::Result<ConnectionManager, String> {
+        match self.open().await {
             Ok(Ok(connection)) => Ok(connection),
             Ok(Err(error)) => Err(format!("cannot connect to Redis: {}", describe(&error))),
             Err(_) => Err("connecting to Redis timed out".to_owned()),
@@ -210,7 +250,7 @@ impl Publisher for RedisPublisher {
             }
         }
         if !sent.is_empty() {
-            let results = match self.connection.get(|| self.connect()).await {
+            let results = match self.connection.get(|| self.reconnect()).await {
                 Err(error) => Err(error),
                 Ok(mut connection) => {
                     let query = pipe.query_async::<Vec<redis::RedisResult<redis::Value>>>(&mut connection);

@@ -67,6 +67,12 @@ fn record(batch: &[Message], outcomes: &[Outcome], now: OffsetDateTime) {
     }
 }
 
+/// Counts a claimed row that was failed without being published because it was corrupted by hand: a permanent
+/// failure, as the relay treats it.
+pub(crate) fn record_corrupted(event_type: &str) {
+    failure(event_type.to_owned(), "permanent");
+}
+
 fn failure(event_type: String, kind: &'static str) {
     metrics::counter!(names::PUBLISH_FAILURES_TOTAL, names::LABEL_EVENT_TYPE => event_type, names::LABEL_KIND => kind)
         .increment(1);

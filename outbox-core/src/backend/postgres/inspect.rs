@@ -6,7 +6,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use crate::store::{EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, StatusReport};
+use crate::store::{Checked, EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, StatusReport};
 use crate::Result;
 
 const PENDING_BY_TYPE: &str = "\
@@ -75,8 +75,8 @@ pub(super) async fn show(pool: &PgPool, id: Uuid) -> Result<Option<EventDetail>>
     Ok(Some(EventDetail {
         summary: summary(&row)?,
         payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
-        headers: serde_json::from_str(&headers).unwrap_or_default(),
-        sensitive_paths: serde_json::from_str(&sensitive).unwrap_or_default(),
+        headers: Checked::from_json_text(&headers),
+        sensitive_paths: Checked::from_json_text(&sensitive),
         lease_owner: row.try_get("lease_owner")?,
         lease_expires_at: row.try_get("lease_expires_at")?,
         lease_epoch: row.try_get("lease_epoch")?,

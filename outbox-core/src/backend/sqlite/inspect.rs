@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::clock::{self, now};
 use super::control;
-use crate::store::{EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, StatusReport};
+use crate::store::{Checked, EventDetail, EventFilter, EventSummary, PendingByType, StatusReport};
 use crate::Result;
 
 const PENDING_BY_TYPE: &str = concat!(
@@ -85,8 +85,8 @@ pub(super) async fn show(pool: &SqlitePool, id: Uuid) -> Result<Option<EventDeta
     Ok(Some(EventDetail {
         summary: summary(&row)?,
         payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
-        headers: serde_json::from_str(&headers).unwrap_or_default(),
-        sensitive_paths: serde_json::from_str(&sensitive).unwrap_or_default(),
+        headers: Checked::from_json_text(&headers),
+        sensitive_paths: Checked::from_json_text(&sensitive),
         lease_owner: lease_owner.as_deref().map(clock::uuid).transpose()?,
         lease_expires_at: clock::parse_optional(row.try_get("lease_expires_at")?)?,
         lease_epoch: row.try_get("lease_epoch")?,
@@ -102,8 +102,11 @@ fn summary(row: &SqliteRow) -> Result<EventSummary> {
         aggregate_type: row.try_get("aggregate_type")?,
         aggregate_id: row.try_get("aggregate_id")?,
         version: row.try_get::<i64, _>("schema_version")?.unsigned_abs().try_into().unwrap_or(u32::MAX),
-        // The CHECK constraint admits only known statuses.
-        status: status.parse().unwrap_or(EventStatus::Pending),
+        // The CHECK constraint admits only known statuses; a row written with it switched off
+        // (`PRAGMA ignore_check_constraints`) is reported as unreadable rather than shown as another status.
+        status: status
+            .parse()
+            .map_err(|error| sqlx::Error::ColumnDecode { index: "status".into(), source: Box::new(error) })?,
         attempts: row.try_get::<i64, _>("attempts")?.unsigned_abs().try_into().unwrap_or(u32::MAX),
         created_at: clock::parse(row.try_get("created_at")?)?,
         next_attempt_at: clock::parse(row.try_get("next_attempt_at")?)?,

@@ -231,10 +231,114 @@ pub(crate) fn report_parse_error(error: &clap::Error) -> ExitCode {
                 .map(str::trim)
                 .take_while(|line| !line.is_empty() && !line.starts_with("Usage:"))
                 .collect();
-            let line = line.join(" ");
+            let mut line = line.join(" ");
+            // A refused value may be a URL holding a password (`--sink`): it is shown masked.
+            if let Some(clap::error::ContextValue::String(value)) = error.get(clap::error::ContextKind::InvalidValue) {
+                line = line.replace(value.as_str(), &outbox_relay::masked_url(value));
+            }
             let line = line.strip_prefix("error: ").unwrap_or(&line);
             eprintln!("error: {line} (see `outbox --help`)");
             ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The value parsers of the command line, fuzzed: any text gives a value or a one-line error, never a panic,
+    //! and a valid rendering parses back to the value it renders, through every flag that takes it.
+
+    use std::time::Duration;
+
+    use clap::Parser;
+    use proptest::prelude::*;
+
+    use super::{parse_duration, Cli, Command, RelayArgs};
+
+    const DURATION_FLAGS: [&str; 6] =
+        ["--poll-interval", "--lease", "--backoff-base", "--backoff-max", "--retention", "--shutdown-timeout"];
+    const NUMBER_FLAGS: [&str; 3] = ["--batch-size", "--concurrency", "--max-attempts"];
+
+    fn relay(flag: &str, value: &str) -> Result<RelayArgs, clap::Error> {
+        let value = format!("{flag}={value}"); // `=`: a value starting with `-` is a value, not a flag
+        match Cli::try_parse_from(["outbox", "relay", "--sink", "stdout", value.as_str()])?.command {
+            Command::Relay(args) => Ok(args),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    fn duration_of(args: &RelayArgs, flag: &str) -> Option<Duration> {
+        match flag {
+            "--poll-interval" => Some(args.poll_interval),
+            "--lease" => Some(args.lease),
+            "--backoff-base" => Some(args.backoff_base),
+            "--backoff-max" => Some(args.backoff_max),
+            "--retention" => args.retention,
+            "--shutdown-timeout" => Some(args.shutdown_timeout),
+            other => panic!("not a duration flag: {other}"),
+        }
+    }
+
+    fn number_of(args: &RelayArgs, flag: &str) -> u64 {
+        match flag {
+            "--batch-size" => u64::from(args.batch_size),
+            "--concurrency" => args.concurrency as u64,
+            "--max-attempts" => u64::from(args.max_attempts),
+            other => panic!("not a number flag: {other}"),
+        }
+    }
+
+    /// Whether clap takes `text` for `flag`: a `usize` as Rust parses it; a `u32` as an `i64` in range (so `-0`
+    /// is 0, and is refused later as out of range where 0 is).
+    fn fits(flag: &str, text: &str) -> bool {
+        match flag {
+            "--concurrency" => text.parse::<usize>().is_ok(),
+            _ => text.parse::<i64>().is_ok_and(|n| u32::try_from(n).is_ok()),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+        #[test]
+        fn any_text_is_a_duration_or_a_one_line_error(text in "\\PC{0,40}|[0-9]{1,30}[a-z ]{0,8}") {
+            if let Err(error) = parse_duration(&text) {
+                prop_assert!(!error.contains('\n'), "{error}");
+                prop_assert!(error.starts_with("malformed duration"), "{error}");
+            }
+            for flag in DURATION_FLAGS {
+                if let Err(error) = relay(flag, &text) {
+                    prop_assert!(!error.render().to_string().trim().is_empty());
+                }
+            }
+        }
+
+        #[test]
+        fn rendered_durations_parse_back_through_every_flag(millis in 0u64..=400 * 365 * 24 * 3_600_000) {
+            let duration = Duration::from_millis(millis);
+            let text = humantime::format_duration(duration).to_string();
+            prop_assert_eq!(parse_duration(&text), Ok(duration), "{}", text);
+            for flag in DURATION_FLAGS {
+                let args = relay(flag, &text).map_err(|e| TestCaseError::fail(format!("{flag} {text}: {e}")))?;
+                prop_assert_eq!(duration_of(&args, flag), Some(duration), "{} {}", flag, text);
+            }
+        }
+
+        #[test]
+        fn number_flags_take_exactly_the_text_that_is_a_number_in_range(
+            text in "\\PC{0,24}|[+-]?[0-9]{1,25}| [0-9]{1,3}|[0-9]{1,3}[.e][0-9]"
+        ) {
+            for flag in NUMBER_FLAGS {
+                prop_assert_eq!(relay(flag, &text).is_ok(), fits(flag, &text), "{} {:?}", flag, text);
+            }
+        }
+
+        #[test]
+        fn rendered_numbers_parse_back_through_every_flag(n in any::<u32>()) {
+            for flag in NUMBER_FLAGS {
+                let args = relay(flag, &n.to_string()).map_err(|e| TestCaseError::fail(format!("{flag} {n}: {e}")))?;
+                prop_assert_eq!(number_of(&args, flag), u64::from(n));
+            }
         }
     }
 }

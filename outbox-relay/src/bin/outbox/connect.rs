@@ -45,8 +45,8 @@ impl Database {
     }
 }
 
-/// Connects, sorting failures into bad input (no URL, a malformed one, a database that does not exist: exit 2)
-/// and runtime failures (server unreachable: exit 1).
+/// Connects, sorting failures into bad input (no URL, a malformed one, a database that does not exist, refused
+/// credentials: exit 2) and runtime failures (server unreachable: exit 1).
 pub(crate) async fn open(database_url: Option<&str>, max_connections: u32) -> Result<Database, Failure> {
     match options(database_url)? {
         Options::Postgres(options) => PgPoolOptions::new()
@@ -71,9 +71,53 @@ fn connect_failure(error: sqlx::Error) -> Failure {
         sqlx::Error::Database(db) if db.code().is_some_and(|code| code == "3D000" || code == "14") => {
             Failure::Usage(format!("missing database: {}", db.message()))
         }
+        sqlx::Error::Database(db) if db.code().is_some_and(|code| code.starts_with("28")) => {
+            Failure::Usage(format!("the database refused the credentials: {}", db.message()))
+        }
         _ => Failure::Runtime(format!("cannot connect to the database: {error}")),
     }
 }
+
+/// The database as logs and errors name it: `the database at URL`, without the password or the query.
+pub(crate) fn target(database_url: &str) -> String {
+    let without_query = database_url.split_once('?').map_or(database_url, |(url, _)| url);
+    format!("the database at {}", outbox_relay::masked_url(without_query))
+}
+
+/// One connection attempt to a PostgreSQL database (SQLite needs none: a local file), sorted into what may pass
+/// (connection refused or reset, timeout, server starting up: [`Error::Unreachable`]) and what cannot
+/// (credentials, permissions, a missing database, TLS or settings: [`Error::Refused`]).
+///
+/// [`Error::Unreachable`]: outbox_relay::Error::Unreachable
+/// [`Error::Refused`]: outbox_relay::Error::Refused
+pub(crate) async fn probe(options: &Options, target: &str) -> outbox_relay::Result<()> {
+    use sqlx::Connection;
+    let Options::Postgres(options) = options else { return Ok(()) };
+    let unreachable = |reason: String| outbox_relay::Error::Unreachable { target: target.to_owned(), reason };
+    let refused = |reason: String| outbox_relay::Error::Refused { target: target.to_owned(), reason };
+    match tokio::time::timeout(PROBE_TIMEOUT, sqlx::PgConnection::connect_with(options)).await {
+        Err(_) => Err(unreachable(format!("no answer within {PROBE_TIMEOUT:?}"))),
+        Ok(Ok(connection)) => {
+            let _ = connection.close().await;
+            Ok(())
+        }
+        Ok(Err(sqlx::Error::Database(db))) => {
+            let code = db.code().unwrap_or_default();
+            if code.starts_with("28") {
+                Err(refused(format!("wrong credentials or no permission: {}", db.message())))
+            } else if code.starts_with("3D") {
+                Err(refused(format!("missing database: {}", db.message())))
+            } else {
+                Err(unreachable(db.message().to_owned()))
+            }
+        }
+        Ok(Err(error @ (sqlx::Error::Tls(_) | sqlx::Error::Configuration(_)))) => Err(refused(error.to_string())),
+        Ok(Err(error)) => Err(unreachable(error.to_string())),
+    }
+}
+
+/// How long one connection attempt at start may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Parses the URL without connecting. A SQLite file must exist (create it with `?mode=rwc`).
 pub(crate) fn options(database_url: Option<&str>) -> Result<Options, Failure> {

@@ -137,17 +137,27 @@ fn print_list(events: &[EventSummary], json: bool) {
     }
 }
 
-/// The event as printed: the payload with every sensitive value replaced by `[REDACTED]`.
+/// The event as printed: the payload with every sensitive value replaced by `[REDACTED]`. A row changed by hand
+/// says what is wrong with it (`corrupted`); when its sensitive paths cannot be read, none of its payload is shown.
 fn shown(detail: &EventDetail) -> Value {
-    let mut payload = detail.payload.clone();
-    outbox_core::redact::redact(&mut payload, &detail.sensitive_paths);
+    let payload = match detail.sensitive_paths.valid() {
+        Some(paths) => {
+            let mut payload = detail.payload.clone();
+            outbox_core::redact::redact(&mut payload, paths);
+            payload
+        }
+        None => json!(outbox_core::redact::REDACTED),
+    };
     let mut shown = summary_json(&detail.summary);
     if let Value::Object(map) = &mut shown {
-        map.insert("headers".into(), json!(detail.headers));
-        map.insert("sensitive_paths".into(), json!(detail.sensitive_paths));
+        map.insert("headers".into(), json!(detail.headers.valid()));
+        map.insert("sensitive_paths".into(), json!(detail.sensitive_paths.valid()));
         map.insert("lease_owner".into(), json!(detail.lease_owner));
         map.insert("lease_expires_at".into(), json!(detail.lease_expires_at.map(timestamp)));
         map.insert("lease_epoch".into(), json!(detail.lease_epoch));
+        if let Err(problem) = detail.check() {
+            map.insert("corrupted".into(), json!(problem.to_string()));
+        }
         map.insert("payload".into(), payload);
     }
     shown

@@ -57,14 +57,19 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(message)) => {
-            eprintln!("error: {message}");
+            eprintln!("error: {}", one_line(&message));
             ExitCode::from(2)
         }
         Err(Failure::Runtime(message)) => {
-            eprintln!("error: {message}");
+            eprintln!("error: {}", one_line(&message));
             ExitCode::FAILURE
         }
     }
+}
+
+/// A message as one line: a server's multi-line text (a detail, a hint) is joined with spaces.
+fn one_line(message: &str) -> String {
+    message.split(['\r', '\n']).map(str::trim).filter(|line| !line.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 async fn run(cli: Cli) -> Outcome {
@@ -82,9 +87,22 @@ async fn run(cli: Cli) -> Outcome {
 
 fn init_logging(level: tracing::Level, format: LogFormat) {
     use std::io::IsTerminal;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    // The AMQP client logs every connection failure at ERROR itself, which the relay reports in its own words
+    // (one line, password masked): its lines are shown at the debug and trace levels only, and at most at debug,
+    // and never those about returned messages: its trace lines and those print frames, payloads included.
+    let quiet = if level >= tracing::Level::DEBUG { LevelFilter::DEBUG } else { LevelFilter::OFF };
+    let targets = Targets::new()
+        .with_default(level)
+        .with_target("lapin", quiet)
+        .with_target("lapin::returned_messages", LevelFilter::OFF);
     let logs = tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).with_target(false);
     match format {
-        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => logs.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).finish().with(targets).init(),
+        LogFormat::Json => {
+            logs.json().flatten_event(true).with_current_span(true).with_span_list(false).finish().with(targets).init()
+        }
     }
 }

@@ -1,28 +1,50 @@
-//! `outbox relay`: validates everything, connects, opens the sink, and runs until SIGINT/SIGTERM.
+//! `outbox relay`: validates everything, waits for the database and the sink's broker, and runs until
+//! SIGINT/SIGTERM.
+//!
+//! At start, what cannot pass exits at once with a one-line error and exit code 2: a malformed setting or URL, an
+//! unknown sink scheme, a server refusing the credentials or permissions, a missing database, vhost or exchange.
+//! What may pass is waited for: while the database or the broker is unreachable (connection refused, timeout,
+//! server starting up) the relay logs a warning naming it (password masked) and tries again with a growing delay,
+//! claiming nothing until both answer.
 
+use std::future::Future;
 use std::time::Duration;
 
-use outbox_relay::{Ordering, Relay, RelayConfig, Retention, Wakeup};
+use outbox_relay::{CancellationToken, Ordering, Relay, RelayConfig, Retention, Wakeup};
 
 use crate::args::{OrderingArg, RelayArgs};
 use crate::{connect, telemetry, Failure, Outcome};
 
+/// The first wait after a failed attempt at start; it doubles up to [`LAST_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(200);
+/// The longest wait between two attempts at start.
+const LAST_RETRY: Duration = Duration::from_secs(10);
+
 pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome {
     // Bad input is reported before anything is opened or written.
     let config = config(&args).map_err(|error| Failure::Usage(error.to_string()))?;
-    connect::options(database_url)?;
+    let options = connect::options(database_url)?;
+    let shutdown = shutdown_on_signal();
+    let target = connect::target(database_url.unwrap_or_default());
+    if !wait_for(&shutdown, "the database", || connect::probe(&options, &target)).await? {
+        return Ok(());
+    }
     let connections = u32::try_from(args.concurrency).unwrap_or(u32::MAX).saturating_add(3);
     let database = connect::open(database_url, connections).await?;
     let publisher = args.sink.open().map_err(|error| match error {
         outbox_relay::Error::InvalidSink { .. } => Failure::Usage(error.to_string()),
         other => Failure::runtime(other),
     })?;
+    tracing::info!(sink = %args.sink, "connecting to the sink");
+    if !wait_for(&shutdown, "the sink", || publisher.connect()).await? {
+        return Ok(());
+    }
     let store = database.store();
     if let Some(addr) = args.metrics_addr {
         telemetry::serve(addr, store.clone()).await?;
     }
     let relay = Relay::with_shared_store(store, publisher, config);
-    let summary = relay.run_until_signal().await.map_err(Failure::runtime)?;
+    let summary = relay.run(shutdown).await.map_err(Failure::runtime)?;
     tracing::info!(
         published = summary.published,
         retried = summary.retried,
@@ -31,6 +53,67 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
         "relay exited"
     );
     Ok(())
+}
+
+/// Calls `attempt` until it succeeds. While it reports its server unreachable, logs a warning and tries again after
+/// a delay that doubles from [`FIRST_RETRY`] to [`LAST_RETRY`]; a refusal is bad input (exit 2). `Ok(false)` when a
+/// signal ended the wait.
+async fn wait_for<F, Fut>(shutdown: &CancellationToken, what: &str, mut attempt: F) -> Result<bool, Failure>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = outbox_relay::Result<()>>,
+{
+    let mut delay = FIRST_RETRY;
+    loop {
+        let result = tokio::select! {
+            result = attempt() => result,
+            () = shutdown.cancelled() => return Ok(false),
+        };
+        match result {
+            Ok(()) => return Ok(true),
+            Err(error) if error.is_retryable() => {
+                tracing::warn!(retry_in = ?delay, error = %error, "cannot reach {what} at start; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = shutdown.cancelled() => return Ok(false),
+                }
+                delay = (delay * 2).min(LAST_RETRY);
+            }
+            Err(error @ outbox_relay::Error::Refused { .. }) => return Err(Failure::Usage(error.to_string())),
+            Err(error) => return Err(Failure::runtime(error)),
+        }
+    }
+}
+
+/// A token cancelled at the first SIGINT or SIGTERM: it stops the wait at start, then the relay (gracefully).
+fn shutdown_on_signal() -> CancellationToken {
+    let shutdown = CancellationToken::new();
+    let trigger = shutdown.clone();
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            match signal(SignalKind::terminate()) {
+                Ok(mut terminate) => {
+                    tokio::select! {
+                        _ = terminate.recv() => {}
+                        _ = tokio::signal::ctrl_c() => {}
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(error = %error, "cannot listen for SIGTERM; only SIGINT stops the relay");
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        tracing::info!("signal received; shutting down");
+        trigger.cancel();
+    });
+    shutdown
 }
 
 fn config(args: &RelayArgs) -> outbox_relay::Result<RelayConfig> {

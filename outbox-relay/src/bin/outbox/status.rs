@@ -1,8 +1,8 @@
 //! `outbox status`.
 //!
 //! The backlog (pending and oldest pending age by event type), the dead letters by event type and the pause flag
-//! come from [`Store::backlog`], the statement the relay's gauges are refreshed from: the command and the metrics
-//! show the same numbers.
+//! come from [`Store::backlog`](outbox_core::store::Store::backlog), the statement the relay's gauges are
+//! refreshed from: the command and the metrics show the same numbers.
 
 use std::collections::BTreeMap;
 

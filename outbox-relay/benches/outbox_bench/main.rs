@@ -1,14 +1,15 @@
 //! `outbox-bench`: the outbox's costs, measured against the database's own limit in the same run.
 //!
 //! ```text
-//! cargo bench -p outbox-relay --bench outbox-bench                         # every scenario, full size
-//! cargo bench -p outbox-relay --bench outbox-bench -- drain latency        # some scenarios
-//! OUTBOX_BENCH_SMOKE=1 cargo test -p outbox-relay --bench outbox-bench     # tiny sizes: checks the harness runs
+//! cargo bench -p outbox-relay --no-default-features --features nats,kafka --bench outbox-bench   # every scenario
+//! cargo bench -p outbox-relay --no-default-features --bench outbox-bench -- drain latency       # some scenarios
+//! OUTBOX_BENCH_SMOKE=1 cargo test -p outbox-relay --all-features --bench outbox-bench           # tiny sizes
 //! ```
 //!
 //! It starts a private PostgreSQL with durable defaults (every commit flushed) on 127.0.0.1, or uses
 //! `OUTBOX_BENCH_DATABASE_URL`, and prints a Markdown table and a JSON document (also written to
-//! `target/outbox-bench.json`). Every figure is also given as a ratio to the yardstick measured in the same
+//! `target/outbox-bench.json`). The broker scenario drains into NATS JetStream and a Kafka-protocol broker
+//! started by the test harness (built with the `nats` and `kafka` features). Every figure is also given as a ratio to the yardstick measured in the same
 //! run: a plain 100-row multi-row `INSERT` per transaction (rows/s) and a plain one-row-insert transaction
 //! (transactions/s), on a table of the same columns with nothing but a primary key.
 
@@ -19,11 +20,14 @@ use std::time::{Duration, Instant};
 
 use outbox_core::store::{Ordering, PgStore};
 use outbox_core::{NewEvent, Outbox, OutboxEvent};
-use outbox_relay::{CancellationToken, Message, Outcome, Publisher, Relay, RelayConfig, Wakeup};
+use outbox_relay::{CancellationToken, Message, Outcome, Publisher, Relay, RelayConfig, Retention, Wakeup};
 use outbox_tests::pg::{Durability, TestDatabase};
 use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
+
+mod brokers;
+mod profile;
 
 /// The sizes of one run.
 #[derive(Debug, Clone, Copy)]
@@ -35,16 +39,18 @@ struct Sizes {
     latency_rate: u32,
     flat_history: i64,
     flat_events: i64,
+    broker_events: i64,
 }
 
 const FULL: Sizes = Sizes {
     seconds: 10.0,
     drain_events: 1_000_000,
-    naive_events: 50_000,
+    naive_events: 20_000,
     latency_seconds: 30.0,
     latency_rate: 1_000,
     flat_history: 10_000_000,
     flat_events: 200_000,
+    broker_events: 100_000,
 };
 
 const SMOKE: Sizes = Sizes {
@@ -55,6 +61,7 @@ const SMOKE: Sizes = Sizes {
     latency_rate: 200,
     flat_history: 5_000,
     flat_events: 1_000,
+    broker_events: 500,
 };
 
 /// One measured figure.
@@ -170,6 +177,9 @@ async fn main() {
     if wanted("flat") {
         flat_cost(&admin, sizes, &mut report).await;
     }
+    if wanted("broker") {
+        brokers::end_to_end(&admin, sizes, yard, &mut report).await;
+    }
     print_report(&report, smoke);
 }
 
@@ -230,6 +240,7 @@ async fn yardstick(pool: &PgPool, sizes: Sizes, report: &mut Report) -> Yardstic
     .await
     .expect("yardstick table");
     let mut best_rows = 0.0_f64;
+    let wal_before = profile::wal_position(pool).await;
     for clients in [1, 4] {
         let pool = pool.clone();
         let rows = rate(clients, sizes.seconds, 100, move |client, n| {
@@ -269,6 +280,12 @@ async fn yardstick(pool: &PgPool, sizes: Sizes, report: &mut Report) -> Yardstic
             target: "",
         });
     }
+    let wal_bytes = profile::wal_position(pool).await - wal_before;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM yardstick").fetch_one(pool).await.unwrap_or(1);
+    report.note(format!(
+        "yardstick: {:.0} WAL bytes per row of the plain 100-row INSERT",
+        wal_bytes as f64 / rows.max(1) as f64
+    ));
     let mut best_tx = 0.0_f64;
     for clients in [1, 8] {
         let pool = pool.clone();
@@ -365,9 +382,11 @@ async fn enqueue_overhead(pool: &PgPool, sizes: Sizes, yard: Yardstick, report: 
             target: "(reported)",
         });
     }
-    let pool = pool.clone();
+    sqlx::query("TRUNCATE outbox_events").execute(pool).await.expect("truncate");
+    let wal_before = profile::wal_position(pool).await;
+    let batch_pool = pool.clone();
     let batch_rows = rate(1, sizes.seconds, 100, move |client, n| {
-        let pool = pool.clone();
+        let pool = batch_pool.clone();
         async move {
             let events: Vec<NewEvent> = (0..100)
                 .map(|i| NewEvent::new(&credit((client as i64) * 1_000_000 + n as i64 * 100 + i)).expect("serialize"))
@@ -378,6 +397,12 @@ async fn enqueue_overhead(pool: &PgPool, sizes: Sizes, yard: Yardstick, report: 
         }
     })
     .await;
+    let wal_bytes = profile::wal_position(pool).await - wal_before;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_events").fetch_one(pool).await.unwrap_or(1);
+    report.note(format!(
+        "enqueue: {:.0} WAL bytes per event of the 100-event batch",
+        wal_bytes as f64 / rows.max(1) as f64
+    ));
     report.add(Figure {
         scenario: "enqueue",
         case: "batch of 100 events per transaction, 1 producer".into(),
@@ -421,7 +446,7 @@ async fn filled(admin: &str, events: i64, aggregates: i64, history: i64) -> Test
 }
 
 /// Runs `relays` relays until every row is published; returns events/s.
-async fn drain_with(db: &TestDatabase, relays: usize, ordering: Ordering, events: i64) -> f64 {
+async fn drain_with(db: &TestDatabase, relays: usize, ordering: Ordering, retention: Retention, events: i64) -> f64 {
     let sink = NoopSink::default();
     let shutdown = CancellationToken::new();
     let started = Instant::now();
@@ -431,6 +456,7 @@ async fn drain_with(db: &TestDatabase, relays: usize, ordering: Ordering, events
                 .batch_size(1_000)
                 .concurrency(2)
                 .ordering(ordering)
+                .retention(retention)
                 .poll_interval(Duration::from_millis(5))
                 .build()
                 .expect("config");
@@ -450,8 +476,9 @@ async fn drain_with(db: &TestDatabase, relays: usize, ordering: Ordering, events
     events as f64 / elapsed
 }
 
-/// The seed's loop: select 100 pending rows in a short transaction, "publish" them one by one, update one row at
-/// a time.
+/// The seed's loop, as its article describes it: select up to 100 due pending rows (`FOR UPDATE SKIP LOCKED`, in
+/// a short transaction of its own), then "publish" them one by one, marking each published with an `UPDATE` of
+/// its own, one row at a time.
 async fn drain_naively(db: &TestDatabase, events: i64) -> f64 {
     let started = Instant::now();
     let mut published = 0;
@@ -464,17 +491,67 @@ async fn drain_naively(db: &TestDatabase, events: i64) -> f64 {
         .fetch_all(&mut *tx)
         .await
         .expect("select");
+        tx.commit().await.expect("commit");
         if ids.is_empty() {
             break;
         }
         for id in ids {
             sqlx::query("UPDATE outbox_events SET status = 'published', published_at = now() WHERE id = $1")
                 .bind(id)
-                .execute(&mut *tx)
+                .execute(&db.pool)
                 .await
                 .expect("update");
             published += 1;
         }
+    }
+    published as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The ceiling of the relay's own statements: [`PgStore`]'s claim and settle called back to back by one task,
+/// nothing published, no relay around them (batches of 1000, ordering off).
+async fn drain_statements_only(db: &TestDatabase, events: i64) -> f64 {
+    use outbox_core::store::{ClaimRequest, Settlement, Store};
+    let store = PgStore::new(db.pool.clone());
+    let owner = Uuid::now_v7();
+    let request = ClaimRequest::new(owner, Duration::from_secs(30), 1_000, Ordering::None);
+    let started = Instant::now();
+    let mut published = 0;
+    while published < events {
+        let claim = store.claim(&request).await.expect("claim");
+        if claim.events.is_empty() {
+            break;
+        }
+        let settlements: Vec<Settlement> = claim.events.iter().map(Settlement::published).collect();
+        published += store.settle(owner, &settlements, false).await.expect("settle").published as i64;
+    }
+    published as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The ceiling of a design this crate does not use: a transaction held across the publish, its row locks as the
+/// lease (`SELECT ... FOR UPDATE SKIP LOCKED`, then one `UPDATE` to published, then `COMMIT`): one row version per
+/// event instead of two, but a stalled relay holds its rows until the server ends its session.
+async fn drain_holding_a_transaction(db: &TestDatabase, events: i64) -> f64 {
+    let started = Instant::now();
+    let mut published = 0;
+    while published < events {
+        let mut tx = db.pool.begin().await.expect("begin");
+        let ids: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT id FROM outbox_events WHERE status = 'pending' AND next_attempt_at <= now()
+              ORDER BY next_attempt_at, seq LIMIT 1000 FOR UPDATE SKIP LOCKED",
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .expect("select");
+        if ids.is_empty() {
+            break;
+        }
+        published +=
+            sqlx::query("UPDATE outbox_events SET status = 'published', published_at = now() WHERE id = ANY($1)")
+                .bind(&ids)
+                .execute(&mut *tx)
+                .await
+                .expect("update")
+                .rows_affected() as i64;
         tx.commit().await.expect("commit");
     }
     published as f64 / started.elapsed().as_secs_f64()
@@ -495,32 +572,73 @@ async fn writes_so_far(db: &TestDatabase) -> (i64, i64, i64) {
 async fn drain(admin: &str, sizes: Sizes, yard: Yardstick, report: &mut Report) {
     let aggregates = (sizes.drain_events / 100).max(10);
     let mut unordered_rate = 0.0;
-    for (ordering, relays) in
-        [(Ordering::None, 1), (Ordering::None, 4), (Ordering::Aggregate, 1), (Ordering::Aggregate, 4)]
-    {
+    for (ordering, relays, retention) in [
+        (Ordering::None, 1, Retention::Keep),
+        (Ordering::None, 4, Retention::Keep),
+        (Ordering::Aggregate, 1, Retention::Keep),
+        (Ordering::Aggregate, 4, Retention::Keep),
+        (Ordering::None, 1, Retention::Immediately),
+    ] {
         let db = filled(admin, sizes.drain_events, aggregates, 0).await;
-        let rate = drain_with(&db, relays, ordering, sizes.drain_events).await;
-        if ordering == Ordering::None && relays == 1 {
-            unordered_rate = rate;
+        let profiled = ordering == Ordering::None && relays == 1;
+        if profiled {
+            profile::reset(&db.pool).await;
+        }
+        let wal_before = profile::wal_position(&db.pool).await;
+        let started = Instant::now();
+        let rate = drain_with(&db, relays, ordering, retention, sizes.drain_events).await;
+        let elapsed = started.elapsed();
+        let wal_bytes = profile::wal_position(&db.pool).await - wal_before;
+        let kept = retention == Retention::Keep;
+        if profiled {
             let (_, updates, deletes) = writes_so_far(&db).await;
+            let per_event = |n: i64| n as f64 / sizes.drain_events as f64;
             report.note(format!(
-                "writes per published event (ordering off): {:.2} row updates + {:.2} deletes (claim marks in_flight, settle marks published)",
-                updates as f64 / sizes.drain_events as f64,
-                deletes as f64 / sizes.drain_events as f64
+                "writes per published event (ordering off, retention {}): {:.2} row updates + {:.2} deletes",
+                if kept { "keep: claim marks in_flight, settle marks published" } else { "0s: settle deletes" },
+                per_event(updates),
+                per_event(deletes)
             ));
+            let label = if kept { "drain, ordering off, published rows kept" } else { "drain, published rows deleted" };
+            profile::report(&db, label, sizes.drain_events, elapsed, wal_bytes, report).await;
+        }
+        if kept && ordering == Ordering::None && relays == 1 {
+            unordered_rate = rate;
         }
         let (label, target) = match ordering {
             Ordering::None => ("ordering off", ">= 0.9"),
             Ordering::Aggregate => ("ordering on", ">= 0.6"),
         };
+        let retained = if kept { "" } else { ", published rows deleted (--retention 0s)" };
         report.add(Figure {
             scenario: "drain",
-            case: format!("{} pending, {label}, {relays} relay(s), no-op sink", sizes.drain_events),
+            case: format!("{} pending, {label}, {relays} relay(s), no-op sink{retained}", sizes.drain_events),
             value: rate,
             unit: "events/s",
             ratio: Some(rate / yard.rows_per_sec_100),
             ratio_of: "x plain 100-row INSERT rows/s",
-            target: if relays == 1 { target } else { "(reported)" },
+            target: if relays == 1 && kept { target } else { "(reported)" },
+        });
+        db.pool.close().await;
+    }
+    for (case, holding) in [
+        ("the relay's claim and settle statements alone, back to back (this design's ceiling)", false),
+        ("a transaction held across the publish, row locks as the lease (not this design)", true),
+    ] {
+        let db = filled(admin, sizes.drain_events, aggregates, 0).await;
+        let rate = if holding {
+            drain_holding_a_transaction(&db, sizes.drain_events).await
+        } else {
+            drain_statements_only(&db, sizes.drain_events).await
+        };
+        report.add(Figure {
+            scenario: "drain",
+            case: format!("{} pending, {case}", sizes.drain_events),
+            value: rate,
+            unit: "events/s",
+            ratio: Some(rate / yard.rows_per_sec_100),
+            ratio_of: "x plain 100-row INSERT rows/s",
+            target: "(reported)",
         });
         db.pool.close().await;
     }
@@ -528,7 +646,7 @@ async fn drain(admin: &str, sizes: Sizes, yard: Yardstick, report: &mut Report) 
     let naive = drain_naively(&db, sizes.naive_events).await;
     report.add(Figure {
         scenario: "drain",
-        case: format!("seed's naive loop (select 100, update one by one), {} events", sizes.naive_events),
+        case: format!("seed's naive loop (select 100, then one UPDATE per event), {} events", sizes.naive_events),
         value: naive,
         unit: "events/s",
         ratio: Some(unordered_rate / naive),
@@ -551,7 +669,7 @@ async fn latency(admin: &str, sizes: Sizes, report: &mut Report) {
         let relay = tokio::spawn(Relay::new(PgStore::new(db.pool.clone()), sink.clone(), config).run(shutdown.clone()));
         tokio::time::sleep(Duration::from_millis(300)).await;
 
-        let producers = 4_u32;
+        let producers = 8_u32;
         let per_producer = sizes.latency_rate / producers;
         let total = (f64::from(sizes.latency_rate) * sizes.latency_seconds) as u64;
         let committed = Arc::new(Mutex::new(HashMap::new()));
@@ -639,7 +757,7 @@ async fn flat_cost(admin: &str, sizes: Sizes, report: &mut Report) {
         .await
         .unwrap_or_default();
         let on_partial_index = plan.iter().any(|line| line.contains("outbox_events_pending_idx"));
-        let rate = drain_with(&db, 1, Ordering::None, sizes.flat_events).await;
+        let rate = drain_with(&db, 1, Ordering::None, Retention::Keep, sizes.flat_events).await;
         report.add(Figure {
             scenario: "flat",
             case: format!("drain {} events with {history} published rows kept", sizes.flat_events),

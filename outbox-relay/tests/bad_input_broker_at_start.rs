@@ -1,0 +1,190 @@
+//! `outbox relay` against a RabbitMQ broker that is down, or refuses it, at start (the real binary, a private
+//! `rabbitmq-server`, real PostgreSQL):
+//!
+//! - broker down: the relay does not exit and claims nothing; it logs a WARN line naming the broker with the
+//!   password masked, repeated with a growing delay, and once the broker is back it publishes every event, none
+//!   of which spent an attempt;
+//! - a wrong password, or an exchange that does not exist: exit 2 at once, one line on stderr, the password
+//!   masked, the table untouched; the same for Redis refusing a wrong or a missing password;
+//! - a malformed or unknown sink URL holding a password: exit 2, one line, the password masked.
+#![cfg(feature = "rabbitmq")]
+
+mod bad_input_support;
+mod common;
+
+use std::time::Duration;
+
+use bad_input_support::{retry_delays, Outbox};
+use common::{count, enqueue, event};
+use lapin::options::{BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties, ExchangeKind};
+use outbox_tests::brokers::{Broker, Kind};
+use outbox_tests::pg::TestDatabase;
+use sqlx::PgPool;
+
+const PASSWORD: &str = "hunter2-broker-password";
+
+/// Declares the durable topic exchange `outbox` and the durable queue `events` bound to it for `#`.
+async fn declare(broker: &Broker) {
+    let connection = Connection::connect(&broker.url(), ConnectionProperties::default()).await.expect("connect");
+    let channel = connection.create_channel().await.expect("channel");
+    let durable = ExchangeDeclareOptions { durable: true, ..Default::default() };
+    channel.exchange_declare("outbox".into(), ExchangeKind::Topic, durable, FieldTable::default()).await.unwrap();
+    let durable = QueueDeclareOptions { durable: true, ..Default::default() };
+    channel.queue_declare("events".into(), durable, FieldTable::default()).await.unwrap();
+    channel
+        .queue_bind("events".into(), "outbox".into(), "#".into(), QueueBindOptions::default(), FieldTable::default())
+        .await
+        .unwrap();
+    connection.close(200, "done".into()).await.ok();
+}
+
+/// How many messages the queue `events` holds (taking them).
+async fn drain(broker: &Broker) -> usize {
+    let connection = Connection::connect(&broker.url(), ConnectionProperties::default()).await.expect("connect");
+    let channel = connection.create_channel().await.expect("channel");
+    let mut n = 0;
+    while channel.basic_get("events".into(), BasicGetOptions { no_ack: true }).await.expect("basic.get").is_some() {
+        n += 1;
+    }
+    n
+}
+
+/// The broker's URL with the user `guest` and `password`.
+fn sink(broker: &Broker, password: &str, exchange: &str) -> String {
+    format!("amqp://guest:{password}@127.0.0.1:{}/%2f?exchange={exchange}&routing_key={{event_type}}", broker.port())
+}
+
+async fn untouched(pool: &PgPool, n: i64) {
+    let fresh: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM outbox_events WHERE status = 'pending' AND attempts = 0 AND lease_epoch = 0",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(fresh, n, "an event was claimed or changed");
+}
+
+#[tokio::test]
+async fn a_broker_down_at_start_is_waited_for_with_growing_delays_and_then_gets_every_event() {
+    let broker = Broker::start(Kind::RabbitMq);
+    declare(&broker).await;
+    broker.kill();
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &(0..10).map(|n| event(format!("agg-{}", n % 3), n)).collect::<Vec<_>>()).await;
+
+    let sink = sink(&broker, "guest", "outbox");
+    let mut relay = Outbox::start(&db.url, &["relay", "--sink", &sink, "--poll-interval", "10ms"], &[]);
+    let warnings = relay.wait_for_lines("cannot reach the sink", 4, Duration::from_secs(60)).await;
+    for line in &warnings {
+        assert!(line.contains("WARN"), "{line}");
+        assert!(line.contains(&format!("amqp://guest:***@127.0.0.1:{}", broker.port())), "not named: {line}");
+        assert!(!line.contains("guest:guest@"), "the password was printed: {line}");
+    }
+    let delays = retry_delays(&warnings);
+    assert_eq!(delays.len(), warnings.len(), "{warnings:?}");
+    assert!(delays.windows(2).all(|pair| pair[1] > pair[0]), "the delay does not grow: {delays:?}");
+    untouched(&db.pool, 10).await; // nothing is claimed while the broker is away
+
+    broker.restart();
+    common::wait_until(Duration::from_secs(60), "every event is published", || async {
+        count(&db.pool, "published").await == 10
+    })
+    .await;
+    let attempts: i64 =
+        sqlx::query_scalar("SELECT sum(attempts) FROM outbox_events").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(attempts, 0, "an attempt was spent while the broker was down");
+    assert_eq!(drain(&broker).await, 10);
+    let status = relay.terminate().await;
+    assert_eq!(status.code(), Some(0), "{}", relay.stderr());
+    assert!(!relay.stderr().contains("guest:guest@"), "{}", relay.stderr());
+}
+
+#[tokio::test]
+async fn a_refused_password_or_a_missing_exchange_exits_2_at_once_with_one_line() {
+    let broker = Broker::start(Kind::RabbitMq);
+    declare(&broker).await;
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("a", 0), event("b", 0)]).await;
+    for (sink, problem) in [
+        (sink(&broker, PASSWORD, "outbox"), "ACCESS_REFUSED"),
+        (sink(&broker, "guest", "no_such_exchange"), "exchange `no_such_exchange`"),
+    ] {
+        let started = tokio::time::Instant::now();
+        let mut relay = Outbox::start(&db.url, &["relay", "--sink", &sink], &[]);
+        let exit = relay.wait_for_exit(Duration::from_secs(30)).await;
+        let stderr = relay.stderr();
+        let last = stderr.lines().last().unwrap_or_default();
+        assert_eq!(exit.code(), Some(2), "{sink}: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(15), "not at once");
+        assert_eq!(stderr.lines().filter(|line| line.starts_with("error:")).count(), 1, "{stderr}");
+        assert!(last.starts_with("error: RabbitMQ at amqp://guest:***@127.0.0.1"), "{stderr}");
+        assert!(last.contains("refused the relay") && last.contains(problem), "`{problem}` not in: {last}");
+        assert!(!stderr.contains(PASSWORD), "the password was printed: {stderr}");
+        assert!(relay.stdout().is_empty());
+    }
+    untouched(&db.pool, 2).await;
+}
+
+#[tokio::test]
+async fn malformed_or_unknown_sink_urls_with_a_password_exit_2_with_one_line_and_the_password_masked() {
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("a", 0)]).await;
+    for (sink, problem) in [
+        (format!("amqp://relay:{PASSWORD}@[::1/%2f"), "malformed URL"),
+        (format!("amqp://relay:{PASSWORD}@127.0.0.1:5672/%2f?exchange=a b"), "exchange name"),
+        (format!("nats://relay:{PASSWORD}@127.0.0.1:4222?subjet=x"), "unknown option `subjet`"),
+        (format!("redis://:{PASSWORD}@127.0.0.1:6379?stream=a b"), "stream"),
+        (format!("gopher://relay:{PASSWORD}@127.0.0.1:70"), "unknown sink scheme `gopher`"),
+        (format!("https://relay:{PASSWORD}@exa mple.com/hook"), "malformed URL"),
+    ] {
+        let mut relay = Outbox::start(&db.url, &["relay", "--sink", &sink], &[]);
+        let exit = relay.wait_for_exit(Duration::from_secs(30)).await;
+        let stderr = relay.stderr();
+        assert_eq!(exit.code(), Some(2), "{sink}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{sink}: not one line: {stderr}");
+        assert!(stderr.starts_with("error: ") && stderr.contains(problem), "`{problem}` not in: {stderr}");
+        assert!(!stderr.contains(PASSWORD), "the password was printed: {stderr}");
+    }
+    untouched(&db.pool, 1).await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn redis_refusing_the_password_or_its_absence_exits_2_at_once_with_one_line() {
+    let broker = Broker::start(Kind::Redis);
+    let client = redis::Client::open(broker.url()).expect("a Redis URL");
+    let mut connection = client.get_multiplexed_async_connection().await.expect("connect to Redis");
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("the-right-password")
+        .query_async::<()>(&mut connection)
+        .await
+        .expect("require a password");
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("a", 0)]).await;
+    let port = broker.port();
+    for (sink, problem) in [
+        (format!("redis://:{PASSWORD}@127.0.0.1:{port}/0?stream=outbox"), "authentication failed"),
+        (format!("redis://127.0.0.1:{port}/0?stream=outbox"), "NOAUTH"),
+    ] {
+        let mut relay = Outbox::start(&db.url, &["relay", "--sink", &sink], &[]);
+        let exit = relay.wait_for_exit(Duration::from_secs(30)).await;
+        let stderr = relay.stderr();
+        let errors: Vec<&str> = stderr.lines().filter(|line| line.starts_with("error:")).collect();
+        assert_eq!(exit.code(), Some(2), "{sink}: {stderr}");
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(errors[0].starts_with("error: Redis at redis://"), "{stderr}");
+        assert!(errors[0].contains("refused the relay") && errors[0].contains(problem), "`{problem}`: {stderr}");
+        assert!(!stderr.contains(PASSWORD), "the password was printed: {stderr}");
+    }
+    let right = format!("redis://:the-right-password@127.0.0.1:{port}/0?stream=outbox");
+    let mut relay = Outbox::start(&db.url, &["relay", "--sink", &right, "--poll-interval", "10ms"], &[]);
+    common::wait_until(Duration::from_secs(30), "the event is published", || async {
+        count(&db.pool, "published").await == 1
+    })
+    .await;
+    assert_eq!(relay.terminate().await.code(), Some(0), "{}", relay.stderr());
+}

@@ -1,0 +1,170 @@
+//! `outbox relay` against a database that is not there yet, or that refuses it, at start (the real binary, real
+//! PostgreSQL servers):
+//!
+//! - unreachable (server stopped, nothing listening): the relay does not exit; it logs a WARN line naming the
+//!   database with the password masked, again and again with a growing delay, and once the server is up it
+//!   publishes every event, without having spent an attempt on any;
+//! - a signal while it waits stops it with exit 0, having written nothing;
+//! - wrong credentials: exit 2 at once, one line on stderr, password masked; the right password works, so it is the
+//!   password that was refused.
+
+mod bad_input_support;
+
+use std::time::Duration;
+
+use bad_input_support::{closed_port, retry_delays, with_password, Outbox};
+use outbox_core::Outbox as Producer;
+use outbox_tests::pg::{PrivateServer, TestDatabase};
+use serde::Serialize;
+use sqlx::PgPool;
+
+const PASSWORD: &str = "hunter2-db-password";
+
+#[derive(Serialize)]
+struct Shipped {
+    order: u32,
+}
+
+impl outbox_core::OutboxEvent for Shipped {
+    const EVENT_TYPE: &'static str = "order.shipped";
+    const AGGREGATE_TYPE: &'static str = "order";
+    const VERSION: u32 = 1;
+
+    fn aggregate_id(&self) -> String {
+        self.order.to_string()
+    }
+}
+
+async fn enqueue(pool: &PgPool, n: u32) {
+    let mut tx = pool.begin().await.expect("begin");
+    let events: Vec<Shipped> = (0..n).map(|order| Shipped { order }).collect();
+    Producer::new().enqueue_all(&mut tx, &events).await.expect("enqueue");
+    tx.commit().await.expect("commit");
+}
+
+fn private_server() -> PrivateServer {
+    PrivateServer::start().unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"))
+}
+
+fn assert_masked(lines: &[String], password: &str) {
+    for line in lines {
+        assert!(!line.contains(password), "the password was printed: {line}");
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_waited_for_with_growing_delays_and_the_relay_then_publishes_everything() {
+    let server = private_server();
+    let db = TestDatabase::create_on(&server.url).await;
+    outbox_core::migrate(&db.pool).await.expect("migrate");
+    enqueue(&db.pool, 20).await;
+    db.pool.close().await;
+    server.stop().expect("stop the server");
+
+    let dir = std::env::temp_dir().join(format!("outbox-db-at-start-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("events.jsonl");
+    let url = with_password(&db.url, PASSWORD);
+    let sink = format!("file:{}", file.display());
+    let mut relay = Outbox::start(&url, &["relay", "--sink", &sink, "--poll-interval", "10ms"], &[]);
+
+    let warnings = relay.wait_for_lines("cannot reach the database", 4, Duration::from_secs(60)).await;
+    let port = url::Url::parse(&db.url).unwrap().port().unwrap();
+    for line in &warnings {
+        assert!(line.contains("WARN"), "{line}");
+        assert!(line.contains(&format!("127.0.0.1:{port}")), "the database is not named: {line}");
+        assert!(line.contains("postgres:***@"), "the password is not masked: {line}");
+    }
+    assert_masked(&warnings, PASSWORD);
+    let delays = retry_delays(&warnings);
+    assert_eq!(delays.len(), warnings.len(), "every warning says when it retries: {warnings:?}");
+    assert!(delays.windows(2).all(|pair| pair[1] > pair[0]), "the delay does not grow: {delays:?}");
+    assert!(!file.exists(), "the sink was opened before the database answered");
+
+    server.start_again().expect("start the server again");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&file).unwrap_or_default().lines().count() < 20 {
+        assert!(tokio::time::Instant::now() < deadline, "not every event was published:\n{}", relay.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = relay.terminate().await;
+    assert_eq!(status.code(), Some(0), "{}", relay.stderr());
+    assert_masked(&relay.stderr().lines().map(str::to_owned).collect::<Vec<_>>(), PASSWORD);
+
+    let pool = PgPool::connect(&db.url).await.expect("reconnect");
+    let rows: Vec<(String, i32)> =
+        sqlx::query_as("SELECT status, attempts FROM outbox_events").fetch_all(&pool).await.unwrap();
+    assert_eq!(rows.len(), 20);
+    assert!(rows.iter().all(|(status, attempts)| status == "published" && *attempts == 0), "{rows:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_relay_waiting_for_the_database_stops_on_sigterm_with_exit_0_and_writes_nothing() {
+    let dir = std::env::temp_dir().join(format!("outbox-db-never-{}", uuid::Uuid::now_v7().simple()));
+    let url = format!("postgres://app:{PASSWORD}@127.0.0.1:{}/shop", closed_port());
+    let sink = format!("file:{}/events.jsonl", dir.display());
+    let mut relay = Outbox::start(&url, &["relay", "--sink", &sink], &[]);
+    let warnings = relay.wait_for_lines("cannot reach the database", 2, Duration::from_secs(30)).await;
+    assert!(warnings.iter().all(|line| line.contains("app:***@127.0.0.1")), "{warnings:?}");
+    assert_masked(&warnings, PASSWORD);
+    let status = relay.terminate().await;
+    assert_eq!(status.code(), Some(0), "{}", relay.stderr());
+    assert!(!dir.exists(), "the sink was created");
+}
+
+#[tokio::test]
+async fn wrong_database_credentials_exit_2_at_once_with_one_line_and_the_password_masked() {
+    let server = private_server();
+    let db = TestDatabase::create_on(&server.url).await;
+    outbox_core::migrate(&db.pool).await.expect("migrate");
+    enqueue(&db.pool, 3).await;
+    // Password authentication for every role but the admin: a hba file of our own, read at the next start.
+    let hba = std::env::temp_dir().join(format!("outbox-hba-{}.conf", uuid::Uuid::now_v7().simple()));
+    std::fs::write(
+        &hba,
+        "local all all trust\nhost all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
+    )
+    .unwrap();
+    for statement in [
+        "CREATE ROLE app LOGIN PASSWORD 'the-right-password'".to_owned(),
+        "GRANT SELECT, UPDATE, DELETE ON outbox_events TO app".to_owned(),
+        "GRANT SELECT ON outbox_control TO app".to_owned(),
+        format!("ALTER SYSTEM SET hba_file = '{}'", hba.display()),
+    ] {
+        sqlx::raw_sql(&statement).execute(&db.pool).await.unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    db.pool.close().await;
+    server.stop().expect("stop");
+    server.start_again().expect("start with the new hba file");
+
+    let mut url = url::Url::parse(&db.url).unwrap();
+    url.set_username("app").unwrap();
+    let right = with_password(url.as_str(), "the-right-password");
+    let wrong = with_password(url.as_str(), PASSWORD);
+
+    let mut status = Outbox::start(&right, &["status"], &[]);
+    assert_eq!(status.wait_for_exit(Duration::from_secs(30)).await.code(), Some(0), "{}", status.stderr());
+
+    for args in [vec!["relay", "--sink", "stdout"], vec!["status"], vec!["events", "list", "--status", "pending"]] {
+        let started = tokio::time::Instant::now();
+        let mut command = Outbox::start(&wrong, &args, &[]);
+        let exit = command.wait_for_exit(Duration::from_secs(30)).await;
+        let stderr = command.stderr();
+        assert_eq!(exit.code(), Some(2), "{args:?}: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}: not at once");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: not one line: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(stderr.contains("password authentication failed"), "{args:?}: {stderr}");
+        assert!(!stderr.contains(PASSWORD), "{args:?}: the password was printed: {stderr}");
+        assert!(command.stdout().is_empty(), "{args:?}");
+    }
+    let admin = PgPool::connect(&db.url).await.expect("connect as the admin");
+    let pending: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE status = 'pending' AND attempts = 0")
+            .fetch_one(&admin)
+            .await
+            .unwrap();
+    assert_eq!(pending, 3, "nothing was claimed or changed");
+    let _ = std::fs::remove_file(&hba);
+}
