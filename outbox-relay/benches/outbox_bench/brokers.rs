@@ -41,8 +41,11 @@ pub(crate) async fn end_to_end(admin: &str, sizes: Sizes, yard: Yardstick, repor
             ClientConfig::new().set("bootstrap.servers", broker.url()).create().expect("admin client");
         let topic = NewTopic::new("outbox.account", 3, TopicReplication::Fixed(1));
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !matches!(admin_client.create_topics([&topic], &AdminOptions::new()).await, Ok(r) if r.iter().all(Result::is_ok))
-        {
+        loop {
+            let created = admin_client.create_topics([&topic], &AdminOptions::new()).await;
+            if matches!(created, Ok(results) if results.iter().all(Result::is_ok)) {
+                break;
+            }
             assert!(Instant::now() < deadline, "cannot create the Kafka topic");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

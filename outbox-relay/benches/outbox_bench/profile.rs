@@ -84,7 +84,8 @@ pub(crate) async fn report(
         })
         .collect();
     report.note(format!(
-        "{label}: statements executed {:.0}% of the wall time; {}; the rest is commit flushes, round trips and the relay",
+        "{label}: statement execution, summed over the relay's connections, {:.0}% of the wall time (over 100%: \
+         batches overlapping in the database); {}",
         100.0 * in_database / wall_ms,
         parts.join("; ")
     ));
