@@ -75,7 +75,7 @@ pub use publish::{RedisBuilder, RedisPublisher};
 pub use publish::{SqsBuilder, SqsPublisher};
 #[cfg(feature = "webhook")]
 pub use publish::{WebhookBuilder, WebhookPublisher};
-pub use relay::{Relay, RunSummary};
+pub use relay::{shutdown_signal, Relay, RunSummary};
 pub use sink::{Sink, SinkPublisher, WEBHOOK_SECRET_ENV};
 pub use tokio_util::sync::CancellationToken;
 

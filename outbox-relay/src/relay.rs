@@ -102,7 +102,7 @@ impl Relay {
         let shutdown = CancellationToken::new();
         let trigger = shutdown.clone();
         tokio::spawn(async move {
-            wait_for_signal().await;
+            shutdown_signal().await;
             tracing::info!("signal received; shutting down");
             trigger.cancel();
         });
@@ -329,7 +329,23 @@ impl Engine {
     }
 }
 
-async fn wait_for_signal() {
+/// Completes at the first SIGTERM or SIGINT (Ctrl-C; SIGINT only where there is no SIGTERM): the signal a
+/// process manager sends to stop a relay. [`Relay::run_until_signal`] waits for it; a program that runs the
+/// relay next to other work can wait for it to cancel its own shutdown token.
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn run() {
+/// let shutdown = outbox_relay::CancellationToken::new();
+/// let trigger = shutdown.clone();
+/// tokio::spawn(async move {
+///     outbox_relay::shutdown_signal().await;
+///     trigger.cancel();
+/// });
+/// # }
+/// ```
+pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

@@ -90,26 +90,7 @@ fn shutdown_on_signal() -> CancellationToken {
     let shutdown = CancellationToken::new();
     let trigger = shutdown.clone();
     tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            match signal(SignalKind::terminate()) {
-                Ok(mut terminate) => {
-                    tokio::select! {
-                        _ = terminate.recv() => {}
-                        _ = tokio::signal::ctrl_c() => {}
-                    }
-                }
-                Err(error) => {
-                    tracing::error!(error = %error, "cannot listen for SIGTERM; only SIGINT stops the relay");
-                    let _ = tokio::signal::ctrl_c().await;
-                }
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
+        outbox_relay::shutdown_signal().await;
         tracing::info!("signal received; shutting down");
         trigger.cancel();
     });
