@@ -68,6 +68,7 @@ pub struct RelayConfig {
     pub(crate) wakeup: Wakeup,
     pub(crate) retention: Retention,
     pub(crate) shutdown_timeout: Duration,
+    pub(crate) publish_timeout: Duration,
 }
 
 impl RelayConfig {
@@ -78,8 +79,9 @@ impl RelayConfig {
     /// The shortest allowed lease.
     pub const MIN_LEASE: Duration = Duration::from_millis(100);
 
-    /// A builder with the defaults: batches of up to 100, 1 batch at a time, 20ms idle poll interval, 30s
-    /// lease, 10 attempts, [`Backoff::default`], ordering by aggregate, polling, no retention, 10s shutdown.
+    /// A builder with the defaults: batches of up to 1000, 2 lanes, 20ms idle poll interval, 10s lease, 10
+    /// attempts, [`Backoff::default`], ordering by aggregate, polling, no retention, 10s shutdown, 60s publish
+    /// timeout.
     pub fn builder() -> RelayConfigBuilder {
         RelayConfigBuilder::default()
     }
@@ -89,7 +91,8 @@ impl RelayConfig {
         self.batch_size
     }
 
-    /// How many batches one relay publishes at once.
+    /// How many lanes one relay runs: each reads, publishes and settles the batches of its share of the relay's
+    /// partitions, so lanes never hold events of the same aggregate.
     pub fn concurrency(&self) -> usize {
         self.concurrency
     }
@@ -99,7 +102,8 @@ impl RelayConfig {
         self.poll_interval
     }
 
-    /// How long a claim is leased.
+    /// How long a relay stays a member without a heartbeat (it sends one every `lease / 10`, at most every
+    /// second); after it, the relay's partitions are taken over by the others.
     pub fn lease(&self) -> Duration {
         self.lease
     }
@@ -133,6 +137,16 @@ impl RelayConfig {
     pub fn shutdown_timeout(&self) -> Duration {
         self.shutdown_timeout
     }
+
+    /// How long one publish call may take before it counts as a failed attempt for every event it carries.
+    pub fn publish_timeout(&self) -> Duration {
+        self.publish_timeout
+    }
+
+    /// How often the relay renews its membership: a tenth of the lease, between 50ms and 1s.
+    pub fn heartbeat_interval(&self) -> Duration {
+        (self.lease / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
 }
 
 /// Builds a [`RelayConfig`]; every value is checked in [`build`](Self::build).
@@ -149,16 +163,17 @@ pub struct RelayConfigBuilder {
     wakeup: Wakeup,
     retention: Retention,
     shutdown_timeout: Duration,
+    publish_timeout: Duration,
 }
 
 impl Default for RelayConfigBuilder {
     fn default() -> Self {
         let backoff = Backoff::default();
         Self {
-            batch_size: 100,
-            concurrency: 1,
+            batch_size: 1000,
+            concurrency: 2,
             poll_interval: Duration::from_millis(20),
-            lease: Duration::from_secs(30),
+            lease: Duration::from_secs(10),
             max_attempts: 10,
             backoff_base: backoff.base(),
             backoff_max: backoff.max(),
@@ -166,6 +181,7 @@ impl Default for RelayConfigBuilder {
             wakeup: Wakeup::Poll,
             retention: Retention::Keep,
             shutdown_timeout: Duration::from_secs(10),
+            publish_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -243,6 +259,14 @@ impl RelayConfigBuilder {
         self
     }
 
+    /// How long one publish call may take (default 60s): past it, every event of the call counts a failed
+    /// attempt, so a sink that hangs cannot hold an event forever.
+    #[must_use]
+    pub fn publish_timeout(mut self, publish_timeout: Duration) -> Self {
+        self.publish_timeout = publish_timeout;
+        self
+    }
+
     /// Checks every setting.
     ///
     /// # Errors
@@ -256,6 +280,7 @@ impl RelayConfigBuilder {
         in_range("max_attempts", self.max_attempts, 1, 1_000_000)?;
         let backoff = Backoff::new(self.backoff_base, self.backoff_max)?;
         in_duration("shutdown_timeout", self.shutdown_timeout, Duration::ZERO, Duration::from_secs(3600))?;
+        in_duration("publish_timeout", self.publish_timeout, Duration::from_millis(1), Duration::from_secs(24 * 3600))?;
         if let Retention::After(age) = self.retention {
             in_duration("retention", age, Duration::ZERO, Duration::from_secs(100 * 365 * 24 * 3600))?;
         }
@@ -281,6 +306,7 @@ impl RelayConfigBuilder {
             wakeup: self.wakeup,
             retention: self.retention,
             shutdown_timeout: self.shutdown_timeout,
+            publish_timeout: self.publish_timeout,
         })
     }
 }
@@ -311,7 +337,7 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         let config = RelayConfig::builder().build().unwrap();
-        assert_eq!(config.batch_size(), 100);
+        assert_eq!(config.batch_size(), 1000);
         assert_eq!(config.wakeup(), &Wakeup::Poll);
     }
 

@@ -44,7 +44,6 @@
 //! [`StdoutPublisher`] and [`FilePublisher`] (JSON lines); [`Sink`] parses the `--sink` URLs of the CLI.
 
 mod backoff;
-mod batch;
 mod config;
 mod error;
 mod maintenance;

@@ -518,23 +518,39 @@ async fn drain_naively(db: &TestDatabase, events: i64) -> f64 {
     published as f64 / started.elapsed().as_secs_f64()
 }
 
-/// The relay's own statements without the relay: [`PgStore`]'s claim and settle, back to back, one task on one
-/// connection, nothing published (batches of 1000, ordering off).
+/// The relay's own statements without the relay: [`PgStore`]'s heartbeat, then read, batch record and settle back
+/// to back, one task, nothing published (batches of 1000 over every partition, ordering off).
 async fn drain_statements_only(db: &TestDatabase, events: i64) -> f64 {
-    use outbox_core::store::{ClaimRequest, Settlement, Store};
+    use outbox_core::store::{
+        CrashedEvent, Heartbeat, ReadRange, ReadRequest, SettleBatch, SettleOutcome, Settlement, Store,
+    };
     let store = PgStore::new(db.pool.clone());
-    let owner = Uuid::now_v7();
-    let request = ClaimRequest::new(owner, Duration::from_secs(30), 1_000, Ordering::None);
+    let relay = Uuid::now_v7();
+    let on_crash = |_: &CrashedEvent| SettleOutcome::Failed { error: String::new() };
+    let membership =
+        store.heartbeat(&Heartbeat::new(relay, "bench", Duration::from_secs(30), &on_crash)).await.expect("heartbeat");
+    let leases: Vec<(u16, i64)> = membership.owned.iter().map(|l| (l.partition, l.epoch)).collect();
+    let mut cursors: Vec<i64> = vec![0; leases.len()];
+    let per_partition = (1_000 / leases.len().max(1)).max(1) as u32 * 4;
     let started = Instant::now();
     let mut published = 0;
     while published < events {
-        let claim = store.claim(&request).await.expect("claim");
-        if claim.events.is_empty() {
+        let ranges = leases.iter().zip(&cursors).map(|((p, _), c)| ReadRange::new(*p, *c, per_partition)).collect();
+        let read = store.read(&ReadRequest::new(ranges)).await.expect("read");
+        if read.rows.is_empty() {
             break;
         }
-        let settlements: Vec<Settlement> = claim.events.iter().map(Settlement::published).collect();
-        published += store.settle(owner, &settlements, false).await.expect("settle").published as i64;
+        for row in &read.rows {
+            cursors[row.range] = cursors[row.range].max(row.event.seq);
+        }
+        let ids: Vec<Uuid> = read.rows.iter().map(|row| row.event.id).collect();
+        let batch = Uuid::now_v7();
+        store.start_batch(relay, batch, &ids).await.expect("record");
+        let settlements = ids.iter().map(|id| Settlement::published(*id)).collect();
+        let settle = SettleBatch::new(relay, batch, leases.clone(), settlements);
+        published += store.settle(&settle).await.expect("settle").published as i64;
     }
+    store.leave(relay).await.expect("leave");
     published as f64 / started.elapsed().as_secs_f64()
 }
 

@@ -63,4 +63,9 @@ impl Publisher for FilePublisher {
             Err(error) => vec![Outcome::transient(format!("writing {}: {error}", self.path.display())); batch.len()],
         }
     }
+
+    /// Each call is one write of the whole batch: it lands in order, or (on an error) not at all.
+    fn keeps_order(&self) -> bool {
+        true
+    }
 }

@@ -268,11 +268,23 @@ impl Outcome {
 pub trait Publisher: Send + Sync + 'static {
     /// Publishes `batch` and returns one outcome per message, in order.
     fn publish(&self, batch: &[Message]) -> impl Future<Output = Vec<Outcome>> + Send;
+
+    /// Whether the broker receives the messages of one call in the order of the batch, and a failed message
+    /// means none after it of the same aggregate was delivered either (a sequential writer; a Kafka idempotent
+    /// producer per partition). Then the relay may put several events of one aggregate in one call; otherwise
+    /// (the default) it publishes a batch in rounds of at most one event per aggregate.
+    fn keeps_order(&self) -> bool {
+        false
+    }
 }
 
 impl<P: Publisher> Publisher for Arc<P> {
     fn publish(&self, batch: &[Message]) -> impl Future<Output = Vec<Outcome>> + Send {
         (**self).publish(batch)
+    }
+
+    fn keeps_order(&self) -> bool {
+        (**self).keeps_order()
     }
 }
 
@@ -282,11 +294,17 @@ pub(crate) type PublishFuture<'a> = Pin<Box<dyn Future<Output = Vec<Outcome>> + 
 /// [`Publisher`] behind a pointer: the engine holds any publisher as `Arc<dyn ErasedPublisher>`.
 pub(crate) trait ErasedPublisher: Send + Sync + 'static {
     fn publish_boxed<'a>(&'a self, batch: &'a [Message]) -> PublishFuture<'a>;
+
+    fn keeps_order_erased(&self) -> bool;
 }
 
 impl<P: Publisher> ErasedPublisher for P {
     fn publish_boxed<'a>(&'a self, batch: &'a [Message]) -> PublishFuture<'a> {
         Box::pin(self.publish(batch))
+    }
+
+    fn keeps_order_erased(&self) -> bool {
+        self.keeps_order()
     }
 }
 

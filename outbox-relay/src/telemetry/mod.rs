@@ -31,7 +31,7 @@ mod trace;
 
 use std::time::Duration;
 
-pub(crate) use counters::{claim_span, record_claim, record_corrupted, Instrumented};
+pub(crate) use counters::{read_span, record_batch, record_corrupted, Instrumented};
 pub(crate) use gauges::{refresh_backlog, set_paused};
 pub use health::listeners_connected;
 pub(crate) use health::WatchedListener;

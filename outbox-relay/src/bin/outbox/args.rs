@@ -77,21 +77,26 @@ pub(crate) struct RelayArgs {
     #[arg(long, value_parser = parse_sink, value_name = "URL")]
     pub(crate) sink: Sink,
 
-    /// The most events per batch (the relay grows batches up to it while a backlog lasts).
-    #[arg(long, default_value_t = 100, value_name = "N")]
+    /// The most events per batch (split evenly over the partitions a lane reads).
+    #[arg(long, default_value_t = 1000, value_name = "N")]
     pub(crate) batch_size: u32,
 
-    /// Batches published at once.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Lanes per relay: each reads, publishes and settles its share of the relay's partitions.
+    #[arg(long, default_value_t = 2, value_name = "N")]
     pub(crate) concurrency: usize,
 
-    /// The longest wait between two claims when idle (adaptive polling: tighter while events flow).
+    /// The longest wait between two reads when idle (adaptive polling: tighter while events flow).
     #[arg(long, value_parser = parse_duration, default_value = "20ms", value_name = "DURATION")]
     pub(crate) poll_interval: Duration,
 
-    /// How long claimed events are leased; after it, another relay may take them over.
-    #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DURATION")]
+    /// How long the relay stays a member without a heartbeat (sent every tenth of it, at most every second);
+    /// after it, the other relays take its partitions over.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
     pub(crate) lease: Duration,
+
+    /// How long one publish call may take before its events count a failed attempt.
+    #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
+    pub(crate) publish_timeout: Duration,
 
     /// Attempts before an event that keeps failing goes to `failed`.
     #[arg(long, default_value_t = 10, value_name = "N")]
@@ -118,7 +123,7 @@ pub(crate) struct RelayArgs {
     #[arg(long, value_name = "CHANNEL", num_args = 0..=1, default_missing_value = outbox_core::DEFAULT_CHANNEL)]
     pub(crate) notify: Option<String>,
 
-    /// How long shutdown waits for in-flight batches before releasing them.
+    /// How long shutdown waits for the batches in flight before handing the partitions over.
     #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
     pub(crate) shutdown_timeout: Duration,
 
@@ -255,8 +260,15 @@ mod tests {
 
     use super::{parse_duration, Cli, Command, RelayArgs};
 
-    const DURATION_FLAGS: [&str; 6] =
-        ["--poll-interval", "--lease", "--backoff-base", "--backoff-max", "--retention", "--shutdown-timeout"];
+    const DURATION_FLAGS: [&str; 7] = [
+        "--poll-interval",
+        "--lease",
+        "--backoff-base",
+        "--backoff-max",
+        "--retention",
+        "--shutdown-timeout",
+        "--publish-timeout",
+    ];
     const NUMBER_FLAGS: [&str; 3] = ["--batch-size", "--concurrency", "--max-attempts"];
 
     fn relay(flag: &str, value: &str) -> Result<RelayArgs, clap::Error> {
@@ -271,6 +283,7 @@ mod tests {
         match flag {
             "--poll-interval" => Some(args.poll_interval),
             "--lease" => Some(args.lease),
+            "--publish-timeout" => Some(args.publish_timeout),
             "--backoff-base" => Some(args.backoff_base),
             "--backoff-max" => Some(args.backoff_max),
             "--retention" => args.retention,

@@ -29,7 +29,8 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     if !wait_for(&shutdown, "the database", || connect::probe(&options, &target)).await? {
         return Ok(());
     }
-    let connections = u32::try_from(args.concurrency).unwrap_or(u32::MAX).saturating_add(3);
+    // Per lane: a read and up to two settles at once; plus the heartbeat, the gauges and the listener.
+    let connections = u32::try_from(args.concurrency).unwrap_or(u32::MAX).saturating_mul(3).saturating_add(3);
     let database = connect::open(database_url, connections).await?;
     let publisher = args.sink.open().map_err(|error| match error {
         outbox_relay::Error::InvalidSink { .. } => Failure::Usage(error.to_string()),
@@ -49,7 +50,7 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
         published = summary.published,
         retried = summary.retried,
         failed = summary.failed,
-        released = summary.released,
+        fenced = summary.fenced,
         "relay exited"
     );
     Ok(())
@@ -121,5 +122,6 @@ fn config(args: &RelayArgs) -> outbox_relay::Result<RelayConfig> {
         .retention(retention)
         .wakeup(wakeup)
         .shutdown_timeout(args.shutdown_timeout)
+        .publish_timeout(args.publish_timeout)
         .build()
 }

@@ -1,0 +1,37 @@
+//! The one retry decision: what a failed attempt leads to, whatever failed (the broker, the publisher panicking
+//! or timing out, a relay dying while it published the event).
+
+use outbox_core::store::SettleOutcome;
+
+use crate::RelayConfig;
+
+/// The outcome of a failed attempt of an event that had failed `attempts` times before: `failed` once the
+/// attempts reach the configured maximum (or at once for a permanent failure), otherwise a retry after the backoff.
+pub(crate) fn after_failure(config: &RelayConfig, attempts: u32, error: String, permanent: bool) -> SettleOutcome {
+    if permanent {
+        return SettleOutcome::Failed { error };
+    }
+    let attempts = attempts.saturating_add(1);
+    if attempts >= config.max_attempts {
+        return SettleOutcome::Failed { error: format!("gave up after {attempts} attempts: {error}") };
+    }
+    SettleOutcome::Retry { error, delay: config.backoff.delay(attempts - 1) }
+}
+
+#[cfg(test)]
+mod tests {
+    use outbox_core::store::SettleOutcome;
+
+    use super::after_failure;
+    use crate::RelayConfig;
+
+    #[test]
+    fn transient_failures_retry_until_the_last_attempt_then_fail() {
+        let config = RelayConfig::builder().max_attempts(3).build().unwrap();
+        assert!(matches!(after_failure(&config, 0, "x".into(), false), SettleOutcome::Retry { .. }));
+        assert!(matches!(after_failure(&config, 1, "x".into(), false), SettleOutcome::Retry { .. }));
+        let last = after_failure(&config, 2, "boom".into(), false);
+        assert_eq!(last, SettleOutcome::Failed { error: "gave up after 3 attempts: boom".into() });
+        assert_eq!(after_failure(&config, 0, "no".into(), true), SettleOutcome::Failed { error: "no".into() });
+    }
+}
