@@ -59,6 +59,7 @@
 #[path = "private.rs"]
 pub mod __private;
 mod backend;
+mod commit_with_events;
 pub mod contracts;
 mod enqueue;
 mod error;
@@ -74,6 +75,7 @@ pub mod store;
 mod transaction;
 
 pub use backend::Backend;
+pub use commit_with_events::OutboxTransaction;
 pub use enqueue::{enqueue, Outbox, DEFAULT_CHANNEL};
 pub use error::{Error, Result};
 pub use event::OutboxEvent;

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use outbox_core::store::Ordering;
 
-use crate::{Backoff, Error, Result};
+use crate::backoff::Backoff;
+use crate::error::{Error, Result};
 
 /// How the relay learns that new events were committed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -332,7 +333,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::{RelayConfig, Retention, Wakeup};
-    use crate::Error;
+    use crate::error::Error;
 
     #[test]
     fn defaults_are_valid() {

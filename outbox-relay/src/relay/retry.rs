@@ -3,7 +3,7 @@
 
 use outbox_core::store::SettleOutcome;
 
-use crate::RelayConfig;
+use crate::config::RelayConfig;
 
 /// The outcome of a failed attempt of an event that had failed `attempts` times before: `failed` once the
 /// attempts reach the configured maximum (or at once for a permanent failure), otherwise a retry after the backoff.
@@ -23,7 +23,7 @@ mod tests {
     use outbox_core::store::SettleOutcome;
 
     use super::after_failure;
-    use crate::RelayConfig;
+    use crate::config::RelayConfig;
 
     #[test]
     fn transient_failures_retry_until_the_last_attempt_then_fail() {

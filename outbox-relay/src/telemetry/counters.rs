@@ -111,7 +111,7 @@ mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
     use super::{names, record};
-    use crate::{Message, Outcome};
+    use crate::publish::{Message, Outcome};
 
     #[test]
     fn outcomes_are_counted_by_event_type_and_kind() {

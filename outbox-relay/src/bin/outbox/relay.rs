@@ -64,7 +64,8 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = outbox_relay::Result<()>>,
 {
-    let mut delay = FIRST_RETRY;
+    let backoff = outbox_relay::Backoff::new(FIRST_RETRY, LAST_RETRY).unwrap_or_default();
+    let mut failures = 0;
     loop {
         let result = tokio::select! {
             result = attempt() => result,
@@ -73,12 +74,13 @@ where
         match result {
             Ok(()) => return Ok(true),
             Err(error) if error.is_retryable() => {
+                let delay = backoff.ceiling(failures);
+                failures += 1;
                 tracing::warn!(retry_in = ?delay, error = %error, "cannot reach {what} at start; retrying");
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
                     () = shutdown.cancelled() => return Ok(false),
                 }
-                delay = (delay * 2).min(LAST_RETRY);
             }
             Err(error @ outbox_relay::Error::Refused { .. }) => return Err(Failure::Usage(error.to_string())),
             Err(error) => return Err(Failure::runtime(error)),
