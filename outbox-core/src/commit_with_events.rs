@@ -9,7 +9,7 @@
 use std::ops::{Deref, DerefMut};
 
 use sqlx::pool::PoolConnection;
-use sqlx::{PgConnection, PgPool, Postgres};
+use sqlx::{Executor, PgConnection, PgPool, Postgres};
 use uuid::Uuid;
 
 use crate::enqueue::Outbox;
@@ -68,7 +68,7 @@ impl Outbox {
     /// [`Error::Database`](crate::Error::Database) when no connection can be had or `BEGIN` fails.
     pub async fn begin(&self, pool: &PgPool) -> Result<OutboxTransaction> {
         let mut connection = pool.acquire().await?;
-        sqlx::raw_sql("BEGIN").execute(&mut *connection).await?;
+        connection.execute("BEGIN").await?;
         Ok(OutboxTransaction {
             connection,
             events: Vec::new(),
@@ -123,7 +123,8 @@ impl OutboxTransaction {
     /// is rolled back (the domain change with the events).
     pub async fn commit(mut self) -> Result<Vec<Uuid>> {
         let sql = commit_sql(&self.events, self.notify.as_deref());
-        let done = sqlx::raw_sql(&sql).execute(&mut *self.connection).await;
+        // A string without arguments runs through the simple query protocol: several statements, one message.
+        let done = self.connection.execute(sql.as_str()).await;
         match done {
             Ok(_) => {
                 self.open = false;
@@ -132,7 +133,7 @@ impl OutboxTransaction {
             Err(error) => {
                 // The failed statement left the transaction aborted (or the connection broken): roll it back;
                 // if even that fails, dropping closes the connection, which rolls back on the server.
-                if sqlx::raw_sql("ROLLBACK").execute(&mut *self.connection).await.is_ok() {
+                if self.connection.execute("ROLLBACK").await.is_ok() {
                     self.open = false;
                 }
                 Err(error.into())
@@ -147,7 +148,7 @@ impl OutboxTransaction {
     /// [`Error::Database`](crate::Error::Database) when `ROLLBACK` fails (the connection is then closed, which
     /// rolls back on the server).
     pub async fn rollback(mut self) -> Result<()> {
-        sqlx::raw_sql("ROLLBACK").execute(&mut *self.connection).await?;
+        self.connection.execute("ROLLBACK").await?;
         self.open = false;
         Ok(())
     }

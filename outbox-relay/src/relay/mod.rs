@@ -166,8 +166,11 @@ impl Relay {
 
         let stop_lanes = CancellationToken::new();
         let summary = Arc::new(std::sync::Mutex::new(RunSummary::default()));
+        // Every lane hears every notification (each keeps a permit while it is busy reading).
+        let lane_wakes: Vec<Arc<Notify>> = (0..config.concurrency).map(|_| Arc::new(Notify::new())).collect();
+        tasks.spawn(fan_out(Arc::clone(&wake), lane_wakes.clone(), background.clone()));
         let mut lanes = JoinSet::new();
-        for index in 0..config.concurrency {
+        for (index, lane_wake) in lane_wakes.into_iter().enumerate() {
             let lane = lane::Lane::new(
                 Arc::clone(&shared),
                 index,
@@ -176,7 +179,7 @@ impl Relay {
                 ownership.clone(),
                 Arc::clone(&summary),
             );
-            lanes.spawn(lane.run(Arc::clone(&wake), stop_lanes.clone()));
+            lanes.spawn(lane.run(lane_wake, stop_lanes.clone()));
         }
         let result = members.run(&shutdown).await;
         // Shutdown: no more reads; the batches in flight finish within the shutdown timeout, or are abandoned
@@ -198,6 +201,16 @@ impl Relay {
         while tasks.join_next().await.is_some() {}
         tracing::info!(relay_id = %shared.relay, published = summary.published, "relay stopped");
         result.map(|()| summary)
+    }
+}
+
+/// Passes each wake-up on to every lane, until `shutdown`.
+async fn fan_out(wake: Arc<Notify>, lanes: Vec<Arc<Notify>>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = wake.notified() => lanes.iter().for_each(|lane| lane.notify_one()),
+        }
     }
 }
 
