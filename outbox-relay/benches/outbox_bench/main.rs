@@ -4,6 +4,7 @@
 //! cargo bench -p outbox-relay --no-default-features --features nats,kafka --bench outbox-bench   # every scenario
 //! cargo bench -p outbox-relay --no-default-features --bench outbox-bench -- drain latency       # some scenarios
 //! OUTBOX_BENCH_SMOKE=1 cargo test -p outbox-relay --all-features --bench outbox-bench           # tiny sizes
+//! OUTBOX_BENCH_DRAIN_EVENTS=200000 cargo bench ... -- drain                                          # smaller drains
 //! ```
 //!
 //! It starts a private PostgreSQL with durable defaults (every commit flushed) on 127.0.0.1, or uses
@@ -163,7 +164,12 @@ impl Publisher for NoopSink {
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let smoke = std::env::var_os("OUTBOX_BENCH_SMOKE").is_some() || std::env::args().any(|a| a == "--smoke");
-    let sizes = if smoke { SMOKE } else { FULL };
+    let mut sizes = if smoke { SMOKE } else { FULL };
+    // A quicker look at the drains: fewer pending rows (the figures are ratios, but a smaller table flatters them).
+    if let Some(events) = std::env::var("OUTBOX_BENCH_DRAIN_EVENTS").ok().and_then(|n| n.parse().ok()) {
+        sizes.drain_events = events;
+        sizes.cli_events = events;
+    }
     let wanted = |name: &str| args.is_empty() || args.iter().any(|a| a == name || a == "all");
 
     let admin = match std::env::var("OUTBOX_BENCH_DATABASE_URL") {

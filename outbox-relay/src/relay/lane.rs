@@ -281,8 +281,9 @@ impl Lane {
                 if state.held_back(&aggregate, row.event.seq) {
                     continue;
                 }
-                if aggregate_order && *purpose == Purpose::Next && state.replaying(&aggregate) {
-                    // Its replay has not reached this row yet: it reads it in order later.
+                let replay = matches!(purpose, Purpose::Replay(_));
+                if aggregate_order && !replay && state.replay_pending(&aggregate, row.event.seq) {
+                    // Its aggregate is being read again from an earlier event: the replay reads this one in order.
                     continue;
                 }
                 if !row.wait.is_zero() {

@@ -125,20 +125,16 @@ impl PartitionState {
         };
     }
 
-    /// Whether an event of `aggregate` at `seq` is held back.
-    pub(crate) fn held_back(&mut self, aggregate: &AggregateKey, seq: i64) -> bool {
-        match self.parked.get_mut(aggregate) {
-            Some(park) => {
-                park.first_seq = park.first_seq.min(seq);
-                true
-            }
-            None => false,
-        }
+    /// Whether an event of `aggregate` at `seq` is held back: it comes after the aggregate's retrying or failed
+    /// event (an earlier one, committed late, goes first).
+    pub(crate) fn held_back(&self, aggregate: &AggregateKey, seq: i64) -> bool {
+        self.parked.get(aggregate).is_some_and(|park| seq >= park.first_seq)
     }
 
-    /// Whether `aggregate` is being read again (its events from other ranges wait for the replay).
-    pub(crate) fn replaying(&self, aggregate: &AggregateKey) -> bool {
-        self.replays.contains_key(aggregate)
+    /// Whether `aggregate` is being read again and its replay has not reached `seq` yet: the event waits for the
+    /// replay, which reads it in order (an event below the replay's position, committed late, goes at once).
+    pub(crate) fn replay_pending(&self, aggregate: &AggregateKey, seq: i64) -> bool {
+        self.replays.get(aggregate).is_some_and(|after| seq > *after)
     }
 
     /// Whether its last read of new rows came back full: it gets a larger share of the next batch.
@@ -277,14 +273,17 @@ mod tests {
         state.answered(&Purpose::Next, 3, 100, Some(90), None, now);
         state.park(key("7"), 50, Some(now + LATE_COMMIT_GRACE));
         assert!(state.held_back(&key("7"), 60));
+        assert!(state.held_back(&key("7"), 50));
+        assert!(!state.held_back(&key("7"), 49), "an earlier event is not held back by a later failure");
         assert!(!state.held_back(&key("8"), 61));
         assert!(state.ranges(100, None, now).iter().all(|(_, purpose)| *purpose == Purpose::Next));
         let ranges = state.ranges(100, None, now + LATE_COMMIT_GRACE);
         let replay = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Replay(key("7"))).unwrap();
         assert_eq!((replay.0.after, replay.0.through, replay.0.aggregate.clone()), (49, Some(90), Some(key("7"))));
-        assert!(state.replaying(&key("7")));
+        assert!(state.replay_pending(&key("7"), 60));
+        assert!(!state.replay_pending(&key("7"), 40), "an event before the replay's position goes at once");
         state.answered(&Purpose::Replay(key("7")), 2, 100, Some(70), None, now);
-        assert!(!state.replaying(&key("7")));
+        assert!(!state.replay_pending(&key("7"), 60));
     }
 
     #[test]

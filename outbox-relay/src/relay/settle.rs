@@ -25,7 +25,7 @@ async fn settle_in_span(shared: &Shared, batch: &SettleBatch) -> Option<SettleRe
                 if report.fenced > 0 {
                     tracing::warn!(
                         events = report.fenced,
-                        "partition taken over (or rows changed) before marking: these events were not marked"
+                        "partition taken over before marking (or the rows changed): these events were not marked"
                     );
                 }
                 return Some(report);
