@@ -199,10 +199,12 @@ fn value(meta: &ParseNestedMeta<'_>, key: &str, errors: &mut Errors) -> syn::Res
     match expr {
         syn::Expr::Lit(syn::ExprLit { lit, .. }) => Ok(Some(lit)),
         other => {
-            errors.push(syn::Error::new_spanned(
-                other,
-                format!("`{key}` takes a literal: `{key} = \"...\"` or `{key} = 1`"),
-            ));
+            let message = if key == "crate" {
+                "`crate` takes the path as a string: `crate = \"my_app::outbox_core\"`".to_owned()
+            } else {
+                format!("`{key}` takes a literal: `{key} = \"...\"` or `{key} = 1`")
+            };
+            errors.push(syn::Error::new_spanned(other, message));
             Ok(None)
         }
     }

@@ -13,11 +13,11 @@ use crate::valid::{self, AggregateId, Step};
 
 /// `#[derive(OutboxEvent)]`.
 pub(crate) fn derive_event(node: &DeriveInput) -> TokenStream {
-    let mut errors = Errors::default();
+    let mut errors = Errors::new();
     let input = Input::from_syn(Derive::Event, node, &mut errors);
     let event = input.as_ref().and_then(|input| valid::event(input, &mut errors));
     let krate = krate(input.as_ref());
-    match (&input, event, errors.into_error()) {
+    match (&input, event, errors.check()) {
         (Some(input), Some(event), None) => {
             let redact = redact_impl(input, &krate);
             let event = event_impl(input, &event, &krate);
@@ -36,13 +36,13 @@ pub(crate) fn derive_event(node: &DeriveInput) -> TokenStream {
 
 /// `#[derive(Redact)]`.
 pub(crate) fn derive_redact(node: &DeriveInput) -> TokenStream {
-    let mut errors = Errors::default();
+    let mut errors = Errors::new();
     let input = Input::from_syn(Derive::Redact, node, &mut errors);
     if let Some(input) = &input {
         valid::fields(input, &mut errors);
     }
     let krate = krate(input.as_ref());
-    match (input, errors.into_error()) {
+    match (input, errors.check()) {
         (Some(input), None) => {
             let redact = redact_impl(&input, &krate);
             quote! {
@@ -146,6 +146,11 @@ fn event_impl(input: &Input<'_>, event: &valid::Event<'_>, krate: &syn::Path) ->
         let (_, ty_generics, _) = input.node.generics.split_for_impl();
         bounds.push(syn::parse_quote!(#ident #ty_generics: #private::Serialize));
     }
+    // `self` takes the macro's own span, as the `&self` receiver below does: with the span of the user's tokens
+    // it would not resolve when those tokens come from a `macro_rules!` fragment (E0424). The value is bound to a
+    // local first, so that the trait bound is checked on a token of the user's field (or attribute) and a
+    // compile error points there rather than at the derive.
+    let this = quote!(self);
     let id_expr = match &event.aggregate_id {
         AggregateId::Field(field) => {
             let name = field.ident;
@@ -153,14 +158,22 @@ fn event_impl(input: &Input<'_>, event: &valid::Event<'_>, krate: &syn::Path) ->
             if is_generic(input, ty) {
                 bounds.push(syn::parse_quote_spanned!(ty.span()=> #ty: #private::AggregateId));
             }
-            quote_spanned!(ty.span()=> #private::AggregateId::to_aggregate_id(&self.#name))
+            let value = Ident::new("__outbox_aggregate_id", ty.span());
+            quote_spanned! {ty.span()=>
+                let #value = &#this.#name;
+                #private::AggregateId::to_aggregate_id(#value)
+            }
         }
         AggregateId::Path { steps, lit } => {
             let steps = steps.iter().map(|step| match step {
                 Step::Field(name) => quote!(.#name),
                 Step::Method(name) => quote!(.#name()),
             });
-            quote_spanned!(lit.span()=> #private::AggregateId::to_aggregate_id(&self #(#steps)*))
+            let value = Ident::new("__outbox_aggregate_id", lit.span());
+            quote_spanned! {lit.span()=>
+                let #value = &#this #(#steps)*;
+                #private::AggregateId::to_aggregate_id(#value)
+            }
         }
     };
     let generics = with_bounds(input, bounds);

@@ -41,7 +41,7 @@ mod case;
 mod errors;
 mod expand;
 mod fallback;
-mod secret;
+mod sensitive_names;
 mod serde;
 mod valid;
 
@@ -67,18 +67,27 @@ use syn::{parse_macro_input, DeriveInput};
 ///   String, a newtype). Exactly one field, unless the struct names the id with `aggregate_id = "..."`.
 /// - `sensitive`: the value is redacted wherever the toolkit prints the event, and marked `x-sensitive` in the
 ///   schema. Works on any field (an `Option`, a `Vec`, a nested struct: the whole value is redacted).
-/// - `not_sensitive`: silences the secret guard for a field whose name only looks like a secret.
+/// - `not_sensitive`: silences the guards for a field whose name only looks like a secret or personal data.
 ///
 /// The sensitive paths follow serde: `#[serde(rename)]`, `#[serde(rename_all)]`, `#[serde(flatten)]` (merged
 /// without a prefix), `#[serde(skip)]` (absent) and `#[serde(transparent)]`. A field whose type implements
 /// `outbox_core::Redact` (`#[derive(Redact)]`) adds that type's paths under the field's name, `/*` for a
 /// `Vec`, a set or a map.
 ///
-/// # Secret guard
+/// # Guards for secrets and personal data
 ///
 /// A field whose name looks like a secret (`password`, `passwd`, `secret`, `token`, `api_key`, `private_key`,
-/// `credit_card`, `card_number`, `cvv`, `ssn`, in any case) is a compile error unless marked `sensitive` or
+/// `credit_card`, `card_number`, `cvv`, in any case) is a compile error unless marked `sensitive` or
 /// `not_sensitive`: secrets do not belong in events, which every consumer receives; publish an identifier.
+///
+/// So is a field whose name looks like personal data: contact details (`email`, `phone`, `telephone`,
+/// `msisdn`), government and tax identifiers (`ssn`, `cpf`, `cnpj`, `passport`, `tax_id`, `national_id`,
+/// `driver_license`), bank accounts (`iban`, `bank_account`, `account_number`), birth dates (`birth_date`,
+/// `date_of_birth`, `birthday`, `dob`), postal addresses (`home_address`, `billing_address`,
+/// `shipping_address`, ...) and personal names (`first_name`, `last_name`, `full_name`, `surname`). Names match
+/// by word, so `customer_email` and `billingPhone` are caught and `emailed_at` is not; a name that describes the
+/// data instead of holding it (`phone_count`, `email_verified`, `has_phone`) is not caught either. Mark the field
+/// `sensitive` to have it redacted everywhere the toolkit prints it, or `not_sensitive` when the name misleads.
 ///
 /// # Schema and registry
 ///
@@ -92,7 +101,8 @@ pub fn derive_outbox_event(input: TokenStream) -> TokenStream {
 }
 
 /// Implements `outbox_core::Redact` for a struct nested in event payloads, from `#[outbox(sensitive)]` marks on
-/// its fields; takes `#[outbox(crate = "...")]` and applies the secret guard like `#[derive(OutboxEvent)]`.
+/// its fields; takes `#[outbox(crate = "...")]` and applies the guards for secrets and personal data
+/// like `#[derive(OutboxEvent)]`.
 ///
 /// An event does not need it: `#[derive(OutboxEvent)]` implements `Redact` too, so an event can be nested in
 /// another. With `#[serde(transparent)]`, a sensitive field makes the whole value sensitive (a `Secret`
