@@ -80,7 +80,7 @@ pub use event::OutboxEvent;
 pub use migrate::{migrate, MIGRATIONS_TABLE};
 pub use new_event::{Headers, NewEvent};
 #[cfg(feature = "derive")]
-pub use outbox_derive::{OutboxEvent, Redact};
+pub use outbox_derive::{OutboxEvent, Redact, RedactedDebug};
 pub use redact::Redact;
 pub use schemars;
 pub use transaction::InTransaction;

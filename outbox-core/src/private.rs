@@ -3,7 +3,7 @@
 use std::fmt::Display;
 use std::marker::PhantomData;
 
-pub use core::{concat, module_path, stringify, unreachable};
+pub use core::{concat, fmt, module_path, stringify, unreachable};
 pub use inventory;
 pub use serde::Serialize;
 pub use std::string::String;
@@ -84,4 +84,19 @@ impl<T: ?Sized> Opaque for &Probe<T> {
     fn redact_paths(&self) -> Vec<String> {
         Vec::new()
     }
+}
+
+/// `Debug` for `value`, with its sensitive values masked, listing the keys of `order` first: what
+/// `#[derive(RedactedDebug)]` expands to.
+///
+/// # Errors
+///
+/// As the formatter.
+pub fn debug_redacted<T: Serialize + Redact + ?Sized>(
+    value: &T,
+    name: &str,
+    order: &[&str],
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    crate::redact::debug_redacted(value, name, order, f)
 }

@@ -135,8 +135,8 @@ impl ClaimRequest {
     }
 }
 
-/// An event as stored: what a publisher needs to send it.
-#[derive(Debug, Clone, PartialEq)]
+/// An event as stored: what a publisher needs to send it. Its `Debug` output shows the payload redacted.
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct StoredEvent {
     /// The event id (UUID v7); consumers deduplicate by it.
@@ -161,6 +161,26 @@ pub struct StoredEvent {
     pub created_at: OffsetDateTime,
     /// How many publish attempts failed so far.
     pub attempts: u32,
+}
+
+/// Prints the payload with its sensitive values redacted ([`redact::for_debug`](crate::redact::for_debug)).
+impl fmt::Debug for StoredEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let paths = self.sensitive_paths.valid().map(Vec::as_slice);
+        f.debug_struct("StoredEvent")
+            .field("id", &self.id)
+            .field("seq", &self.seq)
+            .field("event_type", &self.event_type)
+            .field("aggregate_type", &self.aggregate_type)
+            .field("aggregate_id", &self.aggregate_id)
+            .field("version", &self.version)
+            .field("payload", &crate::redact::for_debug(&self.payload, paths))
+            .field("headers", &self.headers)
+            .field("sensitive_paths", &self.sensitive_paths)
+            .field("created_at", &self.created_at)
+            .field("attempts", &self.attempts)
+            .finish()
+    }
 }
 
 impl StoredEvent {
@@ -460,8 +480,8 @@ pub struct EventSummary {
 }
 
 /// An event with everything stored about it, as `outbox events show` prints it (after masking the sensitive
-/// values: the payload here is *not* redacted).
-#[derive(Debug, Clone, PartialEq)]
+/// values: the payload here is *not* redacted). Its `Debug` output shows the payload redacted.
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct EventDetail {
     /// Metadata and delivery state.
@@ -479,6 +499,22 @@ pub struct EventDetail {
     pub lease_expires_at: Option<OffsetDateTime>,
     /// The fencing epoch (number of claims so far).
     pub lease_epoch: i64,
+}
+
+/// Prints the payload with its sensitive values redacted ([`redact::for_debug`](crate::redact::for_debug)).
+impl fmt::Debug for EventDetail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let paths = self.sensitive_paths.valid().map(Vec::as_slice);
+        f.debug_struct("EventDetail")
+            .field("summary", &self.summary)
+            .field("payload", &crate::redact::for_debug(&self.payload, paths))
+            .field("headers", &self.headers)
+            .field("sensitive_paths", &self.sensitive_paths)
+            .field("lease_owner", &self.lease_owner)
+            .field("lease_expires_at", &self.lease_expires_at)
+            .field("lease_epoch", &self.lease_epoch)
+            .finish()
+    }
 }
 
 impl EventDetail {

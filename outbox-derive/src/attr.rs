@@ -108,6 +108,33 @@ pub(crate) fn container(derive: Derive, attrs: &[Attribute], errors: &mut Errors
     container
 }
 
+/// The `crate = "..."` of the struct's `#[outbox(...)]` attributes, for a derive that reads nothing else; the
+/// other keys are left to `#[derive(OutboxEvent)]` or `#[derive(Redact)]`, which report mistakes in them.
+pub(crate) fn krate_only(attrs: &[Attribute], errors: &mut Errors) -> Option<syn::Path> {
+    let mut krate = None;
+    for attr in outbox_attrs(attrs) {
+        let parsed = attr.parse_nested_meta(|meta| {
+            if !meta.path.is_ident("crate") {
+                return skip_value(&meta);
+            }
+            if let Some(lit) = string(&meta, errors)? {
+                match lit.parse::<syn::Path>() {
+                    Ok(path) => krate = Some(path),
+                    Err(_) => errors.push(syn::Error::new_spanned(
+                        &lit,
+                        "`crate` must name a path to outbox_core, e.g. `crate = \"my_app::outbox_core\"`",
+                    )),
+                }
+            }
+            Ok(())
+        });
+        if let Err(error) = parsed {
+            errors.push(error);
+        }
+    }
+    krate
+}
+
 /// Parses the `#[outbox(...)]` attributes of one field.
 pub(crate) fn field(derive: Derive, attrs: &[Attribute], errors: &mut Errors) -> Field {
     let mut field = Field::default();

@@ -211,3 +211,58 @@ fn registration(input: &Input<'_>, krate: &syn::Path) -> TokenStream {
         }
     }
 }
+
+/// `#[derive(RedactedDebug)]`: a `Debug` impl that prints serde's view of the value with its sensitive values
+/// masked, for any type that implements `Serialize` and `Redact` (an event, or a type nested in one).
+pub(crate) fn derive_redacted_debug(node: &DeriveInput) -> TokenStream {
+    let mut errors = Errors::new();
+    let krate = crate::attr::krate_only(&node.attrs, &mut errors).unwrap_or_else(|| syn::parse_quote!(::outbox_core));
+    if let Some(error) = errors.check() {
+        return error.to_compile_error();
+    }
+    let ident = &node.ident;
+    let private = quote!(#krate::__private);
+    let name = ident.to_string();
+    let order = declared_keys(node);
+    let mut generics = node.generics.clone();
+    generics.make_where_clause().predicates.push(syn::parse_quote!(Self: #private::Serialize + #private::Redact));
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    quote! {
+        const _: () = {
+            #[automatically_derived]
+            impl #impl_generics #private::fmt::Debug for #ident #ty_generics #where_clause {
+                fn fmt(&self, f: &mut #private::fmt::Formatter<'_>) -> #private::fmt::Result {
+                    #private::debug_redacted(self, #name, &[#(#order),*], f)
+                }
+            }
+        };
+    }
+}
+
+/// The JSON keys of the struct's fields in declaration order (as serde names them), so that the redacted `Debug`
+/// lists the fields in the order of the struct and not of the JSON object.
+fn declared_keys(node: &DeriveInput) -> Vec<String> {
+    let syn::Data::Struct(syn::DataStruct { fields: syn::Fields::Named(named), .. }) = &node.data else {
+        return Vec::new();
+    };
+    let container = crate::serde::container(&node.attrs);
+    named
+        .named
+        .iter()
+        .filter_map(|field| {
+            let serde = crate::serde::field(&field.attrs);
+            if serde.skip || serde.flatten {
+                return None;
+            }
+            if let Some(rename) = serde.rename {
+                return Some(rename);
+            }
+            let name = field.ident.as_ref()?.to_string();
+            let name = name.strip_prefix("r#").unwrap_or(&name).to_owned();
+            Some(match container.rename_all {
+                Some(rule) => rule.apply_to_field(&name),
+                None => name,
+            })
+        })
+        .collect()
+}

@@ -1,5 +1,5 @@
-//! `#[derive(OutboxEvent)]` and `#[derive(Redact)]` for [outbox-core]; depend on `outbox-core` (feature `derive`,
-//! on by default), which re-exports both.
+//! `#[derive(OutboxEvent)]`, `#[derive(Redact)]` and `#[derive(RedactedDebug)]` for [outbox-core]; depend on `outbox-core` (feature `derive`,
+//! on by default), which re-exports them.
 //!
 //! ```
 //! use outbox_core::OutboxEvent;
@@ -125,4 +125,39 @@ pub fn derive_outbox_event(input: TokenStream) -> TokenStream {
 pub fn derive_redact(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     expand::derive_redact(&input).into()
+}
+
+/// Implements `Debug` for an event (or a type nested in one) so that it never prints a sensitive value: use it
+/// instead of `#[derive(Debug)]` on every type that has `#[outbox(sensitive)]` fields.
+///
+/// A plain `#[derive(Debug)]` prints every field as it is, so `tracing::debug!(?event)` or a panic message would
+/// show what `#[outbox(sensitive)]` promised to hide. `RedactedDebug` prints the value as serde serializes it,
+/// with every sensitive path (the type's own and those of the types nested in it) replaced by `"[REDACTED]"`,
+/// exactly as the toolkit's logs and CLI show the payload. It needs `Serialize` and `outbox_core::Redact`
+/// (which `#[derive(OutboxEvent)]` and `#[derive(Redact)]` implement), not `Debug` on the fields. Takes
+/// `#[outbox(crate = "...")]`.
+///
+/// It is a derive of its own rather than an option of `#[derive(OutboxEvent)]` so that it stands where a reader
+/// looks for `Debug`, in the derive list, works the same on events and nested types, and clashes with a
+/// `#[derive(Debug)]` left beside it (two `Debug` impls do not compile).
+///
+/// ```
+/// use outbox_core::{OutboxEvent, RedactedDebug};
+///
+/// #[derive(serde::Serialize, schemars::JsonSchema, OutboxEvent, RedactedDebug)]
+/// #[outbox(event_type = "customer.registered", aggregate = "customer", version = 1)]
+/// struct CustomerRegistered {
+///     #[outbox(aggregate_id)]
+///     customer_id: u64,
+///     #[outbox(sensitive)]
+///     email: String,
+/// }
+///
+/// let event = CustomerRegistered { customer_id: 7, email: "ana@example.com".into() };
+/// assert_eq!(format!("{event:?}"), r#"CustomerRegistered { customer_id: 7, email: "[REDACTED]" }"#);
+/// ```
+#[proc_macro_derive(RedactedDebug, attributes(outbox))]
+pub fn derive_redacted_debug(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::derive_redacted_debug(&input).into()
 }
