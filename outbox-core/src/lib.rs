@@ -59,6 +59,7 @@
 #[path = "private.rs"]
 pub mod __private;
 mod backend;
+pub mod consume;
 pub mod contracts;
 mod enqueue;
 mod error;
@@ -74,6 +75,7 @@ pub mod store;
 mod transaction;
 
 pub use backend::Backend;
+pub use consume::{Decode, DecodeError, Versioned};
 pub use enqueue::{enqueue, Outbox, DEFAULT_CHANNEL};
 pub use error::{Error, Result};
 pub use event::OutboxEvent;

@@ -9,6 +9,8 @@ pub use serde::Serialize;
 pub use std::string::String;
 pub use std::vec::Vec;
 
+pub use crate::consume::upcast::check_upcast;
+pub use crate::consume::{NoPrevious, Previous, UpcastFrom, Versioned};
 pub use crate::redact::Redact;
 pub use crate::registry::EventDescriptor;
 pub use crate::OutboxEvent;
@@ -23,9 +25,9 @@ pub trait EventSchema: OutboxEvent + schemars::JsonSchema {}
 
 impl<T: OutboxEvent + schemars::JsonSchema> EventSchema for T {}
 
-/// The registry entry of `E`.
-pub const fn descriptor<E: EventSchema>(type_name: &'static str) -> EventDescriptor {
-    EventDescriptor::of::<E>(type_name)
+/// The registry entry of `E`, with the version it upcasts from.
+pub const fn descriptor<E: EventSchema + Versioned>(type_name: &'static str) -> EventDescriptor {
+    EventDescriptor::of::<E>(type_name).upcasting_from(<E::Previous as Previous<E>>::VERSION)
 }
 
 /// `prefix` + each of `paths`.

@@ -25,7 +25,7 @@ impl Derive {
 
     fn container_keys(self) -> &'static [&'static str] {
         match self {
-            Self::Event => &["event_type", "aggregate", "version", "aggregate_id", "crate"],
+            Self::Event => &["event_type", "aggregate", "version", "aggregate_id", "upcast_from", "crate"],
             Self::Redact => &["crate"],
         }
     }
@@ -48,6 +48,8 @@ pub(crate) struct Container {
     pub(crate) version: Option<LitInt>,
     pub(crate) aggregate_id: Option<LitStr>,
     pub(crate) krate: Option<syn::Path>,
+    /// `upcast_from = PaymentPaidV1`: the type of the version this one replaces.
+    pub(crate) upcast_from: Option<syn::Path>,
     /// Keys the user tried to give but got wrong (a bad value, a typo): not reported again as missing.
     pub(crate) attempted: Vec<&'static str>,
 }
@@ -82,6 +84,7 @@ pub(crate) fn container(derive: Derive, attrs: &[Attribute], errors: &mut Errors
                 "aggregate" => set(&mut container.aggregate, string(&meta, errors)?, &meta, errors),
                 "aggregate_id" => set(&mut container.aggregate_id, string(&meta, errors)?, &meta, errors),
                 "version" => set(&mut container.version, integer(&meta, errors)?, &meta, errors),
+                "upcast_from" => set(&mut container.upcast_from, type_path(&meta, errors)?, &meta, errors),
                 _ => {
                     let path = string(&meta, errors)?.and_then(|lit| match lit.parse::<syn::Path>() {
                         Ok(path) => Some(path),
@@ -197,6 +200,33 @@ fn string(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option
         }
         None => Ok(None),
     }
+}
+
+/// `key = path::To::Type` (a `"string"` holding one is accepted too); anything else is reported and gives `None`.
+fn type_path(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option<syn::Path>> {
+    let key = key_of(meta);
+    if !meta.input.peek(Token![=]) {
+        errors.push(syn::Error::new_spanned(&meta.path, format!("`{key}` needs a value: `{key} = PaymentPaidV1`")));
+        skip_value(meta)?;
+        return Ok(None);
+    }
+    let mut expr: syn::Expr = meta.value()?.parse()?;
+    // A `$previous:path` or `$previous:ty` passed through `macro_rules!` arrives wrapped in an invisible group.
+    while let syn::Expr::Group(group) = expr {
+        expr = *group.expr;
+    }
+    let path = match &expr {
+        syn::Expr::Path(syn::ExprPath { path, qself: None, .. }) => Some(path.clone()),
+        syn::Expr::Lit(syn::ExprLit { lit: Lit::Str(lit), .. }) => lit.parse::<syn::Path>().ok(),
+        _ => None,
+    };
+    if path.is_none() {
+        errors.push(syn::Error::new_spanned(
+            &expr,
+            format!("`{key}` takes the type of the previous version: `{key} = PaymentPaidV1`"),
+        ));
+    }
+    Ok(path)
 }
 
 /// `key = 1`; a value of another kind is reported and gives `None`.

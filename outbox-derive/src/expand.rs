@@ -20,12 +20,14 @@ pub(crate) fn derive_event(node: &DeriveInput) -> TokenStream {
     match (&input, event, errors.check()) {
         (Some(input), Some(event), None) => {
             let redact = redact_impl(input, &krate);
+            let versioned = versioned_impl(input, &event, &krate);
             let event = event_impl(input, &event, &krate);
             let registration = registration(input, &krate);
             quote! {
                 const _: () = {
                     #redact
                     #event
+                    #versioned
                     #registration
                 };
             }
@@ -195,6 +197,55 @@ fn event_impl(input: &Input<'_>, event: &valid::Event<'_>, krate: &syn::Path) ->
             }
         }
     }
+}
+
+/// `Versioned`: the version this one replaces (`upcast_from = P`, checked to be an older version of the same
+/// event type at compile time), or none.
+fn versioned_impl(input: &Input<'_>, event: &valid::Event<'_>, krate: &syn::Path) -> TokenStream {
+    let ident = &input.node.ident;
+    let private = quote!(#krate::__private);
+    // The bounds the `OutboxEvent` impl of a generic event has, without repeating them.
+    let mut generics = input.node.generics.clone();
+    generics.make_where_clause().predicates.push(syn::parse_quote!(Self: #private::OutboxEvent));
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    match event.upcast_from {
+        // Every token takes the span of the `upcast_from` value, so that a missing `From` impl or a version that
+        // is not older points there.
+        Some(previous) => respan(
+            quote! {
+                #[automatically_derived]
+                impl #impl_generics #private::Versioned for #ident #ty_generics #where_clause {
+                    type Previous = #private::UpcastFrom<#previous>;
+                }
+                const _: () = #private::check_upcast::<#ident, #previous>();
+            },
+            previous.span(),
+        ),
+        None => quote! {
+            #[automatically_derived]
+            impl #impl_generics #private::Versioned for #ident #ty_generics #where_clause {
+                type Previous = #private::NoPrevious;
+            }
+        },
+    }
+}
+
+/// `tokens` with every span set to `span`.
+fn respan(tokens: TokenStream, span: proc_macro2::Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|token| match token {
+            proc_macro2::TokenTree::Group(group) => {
+                let mut respanned = proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+                respanned.set_span(span);
+                proc_macro2::TokenTree::Group(respanned)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
 }
 
 /// Registers the event at link time; a generic struct has no single concrete type to register.

@@ -33,6 +33,11 @@ pub(crate) fn event(node: &DeriveInput, krate: &syn::Path, error: Option<syn::Er
                     #private::unreachable!("#[derive(OutboxEvent)] failed")
                 }
             }
+
+            #[automatically_derived]
+            impl #impl_generics #private::Versioned for #ident #ty_generics #where_clause {
+                type Previous = #private::NoPrevious;
+            }
         };
     }
 }

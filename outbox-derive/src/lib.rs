@@ -48,8 +48,8 @@ mod valid;
 use proc_macro::TokenStream;
 use syn::{parse_macro_input, DeriveInput};
 
-/// Implements `outbox_core::OutboxEvent` (and `outbox_core::Redact`) for a struct with named fields, and
-/// registers the event in `outbox_core::registry`.
+/// Implements `outbox_core::OutboxEvent` (and `outbox_core::Redact`, `outbox_core::Versioned`) for a struct with
+/// named fields, and registers the event in `outbox_core::registry`.
 ///
 /// # Struct attributes
 ///
@@ -59,6 +59,10 @@ use syn::{parse_macro_input, DeriveInput};
 /// - `version = 1` (required): the schema version, from 1. Bump it for a change that breaks consumers.
 /// - `aggregate_id = "customer.id"` or `aggregate_id = "key()"`: where the aggregate id is, when no field is
 ///   marked `#[outbox(aggregate_id)]`: fields and argument-less methods from `self`, separated by dots.
+/// - `upcast_from = PaymentPaidV1`: the type of the version this one replaces (an event of the same event type
+///   and a lower version, kept in the program). The struct must implement `From<PaymentPaidV1>`, and both must
+///   implement `Deserialize`: consumers then read every older version as this type (`outbox_core::Decode`),
+///   upcasting along the chain (v1 -> v2 -> v3). Checked at compile time.
 /// - `crate = "path::to::outbox_core"`: where outbox_core is, when it is not a dependency named `outbox_core`.
 ///
 /// # Field attributes

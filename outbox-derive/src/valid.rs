@@ -16,6 +16,8 @@ pub(crate) struct Event<'a> {
     pub(crate) aggregate: &'a LitStr,
     pub(crate) version: u32,
     pub(crate) aggregate_id: AggregateId<'a>,
+    /// The type of the version this one replaces (`upcast_from = ...`).
+    pub(crate) upcast_from: Option<&'a syn::Path>,
 }
 
 /// Where the aggregate id comes from.
@@ -85,7 +87,29 @@ pub(crate) fn event<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Eve
         None => None,
     };
     let aggregate_id = aggregate_id(input, errors);
-    Some(Event { event_type: event_type?, aggregate: aggregate?, version: version?, aggregate_id: aggregate_id? })
+    let upcast_from = attrs.upcast_from.as_ref();
+    if let (Some(path), Some(1)) = (upcast_from, version) {
+        errors.push(syn::Error::new_spanned(
+            path,
+            "version 1 is the first version of an event type: it has nothing to upcast from; give this type the \
+             next version (`version = 2`) or remove `upcast_from`",
+        ));
+        return None;
+    }
+    if let (Some(path), false) = (upcast_from, input.node.generics.params.is_empty()) {
+        errors.push(syn::Error::new_spanned(
+            path,
+            "a generic event cannot upcast: it is not registered and has no single previous version",
+        ));
+        return None;
+    }
+    Some(Event {
+        event_type: event_type?,
+        aggregate: aggregate?,
+        version: version?,
+        aggregate_id: aggregate_id?,
+        upcast_from,
+    })
 }
 
 /// `event_type` and `aggregate`: lowercase, dot-separated segments of `[a-z0-9_-]`.
