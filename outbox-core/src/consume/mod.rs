@@ -1,5 +1,7 @@
-//! The consumer side of an event's versions: reading a payload of any version an event type knows as the
-//! current type ([`Decode`], upcasting older versions through `From`), and the errors of doing so.
+//! The consumer side: reading a received message ([`Received`]: each broker's headers as the relay writes them,
+//! or a CloudEvents structured envelope) as `(event id, typed event)`, a payload of any version an event type
+//! knows as the current type ([`Decode`], upcasting older versions through `From`), and the errors of doing so.
+//! [`Inbox::consume`](crate::inbox::Inbox::consume) runs a handler once per (consumer, event id) on top.
 //!
 //! An event type that replaces an older version declares it with `#[outbox(version = 2, upcast_from =
 //! PaymentPaidV1)]` and implements `From<PaymentPaidV1> for PaymentPaid`; the older type stays in the program,
@@ -42,7 +44,9 @@
 //! ```
 
 mod error;
+mod received;
 pub(crate) mod upcast;
 
 pub use error::DecodeError;
+pub use received::{Metadata, Received};
 pub use upcast::{Decode, NoPrevious, Previous, UpcastFrom, Versioned};
