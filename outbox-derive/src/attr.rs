@@ -205,16 +205,7 @@ fn string(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option
 /// `key = path::To::Type` (a `"string"` holding one is accepted too); anything else is reported and gives `None`.
 fn type_path(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option<syn::Path>> {
     let key = key_of(meta);
-    if !meta.input.peek(Token![=]) {
-        errors.push(syn::Error::new_spanned(&meta.path, format!("`{key}` needs a value: `{key} = PaymentPaidV1`")));
-        skip_value(meta)?;
-        return Ok(None);
-    }
-    let mut expr: syn::Expr = meta.value()?.parse()?;
-    // A `$previous:path` or `$previous:ty` passed through `macro_rules!` arrives wrapped in an invisible group.
-    while let syn::Expr::Group(group) = expr {
-        expr = *group.expr;
-    }
+    let Some(expr) = expr_value(meta, &key, "PaymentPaidV1", errors)? else { return Ok(None) };
     let path = match &expr {
         syn::Expr::Path(syn::ExprPath { path, qself: None, .. }) => Some(path.clone()),
         syn::Expr::Lit(syn::ExprLit { lit: Lit::Str(lit), .. }) => lit.parse::<syn::Path>().ok(),
@@ -242,17 +233,28 @@ fn integer(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Optio
     }
 }
 
-fn value(meta: &ParseNestedMeta<'_>, key: &str, errors: &mut Errors) -> syn::Result<Option<Lit>> {
+/// The expression after `key =`; a missing value is reported (with `example`) and gives `None`.
+fn expr_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    example: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<syn::Expr>> {
     if !meta.input.peek(Token![=]) {
-        errors.push(syn::Error::new_spanned(&meta.path, format!("`{key}` needs a value: `{key} = ...`")));
+        errors.push(syn::Error::new_spanned(&meta.path, format!("`{key}` needs a value: `{key} = {example}`")));
         skip_value(meta)?;
         return Ok(None);
     }
     let mut expr: syn::Expr = meta.value()?.parse()?;
-    // A `$value:literal` passed through `macro_rules!` arrives wrapped in an invisible group.
+    // A `$value:literal` (or `$previous:path`) passed through `macro_rules!` arrives wrapped in an invisible group.
     while let syn::Expr::Group(group) = expr {
         expr = *group.expr;
     }
+    Ok(Some(expr))
+}
+
+fn value(meta: &ParseNestedMeta<'_>, key: &str, errors: &mut Errors) -> syn::Result<Option<Lit>> {
+    let Some(expr) = expr_value(meta, key, "...", errors)? else { return Ok(None) };
     match expr {
         syn::Expr::Lit(syn::ExprLit { lit, .. }) => Ok(Some(lit)),
         other => {
