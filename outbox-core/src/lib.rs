@@ -60,6 +60,7 @@
 pub mod __private;
 mod backend;
 mod commit_with_events;
+pub mod consume;
 pub mod contracts;
 mod enqueue;
 mod error;
@@ -76,13 +77,14 @@ mod transaction;
 
 pub use backend::Backend;
 pub use commit_with_events::OutboxTransaction;
+pub use consume::{Decode, DecodeError, Versioned};
 pub use enqueue::{enqueue, Outbox, DEFAULT_CHANNEL};
 pub use error::{Error, Result};
 pub use event::OutboxEvent;
 pub use migrate::{migrate, MIGRATIONS_TABLE};
 pub use new_event::{Headers, NewEvent};
 #[cfg(feature = "derive")]
-pub use outbox_derive::{OutboxEvent, Redact};
+pub use outbox_derive::{OutboxEvent, Redact, RedactedDebug};
 pub use redact::Redact;
 pub use schemars;
 pub use transaction::InTransaction;

@@ -47,9 +47,7 @@ pub struct NewEvent {
 /// Prints the metadata and the payload with its sensitive values redacted.
 impl std::fmt::Debug for NewEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let payload = serde_json::from_str::<serde_json::Value>(&self.payload)
-            .map(|payload| crate::redact::redacted(&payload, &self.sensitive_paths))
-            .unwrap_or_else(|_| serde_json::Value::String(crate::redact::REDACTED.to_owned()));
+        let payload = crate::redact::for_debug(&self.payload, Some(&self.sensitive_paths));
         f.debug_struct("NewEvent")
             .field("id", &self.id)
             .field("event_type", &self.event_type)

@@ -10,7 +10,6 @@ use outbox_tests::pg::TestDatabase;
 use serde::Serialize;
 use sqlx::postgres::PgConnectOptions;
 
-
 #[derive(Serialize)]
 struct Shipped {
     parcel: u32,

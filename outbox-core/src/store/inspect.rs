@@ -82,8 +82,8 @@ pub struct EventSummary {
 }
 
 /// An event with everything stored about it, as `outbox events show` prints it (after masking the sensitive
-/// values: the payload here is *not* redacted).
-#[derive(Debug, Clone, PartialEq)]
+/// values: the payload here is *not* redacted). Its `Debug` output shows the payload redacted.
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct EventDetail {
     /// Metadata and delivery state.
@@ -99,6 +99,21 @@ pub struct EventDetail {
     pub partition: u16,
     /// The relay publishing it right now (its batch is in flight), if any.
     pub publishing_relay: Option<Uuid>,
+}
+
+/// Prints the payload with its sensitive values redacted ([`redact::for_debug`](crate::redact::for_debug)).
+impl std::fmt::Debug for EventDetail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let paths = self.sensitive_paths.valid().map(Vec::as_slice);
+        f.debug_struct("EventDetail")
+            .field("summary", &self.summary)
+            .field("payload", &crate::redact::for_debug(&self.payload, paths))
+            .field("headers", &self.headers)
+            .field("sensitive_paths", &self.sensitive_paths)
+            .field("partition", &self.partition)
+            .field("publishing_relay", &self.publishing_relay)
+            .finish()
+    }
 }
 
 impl EventDetail {

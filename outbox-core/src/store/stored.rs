@@ -1,12 +1,14 @@
 //! An event as the relay reads it from the outbox table, and the checks a row must pass to be published.
 
+use std::fmt;
+
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::new_event::Headers;
 
-/// An event as stored: what a publisher needs to send it.
-#[derive(Debug, Clone, PartialEq)]
+/// An event as stored: what a publisher needs to send it. Its `Debug` output shows the payload redacted.
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct StoredEvent {
     /// The event id (UUID v7); consumers deduplicate by it.
@@ -31,6 +33,26 @@ pub struct StoredEvent {
     pub created_at: OffsetDateTime,
     /// How many publish attempts failed so far.
     pub attempts: u32,
+}
+
+/// Prints the payload with its sensitive values redacted ([`redact::for_debug`](crate::redact::for_debug)).
+impl fmt::Debug for StoredEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let paths = self.sensitive_paths.valid().map(Vec::as_slice);
+        f.debug_struct("StoredEvent")
+            .field("id", &self.id)
+            .field("seq", &self.seq)
+            .field("event_type", &self.event_type)
+            .field("aggregate_type", &self.aggregate_type)
+            .field("aggregate_id", &self.aggregate_id)
+            .field("version", &self.version)
+            .field("payload", &crate::redact::for_debug(&self.payload, paths))
+            .field("headers", &self.headers)
+            .field("sensitive_paths", &self.sensitive_paths)
+            .field("created_at", &self.created_at)
+            .field("attempts", &self.attempts)
+            .finish()
+    }
 }
 
 impl StoredEvent {

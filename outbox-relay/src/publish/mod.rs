@@ -51,8 +51,9 @@ pub use redis::{RedisBuilder, RedisPublisher};
 #[cfg(feature = "sqs")]
 pub use sqs::{SqsBuilder, SqsPublisher};
 
-/// One event as a publisher sees it.
-#[derive(Debug, Clone, PartialEq)]
+/// One event as a publisher sees it. Its `Debug` output shows the payload redacted, so `tracing::debug!(?message)`
+/// is safe.
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Message {
     /// The event id (UUID v7). Send it along (a header, a deduplication id): consumers deduplicate by it.
@@ -75,6 +76,24 @@ pub struct Message {
     pub attempts: u32,
     /// JSON pointers to the payload's sensitive values: a publisher must never log them.
     pub sensitive_paths: Vec<String>,
+}
+
+/// Prints the payload with its sensitive values redacted ([`outbox_core::redact::for_debug`]).
+impl std::fmt::Debug for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Message")
+            .field("id", &self.id)
+            .field("event_type", &self.event_type)
+            .field("aggregate_type", &self.aggregate_type)
+            .field("aggregate_id", &self.aggregate_id)
+            .field("version", &self.version)
+            .field("payload", &outbox_core::redact::for_debug(&self.payload, Some(&self.sensitive_paths)))
+            .field("headers", &self.headers)
+            .field("created_at", &self.created_at)
+            .field("attempts", &self.attempts)
+            .field("sensitive_paths", &self.sensitive_paths)
+            .finish()
+    }
 }
 
 impl Message {

@@ -169,9 +169,22 @@ pub struct Received {
     pub body: Vec<u8>,
 }
 
+impl outbox_core::Versioned for OrderPlaced {
+    type Previous = outbox_core::consume::NoPrevious;
+}
+
 impl Received {
     fn payload(&self) -> OrderPlaced {
         serde_json::from_slice(&self.body).expect("the body is the payload JSON")
+    }
+
+    /// The message read back as the consumer API reads it: `(event id, typed event)`.
+    pub fn decoded(&self) -> (Uuid, OrderPlaced) {
+        let headers = self.headers.iter().map(|(name, value)| (name.as_str(), value.as_str()));
+        outbox_core::consume::Received::new(&self.body)
+            .headers(headers)
+            .decode::<OrderPlaced>()
+            .unwrap_or_else(|error| panic!("the message does not decode: {error}; headers {:?}", self.headers))
     }
 }
 
@@ -208,6 +221,12 @@ pub fn check(sent: &[Sent], received: &[Received], spelling: Spelling, exact: bo
         assert_eq!(message.headers.get("traceparent"), Some(&expected.traceparent), "traceparent of {id}");
         let payload = message.payload();
         assert_eq!((payload.order.as_str(), payload.n), (expected.aggregate.as_str(), expected.n), "body of {id}");
+        let (decoded_id, decoded) = message.decoded();
+        assert_eq!(
+            (decoded_id, decoded.order.as_str(), decoded.n),
+            (id, expected.aggregate.as_str(), expected.n),
+            "the consumer API decodes {id}"
+        );
         let first = seen.insert(id);
         assert!(first || !exact, "event {id} received twice");
         if first {

@@ -26,12 +26,12 @@ async fn held_by(scene: &Scene, owner: Uuid) -> HashMap<Uuid, i64> {
            JOIN outbox_partitions p ON p.partition = e.partition
           WHERE b.relay_id = $1",
     )
-        .bind(owner)
-        .fetch_all(scene.pool())
-        .await
-        .expect("read the leases")
-        .into_iter()
-        .collect()
+    .bind(owner)
+    .fetch_all(scene.pool())
+    .await
+    .expect("read the leases")
+    .into_iter()
+    .collect()
 }
 
 /// Stops `relay` at a moment it holds a batch; returns that batch.
@@ -76,15 +76,14 @@ pub(crate) async fn stalled_relay_is_fenced_and_duplicates_stay_within_one_batch
     let (successor, successor_id) = scene.start_relay("successor", &spec).await;
     let taken_over = Instant::now() + Duration::from_secs(60);
     let marks = loop {
-        let rows: Vec<(Uuid, String, i64, Option<OffsetDateTime>)> =
-            sqlx::query_as(
-                "SELECT e.id, e.status, p.epoch, e.published_at FROM outbox_events e
+        let rows: Vec<(Uuid, String, i64, Option<OffsetDateTime>)> = sqlx::query_as(
+            "SELECT e.id, e.status, p.epoch, e.published_at FROM outbox_events e
                    JOIN outbox_partitions p ON p.partition = e.partition WHERE e.id = ANY($1)",
-            )
-                .bind(held.keys().copied().collect::<Vec<_>>())
-                .fetch_all(scene.pool())
-                .await
-                .expect("read the held rows");
+        )
+        .bind(held.keys().copied().collect::<Vec<_>>())
+        .fetch_all(scene.pool())
+        .await
+        .expect("read the held rows");
         let done = rows.iter().all(|(id, status, epoch, _)| status == "published" && *epoch > held[id]);
         if done && stopped_at.elapsed() >= 3 * LEASE {
             break rows.into_iter().map(|(id, _, _, published_at)| (id, published_at)).collect::<HashMap<_, _>>();
