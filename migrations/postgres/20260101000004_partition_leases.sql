@@ -81,5 +81,8 @@ CREATE TABLE IF NOT EXISTS outbox_batches (
     batch_id   UUID        NOT NULL,
     events     UUID[]      NOT NULL,
     started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    -- Adopted from a dead relay by `relay_id`, which counts the attempt of its events and then deletes the row
+    -- (if it dies first, the next relay adopts the row in turn: each crash is counted once).
+    crashed    BOOLEAN     NOT NULL DEFAULT false,
     PRIMARY KEY (relay_id, batch_id)
 );

@@ -86,9 +86,18 @@ async fn relays_joining_and_leaving_under_load_keep_every_aggregate_in_order_and
     let recorder = Recorder::new();
     let config = || common::config().lease(Duration::from_secs(2)).batch_size(100).build().unwrap();
     let first = start(&db, recorder.for_relay(0), config());
+    // Load all along: one round of 100 aggregates every 100ms, about four seconds.
     let producer = {
         let pool = db.pool.clone();
-        tokio::spawn(async move { enqueue_interleaved(&pool, 100, 40).await })
+        tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for n in 0..40 {
+                let round: Vec<_> = (0..100).map(|a| event(format!("agg-{a}"), n)).collect();
+                ids.extend(enqueue(&pool, &round).await);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            ids
+        })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let second = start(&db, recorder.for_relay(1), config());
@@ -126,7 +135,7 @@ async fn relays_joining_and_leaving_under_load_keep_every_aggregate_in_order_and
     for (aggregate, order) in &by_aggregate {
         assert_eq!(order, &expected, "aggregate {aggregate} out of order");
     }
-    assert_eq!(relays.len(), 3, "every relay published");
+    assert!(relays.contains(&2), "the relay that joined under load got no work: {relays:?}");
 }
 
 /// A publisher that "kills its relay" when it meets the poison event: it signals the test, which aborts the relay's

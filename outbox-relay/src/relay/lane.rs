@@ -194,19 +194,30 @@ impl Lane {
                 }
             }
         }
-        let readable = self.partitions.values().filter(|s| s.readable()).count();
-        if readable == 0 || self.paused {
+        if self.paused {
+            return Ok(None);
+        }
+        // The read counts as in flight for its partitions (none is handed over while its rows are on their way),
+        // and a partition being handed over is not read.
+        let mut reading: BTreeSet<u16> = BTreeSet::new();
+        for (partition, state) in &self.partitions {
+            if state.readable() && self.handover.begin_read(*partition) {
+                reading.insert(*partition);
+            }
+        }
+        let readable = reading.len();
+        if readable == 0 {
             return Ok(None);
         }
         // The batch is shared by the partitions whose last read came back full (a backlog); the others get a
         // small range each, which grows to a full share as soon as it comes back full.
         let batch = self.shared.config.batch_size;
-        let busy = self.partitions.values().filter(|s| s.readable() && s.busy()).count();
+        let busy = self.partitions.iter().filter(|(p, s)| reading.contains(p) && s.busy()).count();
         let busy_share = (batch / u32::try_from(busy.max(1)).unwrap_or(u32::MAX)).max(1);
         let idle_share = (batch / u32::try_from(readable).unwrap_or(u32::MAX)).clamp(1, IDLE_RANGE);
         let now = Instant::now();
         let (mut ranges, mut purposes) = (Vec::new(), Vec::new());
-        for (partition, state) in self.partitions.iter_mut().filter(|(_, s)| s.readable()) {
+        for (partition, state) in self.partitions.iter_mut().filter(|(p, _)| reading.contains(p)) {
             let in_flight = &self.in_flight_aggregates;
             let share = if state.busy() { busy_share } else { idle_share };
             for (range, purpose) in state.ranges(share, self.latest, now) {
@@ -223,11 +234,6 @@ impl Lane {
         }
         let span = crate::telemetry::read_span(ranges.len());
         let request = ReadRequest::new(ranges);
-        // The read counts as in flight for its partitions: none is handed over while its rows are on their way.
-        let reading: BTreeSet<u16> = purposes.iter().map(|(p, _, _)| *p).collect();
-        for partition in &reading {
-            self.handover.add(*partition, 1);
-        }
         let read = tracing::Instrument::instrument(self.shared.store.read(&request), span).await;
         let read = match read {
             Ok(read) => read,

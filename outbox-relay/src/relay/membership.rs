@@ -27,40 +27,71 @@ pub(crate) struct Ownership {
 }
 
 /// What lanes and membership share: how busy each partition is (reads in progress and events not settled), so
-/// the heartbeat hands over a partition only once nothing of it is in flight.
+/// the heartbeat hands over a partition only once nothing of it is in flight, and no read starts on a partition
+/// being handed over.
 #[derive(Debug, Default)]
 pub(crate) struct Handover {
-    busy: Mutex<BTreeMap<u16, usize>>,
+    state: Mutex<Busy>,
     /// Asks for a heartbeat now (a partition being handed over became idle).
     pub(crate) kick: Notify,
 }
 
+#[derive(Debug, Default)]
+struct Busy {
+    counts: BTreeMap<u16, usize>,
+    /// Partitions this heartbeat hands over: no lane reads them any more.
+    leaving: BTreeSet<u16>,
+}
+
 impl Handover {
-    /// `n` more reads or events of `partition` in flight.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Busy> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts a read of `partition`; false when it is being handed over (then the lane leaves it alone).
+    pub(crate) fn begin_read(&self, partition: u16) -> bool {
+        let mut busy = self.lock();
+        if busy.leaving.contains(&partition) {
+            return false;
+        }
+        *busy.counts.entry(partition).or_default() += 1;
+        true
+    }
+
+    /// `n` more events of `partition` in flight.
     pub(crate) fn add(&self, partition: u16, n: usize) {
         if n > 0 {
-            *self.busy.lock().unwrap_or_else(PoisonError::into_inner).entry(partition).or_default() += n;
+            *self.lock().counts.entry(partition).or_default() += n;
         }
     }
 
-    /// `n` fewer; kicks a heartbeat when the partition became idle.
+    /// `n` fewer reads or events in flight; kicks a heartbeat when the partition became idle.
     pub(crate) fn remove(&self, partition: u16, n: usize) {
         if n == 0 {
             return;
         }
-        let mut busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = busy.get_mut(&partition) {
+        let mut busy = self.lock();
+        if let Some(count) = busy.counts.get_mut(&partition) {
             *count = count.saturating_sub(n);
             if *count == 0 {
-                busy.remove(&partition);
+                busy.counts.remove(&partition);
                 self.kick.notify_one();
             }
         }
     }
 
-    fn idle(&self, partitions: &BTreeSet<u16>) -> Vec<u16> {
-        let busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
-        partitions.iter().copied().filter(|p| !busy.contains_key(p)).collect()
+    /// Of `releasing`, the partitions with nothing in flight, now closed to reads: this heartbeat hands them over.
+    fn take_idle(&self, releasing: &BTreeSet<u16>) -> Vec<u16> {
+        let mut busy = self.lock();
+        let idle: Vec<u16> = releasing.iter().copied().filter(|p| !busy.counts.contains_key(p)).collect();
+        busy.leaving.extend(idle.iter().copied());
+        idle
+    }
+
+    /// Partitions owned (again) are open to reads.
+    fn owned(&self, owned: &BTreeMap<u16, PartitionLease>) {
+        let mut busy = self.lock();
+        busy.leaving.retain(|p| !owned.contains_key(p));
     }
 }
 
@@ -85,7 +116,8 @@ impl Members {
 
     /// One heartbeat; `take` is false while the relay shuts down.
     pub(crate) async fn beat(&self, take: bool) -> Result<Membership> {
-        let release = self.handover.idle(&self.ownership.borrow().releasing);
+        let releasing = self.ownership.borrow().releasing.clone();
+        let release = self.handover.take_idle(&releasing);
         let config = &self.shared.config;
         let on_crash = |event: &CrashedEvent| -> SettleOutcome {
             retry::after_failure(config, event.attempts, "a relay stopped while publishing this event".into(), false)
@@ -109,6 +141,7 @@ impl Members {
         let leases: BTreeMap<u16, PartitionLease> = membership.owned.iter().map(|l| (l.partition, *l)).collect();
         let excess = leases.len().saturating_sub(usize::from(membership.share));
         let releasing: BTreeSet<u16> = leases.keys().rev().take(excess).copied().collect();
+        self.handover.owned(&leases);
         let next = Ownership { leases, releasing, paused: membership.paused };
         self.ownership.send_if_modified(|current| {
             if *current == next {

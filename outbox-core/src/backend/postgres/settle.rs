@@ -1,6 +1,6 @@
 //! Settling a published batch: every outcome in one statement, fenced by the epochs of its partitions.
 
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgPool, Row};
 
 use crate::store::{short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
 use crate::Result;
@@ -61,16 +61,22 @@ const DELETE_PUBLISHED: &str = settle_sql!(
 RETURNING 'published'::text AS outcome"
 );
 
-/// Outcomes written without a lease: the attempts of a dead relay's batches, counted by the relay that removes it.
-const APPLY_UNFENCED: &str = "\
+/// The attempts of a dead relay's batches, counted by the relay that adopted them (no lease: the event may be in any
+/// partition), and the adopted batches deleted, in one statement: counted once, whoever dies when.
+const APPLY_ADOPTED: &str = "\
+WITH counted AS (
 UPDATE outbox_events e
    SET status = CASE s.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
        attempts = e.attempts + 1,
        next_attempt_at = CASE WHEN s.outcome = 'retry' THEN now() + make_interval(secs => s.delay_secs)
                               ELSE e.next_attempt_at END,
        last_error = s.error
-  FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::float8[]) AS s(id, outcome, error, delay_secs)
- WHERE e.id = s.id AND e.status = 'pending' AND s.outcome <> 'published'";
+  FROM UNNEST($3::uuid[], $4::text[], $5::text[], $6::float8[]) AS s(id, outcome, error, delay_secs)
+ WHERE e.id = s.id AND e.status = 'pending' AND s.outcome <> 'published'
+RETURNING 1
+),
+forgotten AS (DELETE FROM outbox_batches WHERE relay_id = $1 AND crashed AND batch_id = ANY($2))
+SELECT count(*) FROM counted";
 
 /// The settlements as parallel arrays: ids, outcome names, errors, delays in seconds.
 struct Columns {
@@ -133,16 +139,23 @@ pub(super) async fn settle(pool: &PgPool, batch: &SettleBatch) -> Result<SettleR
     Ok(report)
 }
 
-/// Applies retry and failure outcomes without a lease; returns how many rows changed.
-pub(super) async fn apply_unfenced(conn: &mut PgConnection, settlements: &[Settlement]) -> Result<u64> {
+/// Applies the outcomes of the adopted batches' events and deletes those batches; returns how many events changed.
+pub(super) async fn apply_adopted(
+    pool: &PgPool,
+    relay: uuid::Uuid,
+    settlements: &[Settlement],
+    batches: &[uuid::Uuid],
+) -> Result<u64> {
     let columns = columns(settlements);
-    let done = sqlx::query(APPLY_UNFENCED)
+    let counted: i64 = sqlx::query_scalar(APPLY_ADOPTED)
         .persistent(false)
+        .bind(relay)
+        .bind(batches)
         .bind(columns.ids)
         .bind(columns.outcomes)
         .bind(columns.errors)
         .bind(columns.delays)
-        .execute(conn)
+        .fetch_one(pool)
         .await?;
-    Ok(done.rows_affected())
+    Ok(counted.unsigned_abs())
 }
