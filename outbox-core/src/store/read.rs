@@ -34,12 +34,18 @@ pub struct ReadRange {
     pub aggregate: Option<AggregateKey>,
     /// The most rows to return for this range.
     pub limit: u32,
+    /// Return only each row's key (id, `seq`, aggregate, partition, attempts; the payload, headers and sensitive
+    /// paths come back empty): to check which rows exist without reading them.
+    pub keys_only: bool,
+    /// Only rows written by transactions that started at or after this one (a transaction id, as in
+    /// [`Snapshot::xmin`]): the rows that may have committed after an earlier read.
+    pub written_since: Option<u64>,
 }
 
 impl ReadRange {
     /// Up to `limit` pending rows of `partition` after `after`.
     pub fn new(partition: u16, after: i64, limit: u32) -> Self {
-        Self { partition, after, through: None, aggregate: None, limit }
+        Self { partition, after, through: None, aggregate: None, limit, keys_only: false, written_since: None }
     }
 
     /// Only rows up to `through`.
@@ -53,6 +59,20 @@ impl ReadRange {
     #[must_use]
     pub fn aggregate(mut self, aggregate: AggregateKey) -> Self {
         self.aggregate = Some(aggregate);
+        self
+    }
+
+    /// Only the rows' keys.
+    #[must_use]
+    pub fn keys_only(mut self) -> Self {
+        self.keys_only = true;
+        self
+    }
+
+    /// Only rows written by transactions that started at or after `xid`.
+    #[must_use]
+    pub fn written_since(mut self, xid: u64) -> Self {
+        self.written_since = Some(xid);
         self
     }
 }

@@ -16,6 +16,8 @@ pub(crate) struct Item {
     pub(crate) id: Uuid,
     pub(crate) seq: i64,
     pub(crate) partition: u16,
+    /// The partition's epoch when the event was read.
+    pub(crate) epoch: i64,
     pub(crate) aggregate: AggregateKey,
     pub(crate) attempts: u32,
     content: Content,
@@ -30,14 +32,14 @@ enum Content {
 }
 
 impl Item {
-    pub(crate) fn new(partition: u16, event: StoredEvent) -> Self {
+    pub(crate) fn new(partition: u16, epoch: i64, event: StoredEvent) -> Self {
         let (id, seq, attempts) = (event.id, event.seq, event.attempts);
         let aggregate = (event.aggregate_type.clone(), event.aggregate_id.clone());
         let content = match event.check() {
             Ok(()) => Content::Ready(Message::from_checked(event)),
             Err(problem) => Content::Corrupted { event_type: event.event_type, problem },
         };
-        Self { id, seq, partition, aggregate, attempts, content }
+        Self { id, seq, partition, epoch, aggregate, attempts, content }
     }
 
     pub(crate) fn event_type(&self) -> &str {

@@ -161,7 +161,7 @@ impl Lane {
                 continue;
             }
             self.idle_delay = BUSY_DELAY;
-            self.publish(items).await;
+            self.publish(items, &shutdown).await;
         }
         self.drain().await;
     }
@@ -264,11 +264,12 @@ impl Lane {
                 rows.push(row);
             }
         }
-        // Replays first: a replay that completes in this read lets the same read's new rows of its aggregate in.
+        // Rechecks first (a late commit holds its aggregate back before any later event of it is taken), then
+        // replays (one that completes in this read lets the same read's new rows of its aggregate in).
         let mut order: Vec<usize> = (0..purposes.len()).collect();
         order.sort_by_key(|&i| match purposes[i].1 {
-            Purpose::Replay(_) => 0,
-            Purpose::Rescan { .. } => 1,
+            Purpose::Recheck => 0,
+            Purpose::Replay(_) => 1,
             Purpose::Next => 2,
         });
         let mut items = Vec::new();
@@ -284,6 +285,17 @@ impl Lane {
                     continue;
                 }
                 let aggregate = (row.event.aggregate_type.clone(), row.event.aggregate_id.clone());
+                if *purpose == Purpose::Recheck {
+                    let seen =
+                        state.held_back(&aggregate, row.event.seq) || state.replay_pending(&aggregate, row.event.seq);
+                    if !seen {
+                        // Not seen before: it committed after the read that passed its `seq`. Its aggregate waits
+                        // for it and is read again from it at once.
+                        tracing::debug!(event_id = %id, "a late commit; its aggregate is read again from it");
+                        state.park(aggregate, row.event.seq, Some(now));
+                    }
+                    continue;
+                }
                 if state.held_back(&aggregate, row.event.seq) {
                     continue;
                 }
@@ -297,7 +309,7 @@ impl Lane {
                     state.park(aggregate, row.event.seq, Some(now + row.wait));
                     continue;
                 }
-                items.push(Item::new(*partition, row.event));
+                items.push(Item::new(*partition, state.lease.epoch, row.event));
             }
             state.answered(purpose, count, *limit, last_seq, read.snapshot, now);
         }
@@ -312,8 +324,50 @@ impl Lane {
         items
     }
 
+    /// Waits until a heartbeat sent within half a lease got through, then keeps the items of partitions still owned
+    /// at the epoch they were read with: a relay that was stopped past its lease publishes nothing its successor
+    /// owns. `None` on shutdown.
+    async fn still_owned(&mut self, mut items: Vec<Item>, shutdown: &CancellationToken) -> Option<Vec<Item>> {
+        let within = self.shared.config.lease / 2;
+        while !self.handover.fresh(within) {
+            let beaten = self.handover.beaten.notified();
+            self.handover.kick.notify_one();
+            tokio::select! {
+                () = shutdown.cancelled() => {
+                    self.drop_items(&items);
+                    return None;
+                }
+                () = beaten => {}
+                () = tokio::time::sleep(self.shared.config.heartbeat_interval()) => {}
+            }
+        }
+        self.sync_ownership();
+        let (kept, lost): (Vec<Item>, Vec<Item>) = items
+            .drain(..)
+            .partition(|item| self.partitions.get(&item.partition).is_some_and(|s| s.lease.epoch == item.epoch));
+        if !lost.is_empty() {
+            tracing::warn!(
+                events = lost.len(),
+                "partitions taken over while reading; their events are not published here"
+            );
+            self.drop_items(&lost);
+        }
+        Some(kept)
+    }
+
+    /// Items that will not be published: no longer in flight.
+    fn drop_items(&self, items: &[Item]) {
+        for item in items {
+            self.handover.remove(item.partition, 1);
+        }
+    }
+
     /// Records the batch, publishes it, and hands its settle to a task.
-    async fn publish(&mut self, items: Vec<Item>) {
+    async fn publish(&mut self, items: Vec<Item>, shutdown: &CancellationToken) {
+        let Some(items) = self.still_owned(items, shutdown).await else { return };
+        if items.is_empty() {
+            return;
+        }
         let shared = Arc::clone(&self.shared);
         let batch_id = Uuid::now_v7();
         let ids: Vec<Uuid> = items.iter().map(|item| item.id).collect();

@@ -32,8 +32,12 @@ pub(crate) struct Ownership {
 #[derive(Debug, Default)]
 pub(crate) struct Handover {
     state: Mutex<Busy>,
-    /// Asks for a heartbeat now (a partition being handed over became idle).
+    /// Asks for a heartbeat now (a partition being handed over became idle, or a lane waits for a fresh one).
     pub(crate) kick: Notify,
+    /// When the last heartbeat that got through was sent.
+    beat_at: Mutex<Option<tokio::time::Instant>>,
+    /// Told of every heartbeat that got through.
+    pub(crate) beaten: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -88,6 +92,18 @@ impl Handover {
         idle
     }
 
+    /// Whether a heartbeat sent less than `within` ago got through: the relay is surely still a member, and the
+    /// partitions it knows of are still its own. A relay that was stopped (SIGSTOP, a paused VM) past its lease
+    /// finds out here before it publishes anything.
+    pub(crate) fn fresh(&self, within: std::time::Duration) -> bool {
+        self.beat_at.lock().unwrap_or_else(PoisonError::into_inner).is_some_and(|at| at.elapsed() < within)
+    }
+
+    fn beat_got_through(&self, sent: tokio::time::Instant) {
+        *self.beat_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(sent);
+        self.beaten.notify_waiters();
+    }
+
     /// Partitions owned (again) are open to reads.
     fn owned(&self, owned: &BTreeMap<u16, PartitionLease>) {
         let mut busy = self.lock();
@@ -123,6 +139,7 @@ impl Members {
             retry::after_failure(config, event.attempts, "a relay stopped while publishing this event".into(), false)
         };
         let beat = Heartbeat::new(self.shared.relay, &self.host, config.lease, &on_crash).release(&release).take(take);
+        let sent = tokio::time::Instant::now();
         let membership = self.shared.store.heartbeat(&beat).await.map_err(Error::from_store)?;
         if membership.removed > 0 || membership.crashed > 0 {
             tracing::warn!(
@@ -132,6 +149,7 @@ impl Members {
             );
         }
         self.publish(&membership);
+        self.handover.beat_got_through(sent);
         Ok(membership)
     }
 

@@ -10,8 +10,11 @@
 //!   cursor (a *replay*, one range filtered to the aggregate), so skipping costs nothing per poll.
 //! - **Late commits.** `seq` is taken at insert, not at commit, so a transaction that is still running when a read
 //!   takes its snapshot may later commit rows below the cursor. Each read's range stays *open* until every
-//!   transaction of its snapshot has finished (the snapshot's `xmax` is below a later read's `xmin`) and a short
-//!   grace period has passed; then the owner reads it once more (a *rescan*) and only then counts it as done.
+//!   transaction of its snapshot has finished (the snapshot's `xmax` is at or below a later read's `xmin`) and a
+//!   short grace period has passed. While ranges are open, every read also *rechecks* them: the keys of the rows
+//!   written since the oldest open read's `xmin` (no payloads). A row found there that the owner has not seen
+//!   committed late: its aggregate is held back from it and read again at once, so it is published before any
+//!   later event of its aggregate, in commit order.
 //!
 //! A partition taken over (or reset after an operator changed its rows) starts from the beginning: its first reads
 //! find the retrying heads in order and rebuild the held-back aggregates, and the failed ones come from
@@ -40,17 +43,21 @@ pub(crate) struct Park {
 #[derive(Debug, Clone, Copy)]
 struct OpenRange {
     through: i64,
+    xmin: u64,
     xmax: u64,
     read_at: Instant,
 }
+
+/// The most keys one recheck returns per partition.
+const RECHECK_LIMIT: u32 = 20_000;
 
 /// What a range of a read was for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Purpose {
     /// New rows after the cursor.
     Next,
-    /// A closed range read once more for late commits, up to `through`.
-    Rescan { through: i64 },
+    /// The keys of the rows of the open ranges written since their oldest snapshot: late commits are among them.
+    Recheck,
     /// The held-back events of one aggregate, from its first held-back `seq`.
     Replay(AggregateKey),
 }
@@ -162,20 +169,20 @@ impl PartitionState {
             let range = ReadRange::new(partition, *after, limit).through(self.cursor).aggregate(aggregate.clone());
             ranges.push((range, Purpose::Replay(aggregate.clone())));
         }
-        let mut closed = None;
         while let Some(open) = self.open.front() {
             let finished = latest.is_none_or(|snapshot| snapshot.xmin >= open.xmax);
             if !finished || now < open.read_at + LATE_COMMIT_GRACE {
                 break;
             }
-            closed = Some(open.through);
+            self.safe = self.safe.max(open.through);
             self.open.pop_front();
         }
-        if let Some(through) = closed {
-            ranges.push((
-                ReadRange::new(partition, self.safe, limit.max(100)).through(through),
-                Purpose::Rescan { through },
-            ));
+        if let Some(oldest) = self.open.front() {
+            let recheck = ReadRange::new(partition, self.safe, RECHECK_LIMIT)
+                .through(self.cursor)
+                .keys_only()
+                .written_since(oldest.xmin);
+            ranges.push((recheck, Purpose::Recheck));
         }
         ranges.push((ReadRange::new(partition, self.cursor, limit), Purpose::Next));
         ranges
@@ -199,7 +206,7 @@ impl PartitionState {
                     self.cursor = self.cursor.max(last);
                 }
                 match snapshot {
-                    // Rows can commit out of `seq` order: read this range once more when it is closed.
+                    // Rows can commit out of `seq` order: this range stays open until its transactions finished.
                     Some(snapshot) => {
                         let through = self.cursor;
                         match self.open.back_mut() {
@@ -207,22 +214,18 @@ impl PartitionState {
                                 back.through = through;
                                 back.read_at = now;
                             }
-                            _ => self.open.push_back(OpenRange { through, xmax: snapshot.xmax, read_at: now }),
+                            _ => self.open.push_back(OpenRange {
+                                through,
+                                xmin: snapshot.xmin,
+                                xmax: snapshot.xmax,
+                                read_at: now,
+                            }),
                         }
                     }
                     None => self.safe = self.cursor,
                 }
             }
-            Purpose::Rescan { through } => {
-                if full {
-                    // More to rescan: continue after the last row returned, this range not done yet.
-                    let last = last_seq.unwrap_or(self.safe);
-                    self.safe = last;
-                    self.open.push_front(OpenRange { through: *through, xmax: 0, read_at: now - LATE_COMMIT_GRACE });
-                } else {
-                    self.safe = self.safe.max(*through);
-                }
-            }
+            Purpose::Recheck => {}
             Purpose::Replay(aggregate) => {
                 if full {
                     if let (Some(after), Some(last)) = (self.replays.get_mut(aggregate), last_seq) {
@@ -248,22 +251,24 @@ mod tests {
     }
 
     #[test]
-    fn a_range_is_read_again_once_its_transactions_finished_and_the_grace_passed() {
+    fn open_ranges_are_rechecked_until_their_transactions_finished_and_the_grace_passed() {
         let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
         let start = Instant::now();
         let ranges = state.ranges(100, None, start);
         assert_eq!(ranges.len(), 1);
         state.answered(&Purpose::Next, 2, 100, Some(40), Some(Snapshot::new(10, 20)), start);
-        // Transaction 19 may still be running: no rescan yet.
+        // Transaction 19 may still be running: the range is rechecked, for rows written since transaction 10.
         let ranges = state.ranges(100, Some(Snapshot::new(15, 25)), start + LATE_COMMIT_GRACE);
-        assert!(ranges.iter().all(|(_, purpose)| *purpose == Purpose::Next));
-        assert_eq!(ranges[0].0.after, 40);
-        // Every transaction below 20 finished, but the grace has not passed.
+        let recheck = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Recheck).unwrap();
+        assert_eq!((recheck.0.after, recheck.0.through, recheck.0.written_since), (0, Some(40), Some(10)));
+        assert!(recheck.0.keys_only);
+        // Every transaction below 20 finished, but the grace has not passed: still rechecked.
         let ranges = state.ranges(100, Some(Snapshot::new(20, 25)), start);
-        assert!(ranges.iter().all(|(_, purpose)| *purpose == Purpose::Next));
+        assert!(ranges.iter().any(|(_, purpose)| *purpose == Purpose::Recheck));
+        // Both: the range is complete, nothing left to recheck; new rows are read after it.
         let ranges = state.ranges(100, Some(Snapshot::new(20, 25)), start + LATE_COMMIT_GRACE);
-        let rescan = ranges.iter().find(|(_, purpose)| matches!(purpose, Purpose::Rescan { through: 40 })).unwrap();
-        assert_eq!((rescan.0.after, rescan.0.through), (0, Some(40)));
+        assert_eq!(ranges.len(), 1);
+        assert_eq!((ranges[0].1.clone(), ranges[0].0.after), (Purpose::Next, 40));
     }
 
     #[test]

@@ -17,20 +17,24 @@ SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
        pg_snapshot_xmax(pg_current_snapshot())::text AS xmax
 ),
 r AS (
-SELECT * FROM UNNEST($1::int2[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int4[])
-       WITH ORDINALITY AS r(partition, after, through, aggregate_type, aggregate_id, lim, n)
+SELECT * FROM UNNEST($1::int2[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int4[], $7::bool[], $8::int8[])
+       WITH ORDINALITY AS r(partition, after, through, aggregate_type, aggregate_id, lim, keys_only, since, n)
 ),
 found AS (
 SELECT r.n, e.*
   FROM r
  CROSS JOIN LATERAL (
        SELECT e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
-              e.payload::text AS payload, e.headers::text AS headers, e.sensitive_paths::text AS sensitive_paths,
+              CASE WHEN r.keys_only THEN '{}' ELSE e.payload::text END AS payload,
+              CASE WHEN r.keys_only THEN '{}' ELSE e.headers::text END AS headers,
+              CASE WHEN r.keys_only THEN '[]' ELSE e.sensitive_paths::text END AS sensitive_paths,
               e.created_at, e.attempts,
               GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs
          FROM outbox_events e
         WHERE e.partition = r.partition AND e.status = 'pending' AND e.seq > r.after AND e.seq <= r.through
           AND (r.aggregate_type IS NULL OR (e.aggregate_type = r.aggregate_type AND e.aggregate_id = r.aggregate_id))
+          -- Written since transaction `since`: its 32-bit id in the row, compared modulo 2^32 as PostgreSQL does.
+          AND (r.since IS NULL OR ((e.xmin::text::int8 - r.since) & 4294967295) < 2147483648)
         ORDER BY e.seq
         LIMIT r.lim) e
  WHERE NOT (SELECT paused FROM ctl)
@@ -42,6 +46,7 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
     let (mut partitions, mut after, mut through) =
         (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut types, mut ids, mut limits) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut keys_only, mut since) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for range in &request.ranges {
         partitions.push(i16::try_from(range.partition).unwrap_or(i16::MAX));
         after.push(range.after);
@@ -49,6 +54,9 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
         types.push(range.aggregate.as_ref().map(|(t, _)| t.as_str()));
         ids.push(range.aggregate.as_ref().map(|(_, i)| i.as_str()));
         limits.push(i32::try_from(range.limit).unwrap_or(i32::MAX));
+        keys_only.push(range.keys_only);
+        // The low 32 bits: what a row's `xmin` holds.
+        since.push(range.written_since.map(|xid| (xid & 0xffff_ffff) as i64));
     }
     let rows = sqlx::query(READ)
         .bind(partitions)
@@ -57,6 +65,8 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
         .bind(types)
         .bind(ids)
         .bind(limits)
+        .bind(keys_only)
+        .bind(since)
         .fetch_all(pool)
         .await?;
     let mut batch = ReadBatch::default();
