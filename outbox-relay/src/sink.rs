@@ -74,7 +74,7 @@ impl FromStr for Sink {
                 }
                 Ok(Sink::Webhook(url))
             }
-            "kafka" | "nats" | "amqp" | "sqs" | "redis" => {
+            "kafka" | "nats" | "tls" | "amqp" | "amqps" | "sqs" | "redis" | "rediss" => {
                 // The URL may hold a password: a malformed one is not echoed.
                 let url = url::Url::parse(sink).map_err(|e| Error::InvalidSink {
                     sink: format!("{scheme}://..."),
@@ -109,6 +109,17 @@ impl Sink {
     /// [`Error::OpenSink`] when the file of a `file:` sink cannot be opened, and [`Error::InvalidSink`] for a
     /// sink this build does not include.
     pub fn open(&self) -> Result<SinkPublisher> {
+        self.open_with(false)
+    }
+
+    /// Opens the sink's publisher; with `create_destinations`, its [`connect`](SinkPublisher::connect) creates
+    /// a missing destination (JetStream stream, RabbitMQ exchange, SQS queue, Kafka topic) instead of reporting
+    /// it (`outbox relay --create-destinations`).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub fn open_with(&self, create_destinations: bool) -> Result<SinkPublisher> {
         match self {
             Sink::Stdout => Ok(SinkPublisher::Stdout(StdoutPublisher::new())),
             Sink::File(path) => FilePublisher::open(path)
@@ -129,28 +140,34 @@ impl Sink {
                 sink: self.to_string(),
                 reason: "this build has no webhook sink (cargo feature `webhook`)".to_owned(),
             }),
-            Sink::Broker(url) => open_broker(self, url),
+            Sink::Broker(url) => open_broker(self, url, create_destinations),
         }
     }
 }
 
 /// The publisher of a broker URL, if this build has its feature.
-fn open_broker(sink: &Sink, url: &url::Url) -> Result<SinkPublisher> {
+fn open_broker(sink: &Sink, url: &url::Url, create_destinations: bool) -> Result<SinkPublisher> {
     #[allow(unused_imports)]
     use std::sync::Arc;
     match url.scheme() {
         #[cfg(feature = "kafka")]
         "kafka" => crate::KafkaPublisher::from_url(url).map(|p| SinkPublisher::Kafka(Arc::new(p))),
         #[cfg(feature = "nats")]
-        "nats" => crate::NatsPublisher::from_url(url).map(|p| SinkPublisher::Nats(Arc::new(p))),
+        "nats" | "tls" => crate::NatsPublisher::from_url(url)
+            .map(|p| SinkPublisher::Nats(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "rabbitmq")]
-        "amqp" => crate::AmqpPublisher::from_url(url).map(|p| SinkPublisher::Amqp(Arc::new(p))),
+        "amqp" | "amqps" => crate::AmqpPublisher::from_url(url).map(|p| SinkPublisher::Amqp(Arc::new(p))),
         #[cfg(feature = "sqs")]
         "sqs" => crate::SqsPublisher::from_url(url).map(|p| SinkPublisher::Sqs(Arc::new(p))),
         #[cfg(feature = "redis")]
-        "redis" => crate::RedisPublisher::from_url(url).map(|p| SinkPublisher::Redis(Arc::new(p))),
+        "redis" | "rediss" => crate::RedisPublisher::from_url(url).map(|p| SinkPublisher::Redis(Arc::new(p))),
         scheme => {
-            let feature = if scheme == "amqp" { "rabbitmq" } else { scheme };
+            let feature = match scheme {
+                "amqp" | "amqps" => "rabbitmq",
+                "tls" => "nats",
+                "rediss" => "redis",
+                other => other,
+            };
             Err(Error::InvalidSink {
                 sink: sink.to_string(),
                 reason: format!("this build has no `{scheme}://` sink (cargo feature `{feature}`)"),
@@ -189,7 +206,8 @@ pub enum SinkPublisher {
 
 impl SinkPublisher {
     /// Connects to the broker now instead of at the first publish, where the sink has a connection and credentials
-    /// to check: RabbitMQ (and its exchange), NATS and Redis. `outbox relay` calls it, and waits while the broker
+    /// to check, and checks the destination: RabbitMQ (and its exchange), NATS (and the JetStream stream of the
+    /// subjects) and Redis. `outbox relay` calls it, and waits while the broker
     /// is unreachable, before claiming anything, so no attempt is spent on a broker that is not there yet. The
     /// other sinks are not probed (`stdout`, files, webhooks, Kafka and SQS connect per request or in the
     /// background): their first failures are retried per event, with backoff.

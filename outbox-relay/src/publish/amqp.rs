@@ -12,7 +12,9 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Confirmation, ConnectionProperties};
 
 use super::cloudevents::{Binding, CloudEvents};
-use super::destination::{masked, Naming, Query, Reconnect, Template};
+use super::name_template::{Naming, Template};
+use super::reconnect::Reconnect;
+use super::url_options::{masked, Query};
 use super::{Message, Outcome, Publisher};
 use crate::{Error, Result};
 

@@ -12,13 +12,17 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use aws_smithy_http_client::tls;
 
 use super::cloudevents::{Binding, CloudEvents};
-use super::destination::{masked, Naming, Query, Template};
+use super::name_template::{Naming, Template};
+use super::url_options::{masked, Query};
 use super::{Message, Outcome, Publisher};
 use crate::{Error, Result};
 
 /// SQS takes at most 10 messages per batch and 10 message attributes per message.
 const MAX_BATCH: usize = 10;
 const MAX_ATTRIBUTES: usize = 10;
+/// The message attribute that carries all of an event's headers, as a JSON object, when they do not fit one
+/// attribute each.
+pub(crate) const HEADERS_ATTRIBUTE: &str = "outbox_headers";
 /// SQS's default (and classic) size limit for one message and for one batch request.
 const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 
@@ -26,8 +30,10 @@ const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 ///
 /// Every event is sent to the queue URL rendered from a [`Template`] (the queue name, its last path segment, is
 /// checked: `a-z A-Z 0-9 _ -`, optionally `.fifo`). The body is the payload (or the structured-mode envelope);
-/// the CloudEvents attributes travel as `ce_`-prefixed string message attributes plus `traceparent` (SQS allows
-/// ten attributes: `tracestate` is left out). For a FIFO queue (`.fifo`), `MessageGroupId` is the aggregate id
+/// the CloudEvents attributes travel as `ce_`-prefixed string message attributes (eight, nine with a
+/// `dataschema`). The event's headers (`traceparent`, `tenant`, ...) follow as one string attribute each when
+/// they all fit within SQS's ten attributes per message; otherwise all of them travel as one JSON object in the
+/// attribute `outbox_headers` (`{"tenant":"acme","traceparent":"00-..."}`). For a FIFO queue (`.fifo`), `MessageGroupId` is the aggregate id
 /// and `MessageDeduplicationId` the event id; a standard queue neither orders nor deduplicates.
 ///
 /// Credentials come from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`; the region from
@@ -147,11 +153,7 @@ impl SqsPublisher {
         if body.len() > self.max_message_bytes {
             return Err(Outcome::permanent(format!("message too large for SQS: {} bytes", body.len())));
         }
-        let mut attributes = self.envelope.headers(message, Binding::Underscore);
-        if attributes.len() > MAX_ATTRIBUTES {
-            attributes.retain(|(name, _)| name != "tracestate");
-            attributes.truncate(MAX_ATTRIBUTES);
-        }
+        let attributes = self.attributes(message);
         let mut entry = SendMessageBatchRequestEntry::builder().id(index.to_string()).message_body(body);
         for (name, value) in attributes {
             let value = MessageAttributeValue::builder()
@@ -165,6 +167,21 @@ impl SqsPublisher {
             entry = entry.message_group_id(&message.aggregate_id).message_deduplication_id(message.id.to_string());
         }
         entry.build().map_err(|_| Outcome::permanent("invalid SQS batch entry"))
+    }
+
+    /// The message attributes of `message`: the `ce_` attributes, then the event's headers, one attribute each
+    /// when they all fit within SQS's ten, or else all of them as one JSON object in the attribute
+    /// [`HEADERS_ATTRIBUTE`].
+    fn attributes(&self, message: &Message) -> Vec<(String, String)> {
+        let mut attributes = self.envelope.attribute_headers(message, Binding::Underscore);
+        let headers: std::collections::BTreeMap<&str, &str> = message.forwarded_headers().collect();
+        if attributes.len() + headers.len() <= MAX_ATTRIBUTES {
+            attributes.extend(headers.into_iter().map(|(name, value)| (name.to_owned(), value.to_owned())));
+        } else {
+            // Strings always serialize.
+            attributes.push((HEADERS_ATTRIBUTE.to_owned(), serde_json::to_string(&headers).unwrap_or_default()));
+        }
+        attributes
     }
 
     /// Sends one request of at most ten entries to `queue_url`; `indexes` are the entries' places in the batch.

@@ -73,9 +73,18 @@ pub(crate) struct RelayArgs {
     /// `sqs://?queue_url=https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE[.fifo][&endpoint=URL&region=R]`
     /// (credentials from AWS_*), `redis://[:PASS@]HOST:PORT[/DB]?stream=outbox.{aggregate_type}[&maxlen=N]`.
     /// Broker URLs also take `source=`, `schema_base=` (dataschema base URI) and `mode=binary|structured`;
-    /// templates use {event_type}, {aggregate_type} and {version}.
+    /// templates use {event_type}, {aggregate_type} and {version}. TLS: the scheme `tls://` or `?tls=true`
+    /// (NATS), plus `tls_ca=PATH` (CA bundle to trust), `tls_cert=PATH` and `tls_key=PATH` (client certificate);
+    /// server certificates are always verified. Secrets stay out of the URL: `password_file=PATH` or
+    /// `password_env=VAR` (for the URL's user), `token_file=`/`token_env=`, `nkey_seed_file=`/`nkey_seed_env=`,
+    /// `creds_file=PATH` (NATS).
     #[arg(long, value_parser = parse_sink, value_name = "URL")]
     pub(crate) sink: Sink,
+
+    /// Create a missing destination at start (the JetStream stream of the subjects) with the settings of the sink
+    /// URL (`stream=`, `stream_storage=`, `stream_replicas=`), instead of stopping with an error naming it.
+    #[arg(long)]
+    pub(crate) create_destinations: bool,
 
     /// The most events per batch (the relay grows batches up to it while a backlog lasts).
     #[arg(long, default_value_t = 100, value_name = "N")]
