@@ -146,6 +146,10 @@ impl Sink {
 }
 
 /// The publisher of a broker URL, if this build has its feature.
+#[cfg_attr(
+    not(any(feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "kafka")),
+    allow(unused_variables)
+)]
 fn open_broker(sink: &Sink, url: &url::Url, create_destinations: bool) -> Result<SinkPublisher> {
     #[allow(unused_imports)]
     use std::sync::Arc;

@@ -212,8 +212,34 @@ impl Broker {
                 }
             }
             Kind::Redis => {
+                if let Some(tls) = &self.certificates {
+                    command
+                        .args([
+                            "--bind",
+                            "127.0.0.1",
+                            "--port",
+                            "0",
+                            "--tls-port",
+                            &port,
+                            "--tls-auth-clients",
+                            "optional",
+                        ])
+                        .arg("--tls-cert-file")
+                        .arg(&tls.server_cert)
+                        .arg("--tls-key-file")
+                        .arg(&tls.server_key)
+                        .arg("--tls-ca-cert-file")
+                        .arg(&tls.ca);
+                } else {
+                    command.args(["--bind", "127.0.0.1", "--port", &port]);
+                }
+                if let Some((user, password)) = &self.security.user {
+                    // Only this ACL user: the default user is off.
+                    command.args(["--user", "default", "off"]);
+                    command.args(["--user", user, "on", &format!(">{password}"), "~*", "&*", "+@all"]);
+                }
                 command
-                    .args(["--bind", "127.0.0.1", "--port", &port, "--save", "", "--appendonly", "yes"])
+                    .args(["--save", "", "--appendonly", "yes"])
                     .args(["--appendfsync", "always", "--daemonize", "no", "--dir"])
                     .arg(dir);
             }

@@ -13,7 +13,7 @@ use super::cloudevents::{Binding, CloudEvents};
 use super::name_template::{Naming, Template};
 use super::reconnect::Reconnect;
 use super::secret_source::{take_secret, Secret};
-use super::tls_options::{readable, TlsFiles};
+use super::tls_options::{is_tls_refusal, readable, TlsFiles};
 use super::url_options::{masked, Query};
 use super::{Message, Outcome, Publisher};
 use crate::{Error, Result};
@@ -518,16 +518,8 @@ impl NatsBuilder {
 /// The TLS handshake failure inside a connection error (the client refused the server's certificate, or the
 /// server refused the client's), which async-nats reports as an I/O error.
 fn tls_refusal(error: &async_nats::ConnectError) -> Option<String> {
-    let mut source = std::error::Error::source(error);
-    while let Some(error) = source {
-        if let Some(io) = error.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::InvalidData {
-                return Some(format!("TLS handshake failed: {io}"));
-            }
-        }
-        source = error.source();
-    }
-    None
+    let source = std::error::Error::source(error)?;
+    is_tls_refusal(source).then(|| format!("TLS handshake failed: {source}"))
 }
 
 /// The URL as printed: the password masked, and a user name alone (a token) masked too.

@@ -57,3 +57,21 @@ impl TlsFiles {
 pub(crate) fn readable(path: &Path) -> std::result::Result<(), String> {
     std::fs::File::open(path).map(drop).map_err(|error| format!("cannot read {}: {}", path.display(), error.kind()))
 }
+
+/// Whether `error` (or an error it wraps) is a refused TLS handshake: the client did not trust the server's
+/// certificate, or the server refused the client's. Client libraries report it as an I/O error of kind
+/// `InvalidData` wrapping the rustls error. Retrying cannot fix it.
+#[cfg_attr(not(any(feature = "nats", feature = "redis", feature = "rabbitmq")), allow(dead_code))]
+pub(crate) fn is_tls_refusal(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::InvalidData {
+                return true;
+            }
+        }
+        current = error.source();
+    }
+    let text = error.to_string();
+    text.contains("invalid peer certificate") || text.contains("peer sent no certificates")
+}
