@@ -160,7 +160,8 @@ fn open_broker(sink: &Sink, url: &url::Url, create_destinations: bool) -> Result
         "nats" | "tls" => crate::NatsPublisher::from_url(url)
             .map(|p| SinkPublisher::Nats(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "rabbitmq")]
-        "amqp" | "amqps" => crate::AmqpPublisher::from_url(url).map(|p| SinkPublisher::Amqp(Arc::new(p))),
+        "amqp" | "amqps" => crate::AmqpPublisher::from_url(url)
+            .map(|p| SinkPublisher::Amqp(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "sqs")]
         "sqs" => crate::SqsPublisher::from_url(url).map(|p| SinkPublisher::Sqs(Arc::new(p))),
         #[cfg(feature = "redis")]

@@ -190,11 +190,22 @@ impl Broker {
             std::fs::write(self.dir.join("nats.conf"), conf).expect("write nats.conf");
         }
         if self.kind == Kind::RabbitMq {
-            let conf = format!(
-                "listeners.tcp.1 = 127.0.0.1:{}\nmax_message_size = 1048576\nloopback_users = none\n\
-                 log.console = true\nlog.file = false\n",
-                self.port
-            );
+            let mut conf = match &self.certificates {
+                Some(tls) => format!(
+                    "listeners.tcp = none\nlisteners.ssl.1 = 127.0.0.1:{}\nssl_options.cacertfile = {}\n\
+                     ssl_options.certfile = {}\nssl_options.keyfile = {}\nssl_options.verify = verify_peer\n\
+                     ssl_options.fail_if_no_peer_cert = false\n",
+                    self.port,
+                    tls.ca.display(),
+                    tls.server_cert.display(),
+                    tls.server_key.display()
+                ),
+                None => format!("listeners.tcp.1 = 127.0.0.1:{}\n", self.port),
+            };
+            if let Some((user, password)) = &self.security.user {
+                conf.push_str(&format!("default_user = {user}\ndefault_pass = {password}\n"));
+            }
+            conf.push_str("max_message_size = 1048576\nloopback_users = none\nlog.console = true\nlog.file = false\n");
             std::fs::write(self.dir.join("rabbitmq.conf"), conf).expect("write rabbitmq.conf");
             std::fs::write(self.dir.join("enabled_plugins"), "[].\n").expect("write enabled_plugins");
         }
