@@ -155,7 +155,8 @@ fn open_broker(sink: &Sink, url: &url::Url, create_destinations: bool) -> Result
     use std::sync::Arc;
     match url.scheme() {
         #[cfg(feature = "kafka")]
-        "kafka" => crate::KafkaPublisher::from_url(url).map(|p| SinkPublisher::Kafka(Arc::new(p))),
+        "kafka" => crate::KafkaPublisher::from_url(url)
+            .map(|p| SinkPublisher::Kafka(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "nats")]
         "nats" | "tls" => crate::NatsPublisher::from_url(url)
             .map(|p| SinkPublisher::Nats(Arc::new(p.with_create_destinations(create_destinations)))),
@@ -163,7 +164,8 @@ fn open_broker(sink: &Sink, url: &url::Url, create_destinations: bool) -> Result
         "amqp" | "amqps" => crate::AmqpPublisher::from_url(url)
             .map(|p| SinkPublisher::Amqp(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "sqs")]
-        "sqs" => crate::SqsPublisher::from_url(url).map(|p| SinkPublisher::Sqs(Arc::new(p))),
+        "sqs" => crate::SqsPublisher::from_url(url)
+            .map(|p| SinkPublisher::Sqs(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "redis")]
         "redis" | "rediss" => crate::RedisPublisher::from_url(url).map(|p| SinkPublisher::Redis(Arc::new(p))),
         scheme => {
@@ -212,10 +214,10 @@ pub enum SinkPublisher {
 impl SinkPublisher {
     /// Connects to the broker now instead of at the first publish, where the sink has a connection and credentials
     /// to check, and checks the destination: RabbitMQ (and its exchange), NATS (and the JetStream stream of the
-    /// subjects) and Redis. `outbox relay` calls it, and waits while the broker
+    /// subjects), Redis, Kafka (and a fixed topic) and SQS (and a fixed queue). `outbox relay` calls it, and waits while the broker
     /// is unreachable, before claiming anything, so no attempt is spent on a broker that is not there yet. The
-    /// other sinks are not probed (`stdout`, files, webhooks, Kafka and SQS connect per request or in the
-    /// background): their first failures are retried per event, with backoff.
+    /// other sinks are not probed (`stdout`, files, webhooks): their first failures are retried per event, with
+    /// backoff.
     ///
     /// # Errors
     ///
@@ -228,6 +230,10 @@ impl SinkPublisher {
             SinkPublisher::Amqp(publisher) => publisher.connect().await,
             #[cfg(feature = "redis")]
             SinkPublisher::Redis(publisher) => publisher.connect().await,
+            #[cfg(feature = "kafka")]
+            SinkPublisher::Kafka(publisher) => publisher.connect().await,
+            #[cfg(feature = "sqs")]
+            SinkPublisher::Sqs(publisher) => publisher.connect().await,
             _ => Ok(()),
         }
     }

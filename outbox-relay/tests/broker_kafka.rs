@@ -177,3 +177,36 @@ async fn a_republished_event_keeps_its_key_and_id_and_an_oversized_event_fails_f
     assert!(error.contains("too large") || error.contains("size"), "{error}");
     assert!(!error.contains("xxxx"), "errors never carry the payload");
 }
+
+#[tokio::test]
+async fn a_missing_topic_is_reported_at_start_and_created_with_create_destinations() {
+    let broker = Broker::start(Kind::Kafka);
+    let url = format!("kafka://{}?topic=shop.orders&partitions=2&message_timeout_ms=5000", broker.url());
+    let publisher = KafkaPublisher::from_url(&url.parse().unwrap()).unwrap();
+    let error = publisher.connect().await.expect_err("no topic yet");
+    let message = error.to_string();
+    assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{message}");
+    assert!(message.contains("the topic `shop.orders` does not exist"), "{message}");
+    assert!(message.contains("--create-destinations") && !message.contains('\n'), "{message}");
+
+    let creating = publisher.with_create_destinations(true);
+    creating.connect().await.expect("the topic is created");
+    let message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    assert_eq!(creating.publish(&[message]).await, vec![Outcome::Published]);
+    let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", broker.url()).create().unwrap();
+    let metadata = consumer.fetch_metadata(Some("shop.orders"), Duration::from_secs(10)).unwrap();
+    assert_eq!(metadata.topics()[0].partitions().len(), 2, "created with `partitions=2`");
+    KafkaPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect("it exists now");
+}
+
+#[tokio::test]
+async fn an_unreachable_cluster_at_start_is_waited_for_not_refused() {
+    let url = format!("kafka://127.0.0.1:{}?topic=shop.orders", free_port());
+    let error = KafkaPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect_err("nobody there");
+    assert!(error.is_retryable(), "{error}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}

@@ -208,6 +208,10 @@ impl CloudEvents {
 
     /// The headers of `message` for `binding`, without the content type: the prefixed attributes in binary mode
     /// (none in structured mode), then every header of the event ([`Message::forwarded_headers`]).
+    #[cfg_attr(
+        not(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "redis")),
+        allow(dead_code)
+    )]
     pub(crate) fn headers(&self, message: &Message, binding: Binding) -> Vec<(String, String)> {
         let mut headers = self.attribute_headers(message, binding);
         headers.extend(message.forwarded_headers().map(|(name, value)| (name.to_owned(), value.to_owned())));

@@ -28,7 +28,9 @@ mod nats;
 mod reconnect;
 #[cfg(feature = "redis")]
 mod redis;
-#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+#[cfg(any(feature = "webhook", feature = "sqs"))]
+mod retry_after;
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "redis"))]
 mod secret_source;
 #[cfg(feature = "sqs")]
 mod sqs;
@@ -50,7 +52,7 @@ pub use amqp::{AmqpBuilder, AmqpPublisher};
 #[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
 pub use cloudevents::{CloudEvents, ContentMode};
 #[cfg(feature = "kafka")]
-pub use kafka::{KafkaBuilder, KafkaPublisher};
+pub use kafka::{KafkaBuilder, KafkaPublisher, SaslMechanism, SecurityProtocol};
 #[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
 pub use name_template::{Naming, Template};
 #[cfg(feature = "nats")]

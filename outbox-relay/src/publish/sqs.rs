@@ -14,7 +14,7 @@ use aws_smithy_http_client::tls;
 use super::cloudevents::{Binding, CloudEvents};
 use super::name_template::{Naming, Template};
 use super::url_options::{masked, Query};
-use super::{Message, Outcome, Publisher};
+use super::{Message, Outcome, PublishError, Publisher};
 use crate::{Error, Result};
 
 /// SQS takes at most 10 messages per batch and 10 message attributes per message.
@@ -41,7 +41,15 @@ const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 ///
 /// Outcomes: an entry SQS accepted is published. An entry it refused as the sender's fault, a message over
 /// [`max_message_bytes`](SqsBuilder::max_message_bytes) (default 256 KiB), or a denied access is permanent;
-/// throttling, timeouts, connection failures and a missing queue (it may be being created) are transient.
+/// throttling, timeouts, connection failures and a missing queue (it may be being created) are transient. A
+/// throttled request that came with a `Retry-After` passes it on as
+/// [`PublishError::retry_after`](crate::PublishError::retry_after) (the SDK itself retries a throttled request
+/// once, with its own backoff).
+///
+/// **Destination**: [`connect`](SqsPublisher::connect) checks that a fixed queue exists (`GetQueueUrl`); with
+/// [`create_destinations`](SqsBuilder::create_destinations) it creates a missing one (`CreateQueue`: FIFO when
+/// its name ends in `.fifo`, with `queue_retention_s=SECONDS` as its message retention, SQS's default of four
+/// days otherwise). A queue URL template with placeholders is not checked.
 ///
 /// # Example
 ///
@@ -60,6 +68,8 @@ pub struct SqsPublisher {
     queue_url: Template,
     envelope: CloudEvents,
     max_message_bytes: usize,
+    create_destinations: bool,
+    retention: Option<u32>,
 }
 
 /// Settings of an [`SqsPublisher`], validated by [`build`](Self::build).
@@ -74,6 +84,8 @@ pub struct SqsBuilder {
     envelope: CloudEvents,
     timeout: Duration,
     max_message_bytes: usize,
+    create_destinations: bool,
+    retention: Option<u32>,
 }
 
 impl fmt::Debug for SqsBuilder {
@@ -99,6 +111,63 @@ impl SqsPublisher {
             envelope: CloudEvents::new(),
             timeout: Duration::from_secs(10),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            create_destinations: false,
+            retention: None,
+        }
+    }
+
+    /// The same publisher, creating a missing queue at [`connect`](Self::connect) when `create` is set (the
+    /// `outbox relay --create-destinations` flag; [`SqsBuilder::create_destinations`] before building).
+    #[must_use]
+    pub fn with_create_destinations(mut self, create: bool) -> Self {
+        self.create_destinations = create;
+        self
+    }
+
+    /// Checks that a fixed queue exists and that SQS takes the credentials (`GetQueueUrl`), creating the queue
+    /// with [`create_destinations`](SqsBuilder::create_destinations); `outbox relay` does this before it claims
+    /// anything. A queue URL template with placeholders is not checked.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unreachable`] when SQS does not answer (connection refused, timeout), [`Error::Refused`] when it
+    /// refuses the credentials or the queue does not exist (or cannot be created).
+    pub async fn connect(&self) -> Result<()> {
+        if !self.queue_url.is_fixed() {
+            return Ok(());
+        }
+        let target = || format!("SQS at {}", self.display);
+        let queue_url = self.queue_url.as_str();
+        let mut segments = queue_url.rsplit('/');
+        let name = segments.next().unwrap_or_default().to_owned();
+        let account = segments.next().filter(|a| a.len() == 12 && a.bytes().all(|b| b.is_ascii_digit()));
+        let lookup =
+            self.client.get_queue_url().queue_name(&name).set_queue_owner_aws_account_id(account.map(str::to_owned));
+        let missing = match lookup.send().await {
+            Ok(_) => return Ok(()),
+            Err(SdkError::ServiceError(service)) if service.err().is_queue_does_not_exist() => true,
+            Err(error) => return Err(start_failure(&error, target())),
+        };
+        if missing && !self.create_destinations {
+            return Err(Error::Refused {
+                target: target(),
+                reason: format!("the queue `{name}` does not exist (create it, or start with `--create-destinations`)"),
+            });
+        }
+        let mut create = self.client.create_queue().queue_name(&name);
+        if name.ends_with(".fifo") {
+            create = create.attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true");
+        }
+        if let Some(retention) = self.retention {
+            create = create
+                .attributes(aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod, retention.to_string());
+        }
+        match create.send().await {
+            Ok(_) => {
+                tracing::info!(queue = %name, "created the SQS queue");
+                Ok(())
+            }
+            Err(error) => Err(start_failure(&error, target())),
         }
     }
 
@@ -130,7 +199,13 @@ impl SqsPublisher {
         if let Some(max) = query.take_parsed("max_message_bytes", "a number of bytes", |v| v.parse().ok())? {
             builder = builder.max_message_bytes(max);
         }
+        if let Some(retention) = query.take_parsed("queue_retention_s", "60 to 1209600 seconds", |v| {
+            v.parse::<u32>().ok().filter(|s| (60..=1_209_600).contains(s))
+        })? {
+            builder = builder.queue_retention(Duration::from_secs(retention.into()));
+        }
         query.finish(&[
+            "queue_retention_s",
             "queue_url",
             "endpoint",
             "region",
@@ -229,6 +304,29 @@ impl SqsPublisher {
     }
 }
 
+/// The start-up reading of a failed `GetQueueUrl` or `CreateQueue` call: refused credentials or permissions are
+/// fatal, the rest is waited for.
+fn start_failure<E, R>(error: &SdkError<E, R>, target: String) -> Error
+where
+    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match error {
+        SdkError::ServiceError(service) => {
+            let code = service.err().code().unwrap_or("unknown").to_owned();
+            let message = service.err().message().map(|m| format!(": {m}")).unwrap_or_default();
+            let reason = format!("{code}{message}");
+            if code.contains("Throttl") || code.contains("ServiceUnavailable") || code.contains("InternalFailure") {
+                Error::Unreachable { target, reason }
+            } else {
+                Error::Refused { target, reason }
+            }
+        }
+        SdkError::TimeoutError(_) => Error::Unreachable { target, reason: "timed out".to_owned() },
+        SdkError::DispatchFailure(_) => Error::Unreachable { target, reason: "cannot connect".to_owned() },
+        _ => Error::Unreachable { target, reason: "unreadable response".to_owned() },
+    }
+}
+
 /// The relay's reading of a failed `SendMessageBatch` call.
 fn outcome_of(error: &SdkError<SendMessageBatchError>) -> Outcome {
     match error {
@@ -241,7 +339,15 @@ fn outcome_of(error: &SdkError<SendMessageBatchError>) -> Outcome {
             match error {
                 SendMessageBatchError::QueueDoesNotExist(_) => Outcome::transient("the SQS queue does not exist"),
                 SendMessageBatchError::KmsThrottled(_) | SendMessageBatchError::RequestThrottled(_) => {
-                    Outcome::transient(format!("SQS throttled the request: {code}"))
+                    let error = PublishError::new(format!("SQS throttled the request: {code}"));
+                    let wait =
+                        service.raw().headers().get("retry-after").and_then(|value| {
+                            super::retry_after::parse_retry_after(value, std::time::SystemTime::now())
+                        });
+                    Outcome::Transient(match wait {
+                        Some(wait) => error.with_retry_after(wait),
+                        None => error,
+                    })
                 }
                 SendMessageBatchError::BatchRequestTooLong(_) => Outcome::transient("SQS batch too long"),
                 SendMessageBatchError::InvalidSecurity(_)
@@ -305,6 +411,19 @@ impl SqsBuilder {
         self
     }
 
+    /// Whether [`SqsPublisher::connect`] creates a missing fixed queue (default: no, it reports it).
+    pub fn create_destinations(mut self, create: bool) -> Self {
+        self.create_destinations = create;
+        self
+    }
+
+    /// The message retention of a queue [`create_destinations`](Self::create_destinations) creates (60 s to 14
+    /// days, whole seconds; default SQS's four days).
+    pub fn queue_retention(mut self, retention: Duration) -> Self {
+        self.retention = Some(u32::try_from(retention.as_secs()).unwrap_or(u32::MAX));
+        self
+    }
+
     /// Validates the settings and builds the publisher.
     ///
     /// # Errors
@@ -339,6 +458,9 @@ impl SqsBuilder {
         if self.timeout.is_zero() {
             return Err(invalid("the SQS timeout must be more than zero"));
         }
+        if self.retention.is_some_and(|seconds| !(60..=1_209_600).contains(&seconds)) {
+            return Err(invalid("an SQS queue's retention is 60 seconds to 14 days"));
+        }
         let http = aws_smithy_http_client::Builder::new()
             .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
             .build_https();
@@ -362,6 +484,8 @@ impl SqsBuilder {
             queue_url: template,
             envelope: self.envelope,
             max_message_bytes: self.max_message_bytes,
+            create_destinations: self.create_destinations,
+            retention: self.retention,
         })
     }
 }

@@ -20,9 +20,6 @@ const WEBHOOK_ID: &str = "webhook-id";
 const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
 const WEBHOOK_SIGNATURE: &str = "webhook-signature";
 
-/// The longest `Retry-After` the publisher passes on (the relay caps it again at its backoff's maximum).
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
-
 /// Publishes events as signed HTTP `POST` requests.
 ///
 /// Each request carries a JSON body `{"id", "type", "version", "aggregate": {"type", "id"}, "timestamp",
@@ -286,17 +283,7 @@ fn retry_after(response: &reqwest::Response) -> Option<Duration> {
         return None;
     }
     let value = response.headers().get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    parse_retry_after(value, std::time::SystemTime::now())
-}
-
-/// Reads a `Retry-After` value (RFC 9110: a number of seconds or an HTTP date) at time `now`.
-fn parse_retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
-    let value = value.trim();
-    let delay = match value.parse::<u64>() {
-        Ok(seconds) => Duration::from_secs(seconds),
-        Err(_) => httpdate::parse_http_date(value).ok()?.duration_since(now).unwrap_or(Duration::ZERO),
-    };
-    Some(delay.min(MAX_RETRY_AFTER))
+    super::retry_after::parse_retry_after(value, std::time::SystemTime::now())
 }
 
 /// The relay's reading of an HTTP status.
@@ -317,24 +304,8 @@ fn outcome_of_status(status: StatusCode) -> Outcome {
 mod tests {
     use reqwest::StatusCode;
 
-    use std::time::{Duration, SystemTime};
-
-    use super::{batch_id, outcome_of_status, parse_retry_after, Outcome};
+    use super::{batch_id, outcome_of_status, Outcome};
     use crate::Message;
-
-    #[test]
-    fn retry_after_is_read_in_seconds_or_as_an_http_date() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_323_045);
-        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
-        assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
-        let later = httpdate::fmt_http_date(now + Duration::from_secs(90));
-        assert_eq!(parse_retry_after(&later, now), Some(Duration::from_secs(90)));
-        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(90));
-        assert_eq!(parse_retry_after(&earlier, now), Some(Duration::ZERO), "a past date is no wait");
-        assert_eq!(parse_retry_after("99999999", now), Some(Duration::from_secs(24 * 60 * 60)), "capped");
-        assert_eq!(parse_retry_after("soon", now), None);
-        assert_eq!(parse_retry_after("-5", now), None);
-    }
 
     #[test]
     fn a_batch_id_depends_on_its_events_not_on_their_order() {
