@@ -1,4 +1,5 @@
-//! URLs as the relay prints them: with any password replaced by `***`, and the value of any query option that
+//! URLs as the relay prints them: with any password (and a NATS token given as the user name) replaced by `***`,
+//! and the value of any query option that
 //! names a secret (`password=`, `token=`, `nkey_seed=`, ...: the sinks refuse them, but the refusal prints the URL).
 
 /// The URL with any password, and the value of any secret-looking query option, replaced by `***`, for messages
@@ -7,6 +8,9 @@ pub(crate) fn masked_url(url: &url::Url) -> String {
     let mut url = url.clone();
     if url.password().is_some() {
         let _ = url.set_password(Some("***"));
+    } else if matches!(url.scheme(), "nats" | "tls") && !url.username().is_empty() {
+        // A NATS user name without a password is a token.
+        let _ = url.set_username("***");
     }
     if url.query_pairs().any(|(name, _)| is_secret_option(&name)) {
         // Piece by piece, so the other options keep their spelling.
@@ -68,6 +72,10 @@ mod tests {
         assert_eq!(super::masked_url(&url), "amqp://relay:***@broker.example.com:5672/%2f?exchange=x");
         let query = "nats://h:4222?subject=a&token=hunter2&nkey_seed=SUAhunter2&password_file=/run/pw".parse().unwrap();
         assert_eq!(super::masked_url(&query), "nats://h:4222?subject=a&token=***&nkey_seed=***&password_file=/run/pw");
+        let token = "nats://s3cr3t@h:4222?subject=a".parse().unwrap();
+        assert_eq!(super::masked_url(&token), "nats://***@h:4222?subject=a");
+        let user = "amqps://relay@h/%2f".parse().unwrap();
+        assert_eq!(super::masked_url(&user), "amqps://relay@h/%2f", "an AMQP user name is no secret");
         let plain = "https://hooks.example.com/x".parse().unwrap();
         assert_eq!(super::masked_url(&plain), "https://hooks.example.com/x");
     }

@@ -460,7 +460,7 @@ impl NatsBuilder {
     /// template or the stream name is invalid, a timeout is zero, or a certificate or creds file cannot be read.
     pub fn build(self) -> Result<NatsPublisher> {
         let url = self.url;
-        let invalid = |reason: &str| Error::InvalidSink { sink: masked_nats(&url), reason: reason.to_owned() };
+        let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
         if !matches!(url.scheme(), "nats" | "tls") {
             return Err(invalid("a NATS URL is `nats://host[:port]` or `tls://host[:port]`"));
         }
@@ -520,15 +520,6 @@ impl NatsBuilder {
 fn tls_refusal(error: &async_nats::ConnectError) -> Option<String> {
     let source = std::error::Error::source(error)?;
     is_tls_refusal(source).then(|| format!("TLS handshake failed: {source}"))
-}
-
-/// The URL as printed: the password masked, and a user name alone (a token) masked too.
-fn masked_nats(url: &url::Url) -> String {
-    let mut url = url.clone();
-    if url.password().is_none() && !url.username().is_empty() {
-        let _ = url.set_username("***");
-    }
-    masked(&url)
 }
 
 fn percent_decoded(value: &str) -> String {
@@ -604,14 +595,14 @@ fn outcome_of(error: &async_nats::jetstream::context::PublishError, subject: &st
 
 impl fmt::Display for NatsPublisher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&masked_nats(&self.url))
+        f.write_str(&masked(&self.url))
     }
 }
 
 impl fmt::Debug for NatsPublisher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NatsPublisher")
-            .field("url", &masked_nats(&self.url))
+            .field("url", &masked(&self.url))
             .field("subject", &self.subject.as_str())
             .field("require_tls", &self.require_tls)
             .field("create_destinations", &self.create_destinations)

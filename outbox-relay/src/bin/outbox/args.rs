@@ -74,15 +74,18 @@ pub(crate) struct RelayArgs {
     /// (credentials from AWS_*), `redis://[:PASS@]HOST:PORT[/DB]?stream=outbox.{aggregate_type}[&maxlen=N]`.
     /// Broker URLs also take `source=`, `schema_base=` (dataschema base URI) and `mode=binary|structured`;
     /// templates use {event_type}, {aggregate_type} and {version}. TLS: the scheme `tls://` or `?tls=true`
-    /// (NATS), plus `tls_ca=PATH` (CA bundle to trust), `tls_cert=PATH` and `tls_key=PATH` (client certificate);
-    /// server certificates are always verified. Secrets stay out of the URL: `password_file=PATH` or
-    /// `password_env=VAR` (for the URL's user), `token_file=`/`token_env=`, `nkey_seed_file=`/`nkey_seed_env=`,
-    /// `creds_file=PATH` (NATS).
+    /// (NATS), `amqps://`, `rediss://`, `kafka://...?security_protocol=ssl|sasl_ssl`, plus `tls_ca=PATH` (CA
+    /// bundle to trust), `tls_cert=PATH` and `tls_key=PATH` (client certificate); server certificates are always
+    /// verified. Secrets stay out of the query: `password_file=PATH` or `password_env=VAR` (for the URL's user),
+    /// `token_file=`/`token_env=`, `nkey_seed_file=`/`nkey_seed_env=`, `creds_file=PATH` (NATS); Kafka SASL:
+    /// `kafka://USER@...?sasl_mechanism=plain|scram-sha-256|scram-sha-512&password_env=VAR`.
     #[arg(long, value_parser = parse_sink, value_name = "URL")]
     pub(crate) sink: Sink,
 
-    /// Create a missing destination at start (the JetStream stream of the subjects) with the settings of the sink
-    /// URL (`stream=`, `stream_storage=`, `stream_replicas=`), instead of stopping with an error naming it.
+    /// Create a missing destination at start, with the settings of the sink URL, instead of stopping with an
+    /// error naming it: the JetStream stream of the subjects (`stream=OUTBOX`, `stream_storage=file|memory`,
+    /// `stream_replicas=1`), the RabbitMQ exchange (`exchange_type=topic|direct|fanout|headers`), the Kafka topic
+    /// (`partitions=3`, `replication_factor=1`), the SQS queue (FIFO for `.fifo`, `queue_retention_s=SECONDS`).
     #[arg(long)]
     pub(crate) create_destinations: bool,
 
