@@ -1,4 +1,5 @@
-//! Amazon SQS (`sqs://` sinks): `SendMessageBatch` of up to 10 messages; FIFO queues get the aggregate id as
+//! Amazon SQS (`sqs://` sinks): `SendMessageBatch` of up to 10 messages, every request of a batch in flight at
+//! once; FIFO queues get the aggregate id as
 //! `MessageGroupId` (order per aggregate) and the event id as `MessageDeduplicationId` (a republished event
 //! within five minutes is dropped).
 
@@ -259,14 +260,21 @@ impl SqsPublisher {
         attributes
     }
 
-    /// Sends one request of at most ten entries to `queue_url`; `indexes` are the entries' places in the batch.
+    /// Sends one request of at most ten entries to `queue_url` and returns the outcome of each entry, by its
+    /// place in the batch.
     async fn send(
         &self,
         queue_url: &str,
         entries: Vec<(usize, SendMessageBatchRequestEntry)>,
-        outcomes: &mut [Outcome],
-    ) {
+    ) -> Vec<(usize, Outcome)> {
         let indexes: Vec<usize> = entries.iter().map(|(index, _)| *index).collect();
+        let mut outcomes: Vec<(usize, Outcome)> =
+            indexes.iter().map(|index| (*index, Outcome::transient("SQS did not answer for this entry"))).collect();
+        let mut set = |index: usize, outcome: Outcome| {
+            if let Some(slot) = outcomes.iter_mut().find(|(i, _)| *i == index) {
+                slot.1 = outcome;
+            }
+        };
         let request = self
             .client
             .send_message_batch()
@@ -274,33 +282,28 @@ impl SqsPublisher {
             .set_entries(Some(entries.into_iter().map(|(_, entry)| entry).collect()));
         match request.send().await {
             Ok(output) => {
-                for index in &indexes {
-                    outcomes[*index] = Outcome::transient("SQS did not answer for this entry");
-                }
                 for ok in output.successful() {
                     if let Ok(index) = ok.id().parse::<usize>() {
-                        if indexes.contains(&index) {
-                            outcomes[index] = Outcome::Published;
-                        }
+                        set(index, Outcome::Published);
                     }
                 }
                 for failed in output.failed() {
                     let Ok(index) = failed.id().parse::<usize>() else { continue };
-                    if !indexes.contains(&index) {
-                        continue;
-                    }
                     let reason = format!("SQS refused the message: {}", failed.code());
-                    outcomes[index] =
-                        if failed.sender_fault() { Outcome::permanent(reason) } else { Outcome::transient(reason) };
+                    set(
+                        index,
+                        if failed.sender_fault() { Outcome::permanent(reason) } else { Outcome::transient(reason) },
+                    );
                 }
             }
             Err(error) => {
                 let outcome = outcome_of(&error);
-                for index in indexes {
-                    outcomes[index] = outcome.clone();
+                for slot in &mut outcomes {
+                    slot.1 = outcome.clone();
                 }
             }
         }
+        outcomes
     }
 }
 
@@ -518,21 +521,28 @@ impl Publisher for SqsPublisher {
                 Err(outcome) => outcomes[index] = outcome,
             }
         }
+        // Requests of at most ten entries and at most `max_message_bytes` of bodies, all sent at once, then awaited.
+        // With ordering on, a batch holds at most one event per aggregate (one per FIFO message group), so
+        // concurrent requests never reorder a group.
+        let mut requests = Vec::new();
         for (queue, entries) in queues {
-            // Requests of at most ten entries and at most `max_message_bytes` of bodies.
             let mut request = Vec::new();
             let mut bytes = 0;
             for (index, entry, size) in entries {
                 if !request.is_empty() && (request.len() == MAX_BATCH || bytes + size > self.max_message_bytes) {
-                    self.send(&queue, std::mem::take(&mut request), &mut outcomes).await;
+                    requests.push((queue.clone(), std::mem::take(&mut request)));
                     bytes = 0;
                 }
                 bytes += size;
                 request.push((index, entry));
             }
             if !request.is_empty() {
-                self.send(&queue, request, &mut outcomes).await;
+                requests.push((queue, request));
             }
+        }
+        let sent = requests.iter_mut().map(|(queue, request)| self.send(queue, std::mem::take(request)));
+        for (index, outcome) in futures_util::future::join_all(sent).await.into_iter().flatten() {
+            outcomes[index] = outcome;
         }
         outcomes
     }
