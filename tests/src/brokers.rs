@@ -189,6 +189,16 @@ impl Broker {
             }
             std::fs::write(self.dir.join("nats.conf"), conf).expect("write nats.conf");
         }
+        if let (Kind::Kafka, Some(tls)) = (self.kind, &self.certificates) {
+            let conf = format!(
+                "foreground = yes\npid =\n[kafka]\naccept = 127.0.0.1:{}\nconnect = 127.0.0.1:{}\ncert = {}\nkey = {}\n",
+                self.port,
+                self.dist_port,
+                tls.server_cert.display(),
+                tls.server_key.display()
+            );
+            std::fs::write(self.dir.join("stunnel.conf"), conf).expect("write stunnel.conf");
+        }
         if self.kind == Kind::RabbitMq {
             let mut conf = match &self.certificates {
                 Some(tls) => format!(
@@ -274,6 +284,26 @@ impl Broker {
             }
             Kind::Sqs => {
                 command.args(["-H", "127.0.0.1", "-p", &port]);
+            }
+            Kind::Kafka if self.certificates.is_some() => {
+                // tansu's own TLS options do not work (0.6: `--cert` and `--key` exclude each other), so stunnel
+                // terminates TLS on the broker's port and forwards to tansu on a private one; tansu advertises the
+                // TLS port under the certificate's name.
+                let inner = format!("tcp://127.0.0.1:{}", self.dist_port);
+                let advertised = format!("tcp://localhost:{port}");
+                let stunnel = on_path("stunnel").unwrap_or_else(|| {
+                    panic!("stunnel not found: install it with `apt-get install stunnel4` (or `scripts/services.sh install`)")
+                });
+                let mut shell = Command::new("/bin/sh");
+                shell
+                    .args(["-c", r#""$1" "$2" & exec "$3" broker --listener-url "$4" --advertised-listener-url "$5" --storage-engine memory://tansu/"#])
+                    .arg("sh")
+                    .arg(stunnel)
+                    .arg(dir.join("stunnel.conf"))
+                    .arg(&self.program)
+                    .args([&inner, &advertised])
+                    .env("RUST_LOG", "warn");
+                return shell;
             }
             Kind::Kafka => {
                 let listener = format!("tcp://127.0.0.1:{port}");

@@ -541,9 +541,26 @@ fn check_topic(
     // A producer's metadata request would otherwise ask the broker to create the topic.
     let mut checking = config.clone();
     checking.set("allow.auto.create.topics", "false");
-    let producer: rdkafka::producer::BaseProducer =
-        checking.create().map_err(|error| Check::Refused(format!("librdkafka refused the configuration: {error}")))?;
-    let metadata = producer.client().fetch_metadata(topic, CHECK_TIMEOUT).map_err(|error| classify(&error))?;
+    let producer: rdkafka::producer::BaseProducer<CheckContext> = checking
+        .create_with_context(CheckContext::default())
+        .map_err(|error| Check::Refused(format!("librdkafka refused the configuration: {error}")))?;
+    // Short metadata requests, so that a refused TLS handshake or SASL exchange (which reaches the log callback;
+    // the request itself only fails with a transport error) stops the check at once.
+    let deadline = std::time::Instant::now() + CHECK_TIMEOUT;
+    let metadata = loop {
+        match producer.client().fetch_metadata(topic, Duration::from_secs(1)) {
+            Ok(metadata) => break metadata,
+            Err(error) => {
+                producer.poll(Duration::ZERO);
+                if let Some(reason) = producer.context().refusal() {
+                    return Err(Check::Refused(reason));
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(classify(&error));
+                }
+            }
+        }
+    };
     let Some(topic) = topic else { return Ok(()) };
     let missing = metadata.topics().iter().find(|t| t.name() == topic).is_none_or(|t| {
         t.error().is_some_and(|code| RDKafkaErrorCode::from(code) == RDKafkaErrorCode::UnknownTopicOrPartition)
@@ -574,6 +591,55 @@ fn check_topic(
         Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => Ok(()),
         Some(Err((_, code))) => Err(Check::Refused(format!("cannot create the topic `{topic}`: {code}"))),
     }
+}
+
+/// What librdkafka says when a broker refuses the TLS setup or the credentials.
+const REFUSALS: [&str; 3] = ["SSL handshake failed", "certificate verify failed", "SASL authentication"];
+
+/// The client context of the start-up check: it keeps the last error librdkafka reported that retrying cannot
+/// fix (a TLS handshake the client or the broker refused, failed SASL authentication).
+#[derive(Default)]
+struct CheckContext {
+    refusal: Mutex<Option<String>>,
+}
+
+impl CheckContext {
+    fn refusal(&self) -> Option<String> {
+        self.refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+impl rdkafka::ClientContext for CheckContext {
+    /// librdkafka reports a failed TLS handshake or SASL exchange as a connection failure (`FAIL`) in its log.
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if fac == "FAIL" && REFUSALS.iter().any(|text| log_message.contains(text)) {
+            // Without the thread prefix (`[thrd:ssl://host:port/bootstrap]: `).
+            let reason = log_message.split_once("]: ").map_or(log_message, |(_, reason)| reason);
+            *self.refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some(reason.lines().next().unwrap_or_default().to_owned());
+        } else {
+            rdkafka::client::DefaultClientContext.log(level, fac, log_message);
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        let refused = matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::SSL | RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
+        ) || REFUSALS.iter().any(|text| reason.contains(text));
+        if refused {
+            // librdkafka's reason names the broker and the failed check (certificate verify failed, ...).
+            let reason = reason.lines().next().unwrap_or_default().to_owned();
+            *self.refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason);
+        }
+    }
+}
+
+/// The check sends no message: deliveries never happen.
+impl rdkafka::producer::ProducerContext for CheckContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, _: &rdkafka::producer::DeliveryResult<'_>, (): ()) {}
 }
 
 /// Sorts a start-up error: refused settings (TLS, SASL, authorization) or brokers that did not answer.
