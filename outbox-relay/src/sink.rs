@@ -18,10 +18,10 @@ pub const WEBHOOK_SECRET_ENV: &str = "OUTBOX_WEBHOOK_SECRET";
 /// | `file:PATH` (or `file://PATH`) | [`FilePublisher`] appending to `PATH` |
 /// | `http://...`, `https://...` | HTTP webhooks |
 /// | `kafka://host:port?topic=...` | [`KafkaPublisher`](crate::KafkaPublisher) (feature `kafka`) |
-/// | `nats://host:port?subject=...` | [`NatsPublisher`](crate::NatsPublisher) (feature `nats`) |
-/// | `amqp://user:pass@host/vhost?exchange=...` | [`AmqpPublisher`](crate::AmqpPublisher) (feature `rabbitmq`) |
+/// | `nats://host:port?subject=...`, `tls://...` | [`NatsPublisher`](crate::NatsPublisher) (feature `nats`) |
+/// | `amqp://user:pass@host/vhost?exchange=...`, `amqps://...` | [`AmqpPublisher`](crate::AmqpPublisher) (feature `rabbitmq`) |
 /// | `sqs://?queue_url=...` | [`SqsPublisher`](crate::SqsPublisher) (feature `sqs`) |
-/// | `redis://host:port?stream=...` | [`RedisPublisher`](crate::RedisPublisher) (feature `redis`) |
+/// | `redis://host:port?stream=...`, `rediss://...` | [`RedisPublisher`](crate::RedisPublisher) (feature `redis`) |
 ///
 /// # Example
 ///
@@ -43,7 +43,8 @@ pub enum Sink {
     File(PathBuf),
     /// HTTP(S) webhooks to this URL.
     Webhook(url::Url),
-    /// A message broker, by the URL's scheme: `kafka`, `nats`, `amqp`, `sqs` or `redis`.
+    /// A message broker, by the URL's scheme: `kafka`, `nats` or `tls`, `amqp` or `amqps`, `sqs`, `redis` or
+    /// `rediss`.
     Broker(url::Url),
 }
 
@@ -89,7 +90,7 @@ impl FromStr for Sink {
 
 /// The sinks there are, for error messages.
 const EXPECTED: &str = "expected `stdout`, `file:PATH`, `http://...` or `https://...`, or a broker URL \
-(`kafka://`, `nats://`, `amqp://`, `sqs://`, `redis://`)";
+(`kafka://`, `nats://`, `tls://`, `amqp://`, `amqps://`, `sqs://`, `redis://`, `rediss://`)";
 
 impl fmt::Display for Sink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
