@@ -287,3 +287,14 @@ async fn a_missing_stream_is_reported_at_start_and_created_with_create_destinati
     // An existing stream is kept as it is.
     NatsPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect("the stream exists now");
 }
+
+#[tokio::test]
+async fn a_client_certificate_is_presented_when_the_server_requires_one() {
+    let security = Security { tls: true, client_certificates: true, ..Security::default() };
+    let broker = Broker::start_secured(Kind::Nats, security);
+    let tls = broker.certificates().unwrap().clone();
+    let port = broker.port();
+    let (ca, cert, key) = (tls.ca.display(), tls.client_cert.display(), tls.client_key.display());
+    publishes(&format!("nats://127.0.0.1:{port}?tls_ca={ca}&tls_cert={cert}&tls_key={key}&{SUBJECTS}")).await;
+    refused(&format!("nats://127.0.0.1:{port}?tls_ca={ca}&{SUBJECTS}"), "TLS", "").await;
+}

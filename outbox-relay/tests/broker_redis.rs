@@ -192,3 +192,18 @@ async fn an_acl_user_with_its_password_from_a_file_publishes_and_a_wrong_passwor
     .await;
     refused(&format!("redis://127.0.0.1:{port}/?timeout_ms=2000"), "NOAUTH", "").await;
 }
+
+#[tokio::test]
+async fn a_client_certificate_is_presented_when_the_server_requires_one() {
+    let security = Security { tls: true, client_certificates: true, ..Security::default() };
+    let broker = Broker::start_secured(Kind::Redis, security);
+    let tls = broker.certificates().unwrap().clone();
+    let port = broker.port();
+    let (ca, cert, key) = (tls.ca.display(), tls.client_cert.display(), tls.client_key.display());
+    publishes(&format!("rediss://127.0.0.1:{port}/?tls_ca={ca}&tls_cert={cert}&tls_key={key}&timeout_ms=2000")).await;
+    let publisher =
+        RedisPublisher::from_url(&format!("rediss://127.0.0.1:{port}/?tls_ca={ca}&timeout_ms=2000").parse().unwrap())
+            .unwrap();
+    let error = publisher.connect().await.expect_err("no client certificate");
+    assert!(!error.to_string().contains('\n'), "{error}");
+}

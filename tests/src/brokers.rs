@@ -52,6 +52,8 @@ impl Kind {
 pub struct Security {
     /// Only TLS, with a server certificate of a private CA ([`Broker::certificates`]).
     pub tls: bool,
+    /// With `tls`: only clients presenting a certificate of that CA (NATS, Redis).
+    pub client_certificates: bool,
     /// Only this user and password (NATS, Redis ACL, RabbitMQ).
     pub user: Option<(String, String)>,
     /// Only this token (NATS).
@@ -176,8 +178,8 @@ impl Broker {
             let mut conf = String::new();
             if let Some(tls) = &self.certificates {
                 conf.push_str(&format!(
-                    "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n  ca_file: {:?}\n}}\n",
-                    tls.server_cert, tls.server_key, tls.ca
+                    "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n  ca_file: {:?}\n  verify: {}\n}}\n",
+                    tls.server_cert, tls.server_key, tls.ca, self.security.client_certificates
                 ));
             }
             if let Some((user, password)) = &self.security.user {
@@ -235,16 +237,8 @@ impl Broker {
             Kind::Redis => {
                 if let Some(tls) = &self.certificates {
                     command
-                        .args([
-                            "--bind",
-                            "127.0.0.1",
-                            "--port",
-                            "0",
-                            "--tls-port",
-                            &port,
-                            "--tls-auth-clients",
-                            "optional",
-                        ])
+                        .args(["--bind", "127.0.0.1", "--port", "0", "--tls-port", &port, "--tls-auth-clients"])
+                        .arg(if self.security.client_certificates { "yes" } else { "optional" })
                         .arg("--tls-cert-file")
                         .arg(&tls.server_cert)
                         .arg("--tls-key-file")
