@@ -65,6 +65,7 @@ pub mod contracts;
 mod enqueue;
 mod error;
 mod event;
+mod header_rules;
 pub mod inbox;
 mod migrate;
 mod new_event;
@@ -81,6 +82,7 @@ pub use consume::{Decode, DecodeError, Versioned};
 pub use enqueue::{enqueue, Outbox, DEFAULT_CHANNEL};
 pub use error::{Error, Result};
 pub use event::OutboxEvent;
+pub use header_rules::{check_header, MAX_HEADER_NAME_BYTES, MAX_HEADER_VALUE_BYTES};
 pub use migrate::{migrate, MIGRATIONS_TABLE};
 pub use new_event::{Headers, NewEvent};
 #[cfg(feature = "derive")]

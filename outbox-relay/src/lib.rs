@@ -65,7 +65,7 @@ pub use publish::{AmqpBuilder, AmqpPublisher};
 pub use publish::{CloudEvents, ContentMode, Naming, Template};
 pub use publish::{FilePublisher, Message, Outcome, PublishError, Publisher, StdoutPublisher};
 #[cfg(feature = "kafka")]
-pub use publish::{KafkaBuilder, KafkaPublisher};
+pub use publish::{KafkaBuilder, KafkaPublisher, SaslMechanism, SecurityProtocol};
 #[cfg(feature = "nats")]
 pub use publish::{NatsBuilder, NatsPublisher};
 #[cfg(feature = "redis")]

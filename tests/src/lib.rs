@@ -5,8 +5,10 @@
 //! throwaway cluster is started once per test binary, on a free port of 127.0.0.1, and removed when the binary
 //! exits. [`sqlite::TestDatabase::create`] gives each test its own SQLite file.
 //! [`brokers::Broker::start`] gives a test its own NATS, Redis, RabbitMQ, SQS (moto) or Kafka-protocol (tansu)
-//! server, which it can kill and restart.
+//! server, which it can kill and restart; [`brokers::Broker::start_secured`] one that takes only TLS (with
+//! [`certificates::Certificates`] of a private CA) and only the given credentials.
 
 pub mod brokers;
+pub mod certificates;
 pub mod pg;
 pub mod sqlite;

@@ -170,12 +170,19 @@ async fn call(shared: &Shared, messages: Vec<Message>) -> Vec<Outcome> {
 
 fn settle_outcome(shared: &Shared, item: &Item, message: &Message, outcome: Outcome) -> SettleOutcome {
     let attempts = message.attempts + 1;
+    let retry_after = outcome.retry_after();
     let (error, permanent) = match outcome {
         Outcome::Published => return SettleOutcome::Published,
         Outcome::Permanent(error) => (error, true),
         Outcome::Transient(error) => (error, false),
     };
-    let settled = retry::after_failure(&shared.config, message.attempts, error.message().to_owned(), permanent);
+    let settled = retry::after_failure_waiting(
+        &shared.config,
+        message.attempts,
+        error.message().to_owned(),
+        permanent,
+        retry_after,
+    );
     match &settled {
         SettleOutcome::Retry { delay, .. } => tracing::warn!(
             event_id = %item.id, event_type = %message.event_type, aggregate_id = %message.aggregate_id,

@@ -8,6 +8,18 @@ use crate::config::RelayConfig;
 /// The outcome of a failed attempt of an event that had failed `attempts` times before: `failed` once the
 /// attempts reach the configured maximum (or at once for a permanent failure), otherwise a retry after the backoff.
 pub(crate) fn after_failure(config: &RelayConfig, attempts: u32, error: String, permanent: bool) -> SettleOutcome {
+    after_failure_waiting(config, attempts, error, permanent, None)
+}
+
+/// [`after_failure`], when the receiver asked to wait `retry_after` (HTTP `Retry-After`, a throttled queue): the
+/// retry waits at least that long, up to the backoff's maximum.
+pub(crate) fn after_failure_waiting(
+    config: &RelayConfig,
+    attempts: u32,
+    error: String,
+    permanent: bool,
+    retry_after: Option<std::time::Duration>,
+) -> SettleOutcome {
     if permanent {
         return SettleOutcome::Failed { error };
     }
@@ -15,7 +27,9 @@ pub(crate) fn after_failure(config: &RelayConfig, attempts: u32, error: String, 
     if attempts >= config.max_attempts {
         return SettleOutcome::Failed { error: format!("gave up after {attempts} attempts: {error}") };
     }
-    SettleOutcome::Retry { error, delay: config.backoff.delay(attempts - 1) }
+    let backoff = config.backoff.delay(attempts - 1);
+    let delay = retry_after.map_or(backoff, |asked| backoff.max(asked.min(config.backoff.max())));
+    SettleOutcome::Retry { error, delay }
 }
 
 #[cfg(test)]
@@ -33,5 +47,17 @@ mod tests {
         let last = after_failure(&config, 2, "boom".into(), false);
         assert_eq!(last, SettleOutcome::Failed { error: "gave up after 3 attempts: boom".into() });
         assert_eq!(after_failure(&config, 0, "no".into(), true), SettleOutcome::Failed { error: "no".into() });
+    }
+
+    #[test]
+    fn a_requested_wait_is_honoured_up_to_the_backoff_maximum() {
+        use std::time::Duration;
+        let config = RelayConfig::builder().backoff(Duration::from_millis(10), Duration::from_secs(5)).build().unwrap();
+        let delay = |asked| match super::after_failure_waiting(&config, 0, "429".into(), false, Some(asked)) {
+            SettleOutcome::Retry { delay, .. } => delay,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(delay(Duration::from_secs(2)), Duration::from_secs(2));
+        assert_eq!(delay(Duration::from_secs(60)), Duration::from_secs(5));
     }
 }

@@ -1,6 +1,7 @@
 //! The foundation's promises, against a real PostgreSQL: same-transaction enqueue, batches, notifications and
 //! migrations.
 
+mod bad_header_name_writes_nothing;
 mod bad_payload_writes_nothing;
 mod batch_enqueue_is_one_statement;
 mod enqueue_commits_or_rolls_back_with_the_domain_change;

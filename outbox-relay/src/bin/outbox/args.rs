@@ -73,9 +73,21 @@ pub(crate) struct RelayArgs {
     /// `sqs://?queue_url=https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE[.fifo][&endpoint=URL&region=R]`
     /// (credentials from AWS_*), `redis://[:PASS@]HOST:PORT[/DB]?stream=outbox.{aggregate_type}[&maxlen=N]`.
     /// Broker URLs also take `source=`, `schema_base=` (dataschema base URI) and `mode=binary|structured`;
-    /// templates use {event_type}, {aggregate_type} and {version}.
+    /// templates use {event_type}, {aggregate_type} and {version}. TLS: the scheme `tls://` or `?tls=true`
+    /// (NATS), `amqps://`, `rediss://`, `kafka://...?security_protocol=ssl|sasl_ssl`, plus `tls_ca=PATH` (CA
+    /// bundle to trust), `tls_cert=PATH` and `tls_key=PATH` (client certificate); server certificates are always
+    /// verified. Secrets stay out of the query: `password_file=PATH` or `password_env=VAR` (for the URL's user),
+    /// `token_file=`/`token_env=`, `nkey_seed_file=`/`nkey_seed_env=`, `creds_file=PATH` (NATS); Kafka SASL:
+    /// `kafka://USER@...?sasl_mechanism=plain|scram-sha-256|scram-sha-512&password_env=VAR`.
     #[arg(long, value_parser = parse_sink, value_name = "URL")]
     pub(crate) sink: Sink,
+
+    /// Create a missing destination at start, with the settings of the sink URL, instead of stopping with an
+    /// error naming it: the JetStream stream of the subjects (`stream=OUTBOX`, `stream_storage=file|memory`,
+    /// `stream_replicas=1`), the RabbitMQ exchange (`exchange_type=topic|direct|fanout|headers`), the Kafka topic
+    /// (`partitions=3`, `replication_factor=1`), the SQS queue (FIFO for `.fifo`, `queue_retention_s=SECONDS`).
+    #[arg(long)]
+    pub(crate) create_destinations: bool,
 
     /// The most events per batch (split evenly over the partitions a lane reads).
     #[arg(long, default_value_t = 1000, value_name = "N")]

@@ -32,7 +32,7 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     // Per lane: a read and up to two settles at once; plus the heartbeat, the gauges and the listener.
     let connections = u32::try_from(args.concurrency).unwrap_or(u32::MAX).saturating_mul(3).saturating_add(3);
     let database = connect::open(database_url, connections).await?;
-    let publisher = args.sink.open().map_err(|error| match error {
+    let publisher = args.sink.open_with(args.create_destinations).map_err(|error| match error {
         outbox_relay::Error::InvalidSink { .. } => Failure::Usage(error.to_string()),
         other => Failure::runtime(other),
     })?;
