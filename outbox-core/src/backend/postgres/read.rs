@@ -6,7 +6,7 @@ use sqlx::{PgPool, Row};
 use crate::store::{Checked, ReadBatch, ReadRequest, ReadRow, Snapshot, StoredEvent};
 use crate::Result;
 
-/// Each range is one scan of `outbox_events_pending_idx` (`partition, seq`), bounded on both sides by `seq`, so a
+/// Each range is one scan of `outbox_events_pending_idx` (`partition, seq`) in index order, from `after`, so a
 /// read costs what it returns (plus what an aggregate filter skips inside its range), never the backlog. The
 /// snapshot's bounds come back with the rows (see [`Snapshot`]); the outer `LEFT JOIN` returns one row when
 /// nothing was read, so the caller still learns the pause flag and the snapshot in the same round trip.
@@ -20,7 +20,25 @@ r AS (
 SELECT * FROM UNNEST($1::int2[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int4[], $7::bool[], $8::int8[])
        WITH ORDINALITY AS r(partition, after, through, aggregate_type, aggregate_id, lim, keys_only, since, n)
 ),
+-- New rows: an open range, so the planner walks the index in order and stops at the limit (a bounded range with
+-- filters looks small enough to fetch whole and sort, which on a backlog costs the whole partition).
 found AS (
+SELECT r.n, e.*
+  FROM r
+ CROSS JOIN LATERAL (
+       SELECT e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
+              CASE WHEN r.keys_only THEN '{}' ELSE e.payload::text END AS payload,
+              CASE WHEN r.keys_only THEN '{}' ELSE e.headers::text END AS headers,
+              CASE WHEN r.keys_only THEN '[]' ELSE e.sensitive_paths::text END AS sensitive_paths,
+              e.created_at, e.attempts,
+              GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs
+         FROM outbox_events e
+        WHERE e.partition = r.partition AND e.status = 'pending' AND e.seq > r.after
+        ORDER BY e.seq
+        LIMIT r.lim) e
+ WHERE r.through IS NULL AND NOT (SELECT paused FROM ctl)
+UNION ALL
+-- Replays (one aggregate) and rechecks (rows written since a transaction), each bounded by `through`.
 SELECT r.n, e.*
   FROM r
  CROSS JOIN LATERAL (
@@ -37,7 +55,7 @@ SELECT r.n, e.*
           AND (r.since IS NULL OR ((e.xmin::text::int8 - r.since) & 4294967295) < 2147483648)
         ORDER BY e.seq
         LIMIT r.lim) e
- WHERE NOT (SELECT paused FROM ctl)
+ WHERE r.through IS NOT NULL AND NOT (SELECT paused FROM ctl)
 )
 SELECT ctl.paused, ctl.xmin, ctl.xmax, found.* FROM ctl LEFT JOIN found ON true";
 
@@ -50,7 +68,7 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
     for range in &request.ranges {
         partitions.push(i16::try_from(range.partition).unwrap_or(i16::MAX));
         after.push(range.after);
-        through.push(range.through.unwrap_or(i64::MAX));
+        through.push(range.through);
         types.push(range.aggregate.as_ref().map(|(t, _)| t.as_str()));
         ids.push(range.aggregate.as_ref().map(|(_, i)| i.as_str()));
         limits.push(i32::try_from(range.limit).unwrap_or(i32::MAX));
