@@ -110,7 +110,7 @@ impl PartitionState {
 
     /// Whether the partition is read now.
     pub(crate) fn readable(&self) -> bool {
-        !self.releasing && !(self.reset && self.in_flight > 0)
+        !(self.releasing || (self.reset && self.in_flight > 0))
     }
 
     pub(crate) fn load_blocked(&mut self, blocked: &[BlockedAggregate]) {
