@@ -6,12 +6,26 @@ use sqlx::{PgPool, Row};
 use crate::store::{Checked, ReadBatch, ReadRequest, ReadRow, Snapshot, StoredEvent};
 use crate::Result;
 
+/// The columns every range returns (only keys for a keys-only range), from `outbox_events e` of range `r`.
+macro_rules! read_columns {
+    () => {
+        "       SELECT e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
+              CASE WHEN r.keys_only THEN '{}' ELSE e.payload::text END AS payload,
+              CASE WHEN r.keys_only THEN '{}' ELSE e.headers::text END AS headers,
+              CASE WHEN r.keys_only THEN '[]' ELSE e.sensitive_paths::text END AS sensitive_paths,
+              e.created_at, e.attempts,
+              GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs
+         FROM outbox_events e
+"
+    };
+}
+
 /// Each range is one scan of `outbox_events_pending_idx` (`partition, seq`) in index order, from `after`, so a
 /// read costs what it returns (plus what an aggregate filter skips inside its range), never the backlog. The
 /// snapshot's bounds come back with the rows (see [`Snapshot`]); the outer `LEFT JOIN` returns one row when
 /// nothing was read, so the caller still learns the pause flag and the snapshot in the same round trip.
-const READ: &str = "\
-WITH ctl AS (
+const READ: &str = concat!(
+    "WITH ctl AS (
 SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
        pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
        pg_snapshot_xmax(pg_current_snapshot())::text AS xmax
@@ -26,14 +40,9 @@ found AS (
 SELECT r.n, e.*
   FROM r
  CROSS JOIN LATERAL (
-       SELECT e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
-              CASE WHEN r.keys_only THEN '{}' ELSE e.payload::text END AS payload,
-              CASE WHEN r.keys_only THEN '{}' ELSE e.headers::text END AS headers,
-              CASE WHEN r.keys_only THEN '[]' ELSE e.sensitive_paths::text END AS sensitive_paths,
-              e.created_at, e.attempts,
-              GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs
-         FROM outbox_events e
-        WHERE e.partition = r.partition AND e.status = 'pending' AND e.seq > r.after
+",
+    read_columns!(),
+    "        WHERE e.partition = r.partition AND e.status = 'pending' AND e.seq > r.after
         ORDER BY e.seq
         LIMIT r.lim) e
  WHERE r.through IS NULL AND NOT (SELECT paused FROM ctl)
@@ -42,14 +51,9 @@ UNION ALL
 SELECT r.n, e.*
   FROM r
  CROSS JOIN LATERAL (
-       SELECT e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
-              CASE WHEN r.keys_only THEN '{}' ELSE e.payload::text END AS payload,
-              CASE WHEN r.keys_only THEN '{}' ELSE e.headers::text END AS headers,
-              CASE WHEN r.keys_only THEN '[]' ELSE e.sensitive_paths::text END AS sensitive_paths,
-              e.created_at, e.attempts,
-              GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs
-         FROM outbox_events e
-        WHERE e.partition = r.partition AND e.status = 'pending' AND e.seq > r.after AND e.seq <= r.through
+",
+    read_columns!(),
+    "        WHERE e.partition = r.partition AND e.status = 'pending' AND e.seq > r.after AND e.seq <= r.through
           AND (r.aggregate_type IS NULL OR (e.aggregate_type = r.aggregate_type AND e.aggregate_id = r.aggregate_id))
           -- Written since transaction `since`: its 32-bit id in the row, compared modulo 2^32 as PostgreSQL does.
           AND (r.since IS NULL OR ((e.xmin::text::int8 - r.since) & 4294967295) < 2147483648)
@@ -57,7 +61,8 @@ SELECT r.n, e.*
         LIMIT r.lim) e
  WHERE r.through IS NOT NULL AND NOT (SELECT paused FROM ctl)
 )
-SELECT ctl.paused, ctl.xmin, ctl.xmax, found.* FROM ctl LEFT JOIN found ON true";
+SELECT ctl.paused, ctl.xmin, ctl.xmax, found.* FROM ctl LEFT JOIN found ON true"
+);
 
 pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBatch> {
     let n = request.ranges.len();
