@@ -54,7 +54,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(run(cli));
+    // Clients' background tasks (a broker connection closing, say) log as they end: let them end first, so a
+    // failure's one-line error is the last thing the command prints.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(message)) => {
             eprintln!("error: {}", one_line(&message));
