@@ -19,7 +19,21 @@ if [ -n "$generated" ]; then
   fail "generated files are tracked (git rm -r --cached them): $(printf '%s ' $generated)"
 fi
 
+# `cargo run --example quickstart` from the root selects the default members (Cargo.toml); cargo unifies their
+# features, and the dependency tree of that selection is what the quick start builds (its dev-dependencies
+# included). It must hold none of the broker clients and no HTTP stack, and `outbox-relay` no feature at all.
+heavy='^(rdkafka|rdkafka-sys|async-nats|lapin|aws-sdk-sqs|redis|reqwest|axum|hyper|rustls|ring) '
+quickstart_tree=$(cargo tree --locked -e normal,build,dev --prefix none)
+unexpected=$(printf '%s\n' "$quickstart_tree" | grep -E "$heavy" | cut -d' ' -f1 | sort -u | tr '\n' ' ' || true)
+if [ -n "$unexpected" ]; then
+  fail "the quick start builds crates it does not use: $unexpected(see: cargo tree -i <crate>)"
+fi
+relay_features=$(cargo tree --locked -e features -i outbox-relay --prefix none | grep -o 'outbox-relay feature "[^"]*"' | sort -u | tr '\n' ' ' || true)
+if [ -n "$relay_features" ]; then
+  fail "the quick start enables features of outbox-relay: $relay_features(see: cargo tree -e features -i outbox-relay)"
+fi
+
 if [ "$failed" -ne 0 ]; then
   exit 1
 fi
-say "ok: $tracked tracked files, nothing generated tracked"
+say "ok: $tracked tracked files, nothing generated tracked, the quick start builds $(printf '%s\n' "$quickstart_tree" | sort -u | wc -l) crates and no broker client"
