@@ -2,7 +2,7 @@
 //! SIGINT/SIGTERM.
 //!
 //! At start, what cannot pass exits at once with a one-line error and exit code 2: a malformed setting or URL, an
-//! unknown sink scheme, a server refusing the credentials or permissions, a missing database, vhost or exchange.
+//! unknown sink scheme, a `file:` sink that cannot be written, a server refusing the credentials or permissions, a missing database, vhost or exchange.
 //! What may pass is waited for: while the database or the broker is unreachable (connection refused, timeout,
 //! server starting up) the relay logs a warning naming it (password masked) and tries again with a growing delay,
 //! claiming nothing until both answer.
@@ -24,6 +24,14 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     // Bad input is reported before anything is opened or written.
     let config = config(&args).map_err(|error| Failure::Usage(error.to_string()))?;
     let options = connect::options(database_url)?;
+    // A sink that cannot work (bad settings, a file that cannot be written) stops the relay before it claims
+    // anything, so no event spends an attempt on it.
+    let publisher = args.sink.open().map_err(|error| match error {
+        outbox_relay::Error::InvalidSink { .. } | outbox_relay::Error::OpenSink { .. } => {
+            Failure::Usage(error.to_string())
+        }
+        other => Failure::runtime(other),
+    })?;
     let shutdown = shutdown_on_signal();
     let target = connect::target(database_url.unwrap_or_default());
     if !wait_for(&shutdown, "the database", || connect::probe(&options, &target)).await? {
@@ -31,10 +39,6 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     }
     let connections = u32::try_from(args.concurrency).unwrap_or(u32::MAX).saturating_add(3);
     let database = connect::open(database_url, connections).await?;
-    let publisher = args.sink.open().map_err(|error| match error {
-        outbox_relay::Error::InvalidSink { .. } => Failure::Usage(error.to_string()),
-        other => Failure::runtime(other),
-    })?;
     tracing::info!(sink = %args.sink, "connecting to the sink");
     if !wait_for(&shutdown, "the sink", || publisher.connect()).await? {
         return Ok(());
