@@ -237,7 +237,10 @@ async fn metrics_count_published_events_and_the_gauges_match_outbox_status() {
     assert_eq!(scrape.get(&format!("{}_sum", names::BATCH_SIZE), &[]), Some(5.0));
     assert!(scrape.get(&format!("{}_count", names::BATCH_SIZE), &[]).unwrap() >= 1.0);
     assert_eq!(scrape.by_type(names::OLDEST_PENDING_AGE_SECONDS), Some(0.0));
-    assert_eq!(scrape.get(names::PUBLISH_FAILURES_TOTAL, &[]), None, "nothing failed");
+    for kind in ["transient", "permanent"] {
+        let failures = scrape.get(names::PUBLISH_FAILURES_TOTAL, &[("event_type", "test.happened"), ("kind", kind)]);
+        assert_eq!(failures, Some(0.0), "nothing failed ({kind}): {}", scrape.text);
+    }
     assert!(scrape.text.contains("# HELP outbox_events_pending"), "{}", scrape.text);
     assert!(scrape.text.contains("# TYPE outbox_commit_to_publish_seconds histogram"), "{}", scrape.text);
     let status = outbox_status(&db.url);
@@ -263,6 +266,38 @@ async fn metrics_count_published_events_and_the_gauges_match_outbox_status() {
     // Everything the process logged at trace level: never the sensitive value.
     assert_never_sensitive(&relay.output(), "RUST_LOG=trace, text logs");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_scrape_right_after_start_lists_every_metric_family() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    // Paused, so nothing moves: what the scrape shows was registered at start, not recorded by activity.
+    store.set_paused(true).await.unwrap();
+    enqueue(&db.pool, &[event("agg-1", 1), event("agg-2", 1)]).await;
+    let mut relay = RelayProcess::start(&db.url, "file:/dev/null", &[], &[]);
+    relay.wait_until_serving().await;
+    let scrape = relay.scrape().await;
+    let families: std::collections::BTreeSet<&str> = scrape
+        .samples
+        .iter()
+        .map(|(name, _, _)| {
+            let family = ["_bucket", "_sum", "_count"].iter().find_map(|suffix| name.strip_suffix(suffix));
+            family.filter(|family| names::ALL.iter().any(|m| m.name == *family)).unwrap_or(name)
+        })
+        .collect();
+    for metric in names::ALL {
+        assert!(families.contains(metric.name), "{} is missing from the first scrape:\n{}", metric.name, scrape.text);
+        assert!(scrape.text.contains(&format!("# HELP {} ", metric.name)), "no HELP for {}", metric.name);
+    }
+    assert_eq!(scrape.by_type(names::EVENTS_PENDING), Some(2.0), "{}", scrape.text);
+    assert_eq!(scrape.get(names::RELAY_PAUSED, &[]), Some(1.0), "{}", scrape.text);
+    assert_eq!(scrape.by_type(names::EVENTS_PUBLISHED_TOTAL), Some(0.0), "{}", scrape.text);
+    for kind in ["transient", "permanent"] {
+        let failures = scrape.get(names::PUBLISH_FAILURES_TOTAL, &[("event_type", "test.happened"), ("kind", kind)]);
+        assert_eq!(failures, Some(0.0), "{kind} failures at zero: {}", scrape.text);
+    }
+    assert_eq!(scrape.by_type(&format!("{}_count", names::COMMIT_TO_PUBLISH_SECONDS)), Some(0.0), "{}", scrape.text);
 }
 
 /// Answers 500 to events of aggregate `flaky-aggregate` (transient) and 400 to those of `poison-aggregate`

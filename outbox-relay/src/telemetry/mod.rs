@@ -21,8 +21,12 @@
 //! }
 //! outbox_relay::telemetry::describe_metrics(); // HELP texts, for exporters that show them
 //! ```
+//!
+//! Every family is there from the first scrape: [`describe_and_zero`] sets the gauges and registers the counters
+//! at zero and the histograms empty for the known event types; the relay calls it with its first backlog read.
 
 mod counters;
+mod families;
 mod gauges;
 mod health;
 pub mod names;
@@ -32,6 +36,7 @@ mod trace;
 use std::time::Duration;
 
 pub(crate) use counters::{claim_span, record_claim, record_corrupted, Instrumented};
+pub use families::describe_and_zero;
 pub(crate) use gauges::{refresh_backlog, set_paused};
 pub use health::listeners_connected;
 pub(crate) use health::WatchedListener;
