@@ -3,8 +3,8 @@
 //! records one receipt per event with the inbox.
 //!
 //! ```text
-//! cargo run -p outbox-examples --example payments            # SQLite file payments.db, port 3000
-//! DATABASE_URL=postgres://localhost/shop cargo run -p outbox-examples --example payments
+//! cargo run -p outbox-examples --features service --example payments            # SQLite file payments.db, port 3000
+//! DATABASE_URL=postgres://localhost/shop cargo run -p outbox-examples --features service --example payments
 //! curl -X POST localhost:3000/payments/1/confirm
 //! ```
 
