@@ -24,14 +24,6 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     // Bad input is reported before anything is opened or written.
     let config = config(&args).map_err(|error| Failure::Usage(error.to_string()))?;
     let options = connect::options(database_url)?;
-    // A sink that cannot work (bad settings, a file that cannot be written) stops the relay before it claims
-    // anything, so no event spends an attempt on it.
-    let publisher = args.sink.open().map_err(|error| match error {
-        outbox_relay::Error::InvalidSink { .. } | outbox_relay::Error::OpenSink { .. } => {
-            Failure::Usage(error.to_string())
-        }
-        other => Failure::runtime(other),
-    })?;
     let shutdown = shutdown_on_signal();
     let target = connect::target(database_url.unwrap_or_default());
     if !wait_for(&shutdown, "the database", || connect::probe(&options, &target)).await? {
@@ -39,6 +31,14 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     }
     let connections = u32::try_from(args.concurrency).unwrap_or(u32::MAX).saturating_add(3);
     let database = connect::open(database_url, connections).await?;
+    // A sink that cannot work (bad settings, a file that cannot be written) stops the relay before it claims
+    // anything, so no event spends an attempt on it. Opened once the database is there: bad input creates no file.
+    let publisher = args.sink.open().map_err(|error| match error {
+        outbox_relay::Error::InvalidSink { .. } | outbox_relay::Error::OpenSink { .. } => {
+            Failure::Usage(error.to_string())
+        }
+        other => Failure::runtime(other),
+    })?;
     tracing::info!(sink = %args.sink, "connecting to the sink");
     if !wait_for(&shutdown, "the sink", || publisher.connect()).await? {
         return Ok(());
