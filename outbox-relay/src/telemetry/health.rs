@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::store::{
-    Backlog, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, RetryTarget, SettleReport, Settlement,
-    StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, CancelTarget, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, RetryTarget, SettleReport,
+    Settlement, StatusReport, Store, StoreFuture, Wakeups,
 };
 use uuid::Uuid;
 
@@ -143,8 +143,8 @@ impl Store for WatchedListener {
         self.inner.retry(target)
     }
 
-    fn cancel<'a>(&'a self, ids: &'a [Uuid]) -> StoreFuture<'a, Vec<Uuid>> {
-        self.inner.cancel(ids)
+    fn cancel<'a>(&'a self, target: &'a CancelTarget) -> StoreFuture<'a, Vec<Uuid>> {
+        self.inner.cancel(target)
     }
 
     fn count_finished(&self, older_than: Duration) -> StoreFuture<'_, u64> {

@@ -44,19 +44,30 @@ pub(super) async fn status(pool: &PgPool) -> Result<StatusReport> {
     Ok(report)
 }
 
-pub(super) async fn list(pool: &PgPool, filter: &EventFilter) -> Result<Vec<EventSummary>> {
-    let sql = format!(
-        "SELECT {SUMMARY_COLUMNS} FROM outbox_events
-          WHERE status = $1 AND ($2::text IS NULL OR event_type = $2) AND ($3::text IS NULL OR aggregate_id = $3)
-          ORDER BY seq LIMIT $4"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(filter.status.as_str())
+/// The conditions of an [`EventFilter`], on parameters `$1`..`$5` bound by [`bind_filter`] (`$6` is the limit).
+pub(super) const FILTER: &str = "($1::text IS NULL OR status = $1)
+   AND ($2::text IS NULL OR event_type = $2)
+   AND ($3::text IS NULL OR aggregate_id = $3)
+   AND ($4::float8 IS NULL OR created_at < now() - make_interval(secs => $4))
+   AND ($5::uuid IS NULL OR seq > (SELECT after.seq FROM outbox_events after WHERE after.id = $5))";
+
+/// Binds the filter's `$1`..`$6` of [`FILTER`] and the limit.
+pub(super) fn bind_filter<'q>(
+    query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    filter: &'q EventFilter,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    query
+        .bind(filter.status.map(EventStatus::as_str))
         .bind(filter.event_type.as_deref())
         .bind(filter.aggregate_id.as_deref())
+        .bind(filter.older_than.map(|age| age.as_secs_f64()))
+        .bind(filter.after)
         .bind(i64::from(filter.limit))
-        .fetch_all(pool)
-        .await?;
+}
+
+pub(super) async fn list(pool: &PgPool, filter: &EventFilter) -> Result<Vec<EventSummary>> {
+    let sql = format!("SELECT {SUMMARY_COLUMNS} FROM outbox_events WHERE {FILTER} ORDER BY seq LIMIT $6");
+    let rows = bind_filter(sqlx::query(&sql), filter).fetch_all(pool).await?;
     rows.iter().map(summary).collect()
 }
 

@@ -6,8 +6,8 @@ use uuid::Uuid;
 
 use super::{admin, backlog, claim, control, inspect, lease, listen, retention, settle};
 use crate::store::{
-    Backlog, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, PgStore, RetryTarget, SettleReport,
-    Settlement, StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, CancelTarget, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, PgStore, RetryTarget,
+    SettleReport, Settlement, StatusReport, Store, StoreFuture, Wakeups,
 };
 
 impl Store for PgStore {
@@ -60,8 +60,8 @@ impl Store for PgStore {
         Box::pin(admin::retry(&self.pool, target))
     }
 
-    fn cancel<'a>(&'a self, ids: &'a [Uuid]) -> StoreFuture<'a, Vec<Uuid>> {
-        Box::pin(admin::cancel(&self.pool, ids))
+    fn cancel<'a>(&'a self, target: &'a CancelTarget) -> StoreFuture<'a, Vec<Uuid>> {
+        Box::pin(admin::cancel(&self.pool, target))
     }
 
     fn count_finished(&self, older_than: Duration) -> StoreFuture<'_, u64> {

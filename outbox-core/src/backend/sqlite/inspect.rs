@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::clock::{self, now};
 use super::control;
-use crate::store::{Checked, EventDetail, EventFilter, EventSummary, PendingByType, StatusReport};
+use crate::store::{Checked, EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, StatusReport};
 use crate::Result;
 
 const PENDING_BY_TYPE: &str = concat!(
@@ -54,19 +54,35 @@ pub(super) async fn status(pool: &SqlitePool) -> Result<StatusReport> {
     Ok(report)
 }
 
-pub(super) async fn list(pool: &SqlitePool, filter: &EventFilter) -> Result<Vec<EventSummary>> {
-    let sql = format!(
-        "SELECT {SUMMARY_COLUMNS} FROM outbox_events
-          WHERE status = ?1 AND (?2 IS NULL OR event_type = ?2) AND (?3 IS NULL OR aggregate_id = ?3)
-          ORDER BY seq LIMIT ?4"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(filter.status.as_str())
+/// The conditions of an [`EventFilter`], on parameters `?1`..`?5` bound by [`bind_filter`] (`?6` is the limit).
+/// The age compares stored UTC text with the current time in the same format, moved back by `?4`.
+pub(super) const FILTER: &str = concat!(
+    "(?1 IS NULL OR status = ?1)
+   AND (?2 IS NULL OR event_type = ?2)
+   AND (?3 IS NULL OR aggregate_id = ?3)
+   AND (?4 IS NULL OR created_at < ",
+    now!("?4"),
+    ")
+   AND (?5 IS NULL OR seq > (SELECT after.seq FROM outbox_events AS after WHERE after.id = ?5))"
+);
+
+/// Binds the filter's `?1`..`?5` of [`FILTER`] and the limit (`?6`).
+pub(super) fn bind_filter<'q>(
+    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    filter: &'q EventFilter,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    query
+        .bind(filter.status.map(EventStatus::as_str))
         .bind(filter.event_type.as_deref())
         .bind(filter.aggregate_id.as_deref())
+        .bind(filter.older_than.map(clock::earlier))
+        .bind(filter.after.map(|id| id.hyphenated().to_string()))
         .bind(i64::from(filter.limit))
-        .fetch_all(pool)
-        .await?;
+}
+
+pub(super) async fn list(pool: &SqlitePool, filter: &EventFilter) -> Result<Vec<EventSummary>> {
+    let sql = format!("SELECT {SUMMARY_COLUMNS} FROM outbox_events WHERE {FILTER} ORDER BY seq LIMIT ?6");
+    let rows = bind_filter(sqlx::query(&sql), filter).fetch_all(pool).await?;
     rows.iter().map(summary).collect()
 }
 

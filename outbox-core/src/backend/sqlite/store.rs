@@ -6,8 +6,8 @@ use uuid::Uuid;
 
 use super::{admin, backlog, claim, control, inspect, maintenance, settle};
 use crate::store::{
-    Backlog, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, RetryTarget, SettleReport, Settlement,
-    StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, CancelTarget, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, RetryTarget, SettleReport,
+    Settlement, StatusReport, Store, StoreFuture, Wakeups,
 };
 
 /// The [`Store`] of a SQLite database: the embedded backend, for a first run and small single-node services.
@@ -106,8 +106,8 @@ impl Store for SqliteStore {
         Box::pin(admin::retry(&self.pool, target))
     }
 
-    fn cancel<'a>(&'a self, ids: &'a [Uuid]) -> StoreFuture<'a, Vec<Uuid>> {
-        Box::pin(admin::cancel(&self.pool, ids))
+    fn cancel<'a>(&'a self, target: &'a CancelTarget) -> StoreFuture<'a, Vec<Uuid>> {
+        Box::pin(admin::cancel(&self.pool, target))
     }
 
     fn count_finished(&self, older_than: Duration) -> StoreFuture<'_, u64> {
