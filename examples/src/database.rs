@@ -94,7 +94,8 @@ impl Database {
         })
     }
 
-    /// The seed's `ConfirmPayment`: marks the payment paid and enqueues [`PaymentPaid`] in one transaction.
+    /// The Go article's `ConfirmPayment` (the reference design): marks the payment paid and enqueues
+    /// [`PaymentPaid`] in one transaction.
     ///
     /// # Errors
     ///
