@@ -2,7 +2,7 @@
 //! `sqlite://` URL as they do on PostgreSQL.
 #![cfg(feature = "cli")]
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use outbox_core::{Outbox, OutboxEvent};
@@ -29,7 +29,7 @@ impl OutboxEvent for OrderPlaced {
 }
 
 fn outbox(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox")).args(args).env("DATABASE_URL", url).output().expect("run outbox")
+    outbox_tests::outbox!().database(url).run(args)
 }
 
 #[tokio::test]
@@ -57,20 +57,15 @@ async fn every_command_works_on_a_sqlite_database() {
     assert!(shown.contains("[REDACTED]") && !shown.contains("buyer1@example.com"), "{shown}");
 
     let sink = dir.join("events.jsonl");
-    let mut relay = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["relay", "--sink", &format!("file:{}", sink.display()), "--poll-interval", "10ms"])
-        .env("DATABASE_URL", &url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let sink_url = format!("file:{}", sink.display());
+    let mut relay =
+        outbox_tests::outbox!().database(&url).spawn(["relay", "--sink", &sink_url, "--poll-interval", "10ms"]);
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::fs::read_to_string(&sink).map(|s| s.lines().count()).unwrap_or(0) < 3 {
         assert!(Instant::now() < deadline, "the relay did not write 3 events within 30 s");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(Command::new("kill").args(["-TERM", &relay.id().to_string()]).status().unwrap().success());
-    let exit = relay.wait().unwrap();
+    let exit = relay.terminate().await;
     assert_eq!(exit.code(), Some(0), "SIGTERM stops the relay gracefully");
 
     let written: Vec<serde_json::Value> =
@@ -126,13 +121,15 @@ async fn statuses(pool: &sqlx::SqlitePool) -> (Vec<(String, i64)>, i64) {
 #[tokio::test]
 async fn file_sink_on_dev_null_drains_a_backlog() {
     let (dir, url, pool) = backlog("dev-null", 250).await;
-    let mut relay = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["relay", "--sink", "file:/dev/null", "--poll-interval", "10ms", "--max-attempts", "2"])
-        .env("DATABASE_URL", &url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut relay = outbox_tests::outbox!().database(&url).spawn([
+        "relay",
+        "--sink",
+        "file:/dev/null",
+        "--poll-interval",
+        "10ms",
+        "--max-attempts",
+        "2",
+    ]);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (counts, _) = statuses(&pool).await;
@@ -142,11 +139,9 @@ async fn file_sink_on_dev_null_drains_a_backlog() {
         assert!(Instant::now() < deadline, "the backlog did not drain into /dev/null within 30 s: {counts:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(Command::new("kill").args(["-TERM", &relay.id().to_string()]).status().unwrap().success());
-    let exit = relay.wait().unwrap();
+    let exit = relay.terminate().await;
     assert_eq!(exit.code(), Some(0), "SIGTERM stops the relay gracefully");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut relay.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = relay.stderr();
     assert!(!stderr.contains("Invalid argument") && !stderr.contains("WARN"), "{stderr}");
     let (_, attempts) = statuses(&pool).await;
     assert_eq!(attempts, 0, "no publish failed, so no attempt was spent");
@@ -156,13 +151,14 @@ async fn file_sink_on_dev_null_drains_a_backlog() {
 #[tokio::test]
 async fn file_sink_on_dev_stdout_writes_the_events_to_the_relays_standard_output() {
     let (dir, url, pool) = backlog("dev-stdout", 3).await;
-    let mut relay = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["relay", "--sink", "file:/dev/stdout", "--poll-interval", "10ms"])
-        .env("DATABASE_URL", &url)
+    // Standard output a pipe, as in `outbox relay --sink file:/dev/stdout | consumer`.
+    let mut relay = outbox_tests::outbox!()
+        .database(&url)
+        .command(["relay", "--sink", "file:/dev/stdout", "--poll-interval", "10ms"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .expect("start outbox relay");
     let stdout = std::io::BufReader::new(relay.stdout.take().unwrap());
     let lines =
         std::thread::spawn(move || std::io::BufRead::lines(stdout).take(3).map(Result::unwrap).collect::<Vec<_>>());
@@ -176,7 +172,7 @@ async fn file_sink_on_dev_stdout_writes_the_events_to_the_relays_standard_output
         let event: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(event["type"], "order.placed", "{line}");
     }
-    assert!(Command::new("kill").args(["-TERM", &relay.id().to_string()]).status().unwrap().success());
+    assert!(outbox_tests::process::send_signal(relay.id(), "-TERM"));
     assert_eq!(relay.wait().unwrap().code(), Some(0));
     assert_eq!(statuses(&pool).await, (vec![("published".to_owned(), 3)], 0));
     let _ = std::fs::remove_dir_all(&dir);

@@ -4,7 +4,7 @@
 #![cfg(feature = "cli")]
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use outbox_core::store::{CancelTarget, EventFilter, EventStatus, PgStore, RetryTarget, SqliteStore, Store};
 use outbox_core::{Outbox, OutboxEvent};
@@ -119,13 +119,7 @@ impl Database {
 }
 
 fn outbox(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .env("DATABASE_URL", url)
-        .env("OUTBOX_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run outbox")
+    outbox_tests::outbox!().database(url).env("OUTBOX_LOG", "warn").run(args)
 }
 
 /// The ids of `outbox events list ... --json`.
@@ -242,19 +236,10 @@ async fn filters_select_the_same_events_for_list_retry_and_cancel(db: Database) 
     );
 }
 
-/// Runs `command` on a pseudo-terminal (util-linux `script`) with `answer` typed in; returns its output.
-fn on_a_terminal(url: &str, command: &str, answer: &str) -> Output {
-    let mut child = Command::new("script")
-        .args(["--quiet", "--return", "--command", &format!("{} {command}", env!("CARGO_BIN_EXE_outbox")), "/dev/null"])
-        .env("DATABASE_URL", url)
-        .env("OUTBOX_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run `script` (util-linux) to give outbox a terminal");
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), answer.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+/// Runs `outbox ARGS` on a pseudo-terminal with `answer` typed in.
+fn on_a_terminal(url: &str, args: &str, answer: &str) -> Output {
+    let args: Vec<&str> = args.split(' ').collect();
+    outbox_tests::outbox!().database(url).env("OUTBOX_LOG", "warn").run_on_a_terminal(&args, answer)
 }
 
 /// The confirmation, the same on both backends.

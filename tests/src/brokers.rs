@@ -8,7 +8,7 @@
 //! `$OUTBOX_TEST_VENV`, default `target/test-services/venv` of the workspace; `scripts/services.sh install`
 //! installs them all. A broker that cannot be found fails the test with a message saying how to install it.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -66,7 +66,14 @@ impl Broker {
         let program = find_program(kind).unwrap_or_else(|hint| panic!("{} not found: {hint}", kind.name()));
         let dir = std::env::temp_dir().join(format!("outbox-test-{}-{}", kind.name(), uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-        let broker = Self { kind, port: free_port(), dist_port: free_port(), dir, program, child: Mutex::new(None) };
+        let broker = Self {
+            kind,
+            port: crate::process::free_port(),
+            dist_port: crate::process::free_port(),
+            dir,
+            program,
+            child: Mutex::new(None),
+        };
         broker.prepare();
         broker.spawn();
         broker
@@ -223,11 +230,7 @@ impl Drop for Broker {
 
 /// Kills the process group `pgid` (the broker and whatever it spawned: RabbitMQ is a shell around the Erlang VM).
 fn kill_group(pgid: u32) {
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pgid}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    crate::process::kill_group(pgid);
 }
 
 /// A shell that kills the broker's process group and removes its directory once this test process is gone.
@@ -248,10 +251,6 @@ fn watchdog(server: u32, dir: &Path) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port on 127.0.0.1")
 }
 
 /// The workspace's Python virtual environment for moto and tansu.
