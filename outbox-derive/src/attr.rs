@@ -83,9 +83,10 @@ pub(crate) fn container(derive: Derive, attrs: &[Attribute], errors: &mut Errors
                 "aggregate_id" => set(&mut container.aggregate_id, string(&meta, errors)?, &meta, errors),
                 "version" => set(&mut container.version, integer(&meta, errors)?, &meta, errors),
                 _ => {
-                    let path = string(&meta, errors)?.and_then(|lit| match lit.parse::<syn::Path>() {
-                        Ok(path) => Some(path),
-                        Err(_) => {
+                    let path = string(&meta, errors)?.and_then(|lit| {
+                        if let Ok(path) = lit.parse::<syn::Path>() {
+                            Some(path)
+                        } else {
                             errors.push(syn::Error::new_spanned(
                                 &lit,
                                 "`crate` must name a path to outbox_core, e.g. `crate = \"my_app::outbox_core\"`",

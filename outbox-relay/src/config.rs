@@ -80,56 +80,67 @@ impl RelayConfig {
 
     /// A builder with the defaults: batches of up to 100, 1 batch at a time, 20ms idle poll interval, 30s
     /// lease, 10 attempts, [`Backoff::default`], ordering by aggregate, polling, no retention, 10s shutdown.
+    #[must_use]
     pub fn builder() -> RelayConfigBuilder {
         RelayConfigBuilder::default()
     }
 
     /// The most events claimed and published in one batch.
+    #[must_use]
     pub fn batch_size(&self) -> u32 {
         self.batch_size
     }
 
     /// How many batches one relay publishes at once.
+    #[must_use]
     pub fn concurrency(&self) -> usize {
         self.concurrency
     }
 
     /// The longest wait between two claims when idle.
+    #[must_use]
     pub fn poll_interval(&self) -> Duration {
         self.poll_interval
     }
 
     /// How long a claim is leased.
+    #[must_use]
     pub fn lease(&self) -> Duration {
         self.lease
     }
 
     /// Attempts before an event with transient failures goes to `failed`.
+    #[must_use]
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts
     }
 
     /// The retry backoff.
+    #[must_use]
     pub fn backoff(&self) -> Backoff {
         self.backoff
     }
 
     /// The ordering mode.
+    #[must_use]
     pub fn ordering(&self) -> Ordering {
         self.ordering
     }
 
     /// The wake-up mode.
+    #[must_use]
     pub fn wakeup(&self) -> &Wakeup {
         &self.wakeup
     }
 
     /// The retention of published rows.
+    #[must_use]
     pub fn retention(&self) -> Retention {
         self.retention
     }
 
     /// How long shutdown waits for in-flight batches before releasing them.
+    #[must_use]
     pub fn shutdown_timeout(&self) -> Duration {
         self.shutdown_timeout
     }
@@ -285,7 +296,7 @@ impl RelayConfigBuilder {
     }
 }
 
-fn in_range<T: PartialOrd + std::fmt::Display>(field: &'static str, value: T, min: T, max: T) -> Result<()> {
+fn in_range<T: PartialOrd + std::fmt::Display + Copy>(field: &'static str, value: T, min: T, max: T) -> Result<()> {
     if value < min || value > max {
         return Err(Error::config(field, format!("must be between {min} and {max}, got {value}")));
     }

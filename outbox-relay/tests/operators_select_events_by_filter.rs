@@ -53,15 +53,15 @@ enum Database {
 impl Database {
     fn url(&self) -> &str {
         match self {
-            Database::Postgres(db) => &db.url,
-            Database::Sqlite(db) => &db.url,
+            Self::Postgres(db) => &db.url,
+            Self::Sqlite(db) => &db.url,
         }
     }
 
     fn store(&self) -> Box<dyn Store> {
         match self {
-            Database::Postgres(db) => Box::new(PgStore::new(db.pool.clone())),
-            Database::Sqlite(db) => Box::new(SqliteStore::new(db.pool.clone())),
+            Self::Postgres(db) => Box::new(PgStore::new(db.pool.clone())),
+            Self::Sqlite(db) => Box::new(SqliteStore::new(db.pool.clone())),
         }
     }
 
@@ -72,13 +72,13 @@ impl Database {
         let outbox = Outbox::new();
         let mut ids = Vec::new();
         match self {
-            Database::Postgres(db) => {
+            Self::Postgres(db) => {
                 let mut tx = db.pool.begin().await.unwrap();
                 ids.extend(outbox.enqueue_all(&mut tx, &placed).await.unwrap());
                 ids.extend(outbox.enqueue_all(&mut tx, &shipped).await.unwrap());
                 tx.commit().await.unwrap();
             }
-            Database::Sqlite(db) => {
+            Self::Sqlite(db) => {
                 let mut tx = db.pool.begin().await.unwrap();
                 ids.extend(outbox.enqueue_all(&mut tx, &placed).await.unwrap());
                 ids.extend(outbox.enqueue_all(&mut tx, &shipped).await.unwrap());
@@ -91,8 +91,8 @@ impl Database {
     /// Runs one statement of the test's set-up (no parameters: ids are inlined).
     async fn execute(&self, sql: &str) {
         match self {
-            Database::Postgres(db) => drop(sqlx::query(sql).execute(&db.pool).await.unwrap()),
-            Database::Sqlite(db) => drop(sqlx::query(sql).execute(&db.pool).await.unwrap()),
+            Self::Postgres(db) => drop(sqlx::query(sql).execute(&db.pool).await.unwrap()),
+            Self::Sqlite(db) => drop(sqlx::query(sql).execute(&db.pool).await.unwrap()),
         }
     }
 
@@ -100,8 +100,8 @@ impl Database {
     async fn fail(&self, ids: &[Uuid], hours_ago: u32) {
         let ids: Vec<String> = ids.iter().map(|id| format!("'{id}'")).collect();
         let created = match self {
-            Database::Postgres(_) => format!("now() - interval '{hours_ago} hours'"),
-            Database::Sqlite(_) => format!("strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-{hours_ago} hours')"),
+            Self::Postgres(_) => format!("now() - interval '{hours_ago} hours'"),
+            Self::Sqlite(_) => format!("strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-{hours_ago} hours')"),
         };
         self.execute(&format!(
             "UPDATE outbox_events SET status = 'failed', attempts = 3, last_error = 'boom', created_at = {created}

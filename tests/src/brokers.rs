@@ -36,11 +36,11 @@ pub enum Kind {
 impl Kind {
     fn name(self) -> &'static str {
         match self {
-            Kind::Nats => "nats-server",
-            Kind::Redis => "redis-server",
-            Kind::RabbitMq => "rabbitmq-server",
-            Kind::Sqs => "moto_server",
-            Kind::Kafka => "tansu",
+            Self::Nats => "nats-server",
+            Self::Redis => "redis-server",
+            Self::RabbitMq => "rabbitmq-server",
+            Self::Sqs => "moto_server",
+            Self::Kafka => "tansu",
         }
     }
 }
@@ -62,6 +62,7 @@ impl Broker {
     /// # Panics
     ///
     /// When the broker is not installed (the message says how to install it) or does not start within 60 s.
+    #[must_use]
     pub fn start(kind: Kind) -> Self {
         let program = find_program(kind).unwrap_or_else(|hint| panic!("{} not found: {hint}", kind.name()));
         let dir = std::env::temp_dir().join(format!("outbox-test-{}-{}", kind.name(), uuid::Uuid::now_v7().simple()));

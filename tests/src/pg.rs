@@ -171,10 +171,11 @@ pub enum Durability {
 
 impl Durability {
     /// The server settings this durability adds to the defaults.
+    #[must_use]
     pub fn settings(self) -> &'static str {
         match self {
-            Durability::Throwaway => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-            Durability::Durable => "-c shared_preload_libraries=pg_stat_statements",
+            Self::Throwaway => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+            Self::Durable => "-c shared_preload_libraries=pg_stat_statements",
         }
     }
 }

@@ -6,7 +6,8 @@
 //!
 //! ```no_run
 //! # async fn run(database_url: &str) {
-//! let outbox = outbox_tests::outbox!().database(database_url);
+//! // In a test of the crate that builds the binary: `outbox_tests::outbox!()`.
+//! let outbox = outbox_tests::process::Outbox::new("target/debug/outbox").database(database_url);
 //! assert!(outbox.run(&["migrate"]).status.success());
 //! let mut relay = outbox.spawn(&["relay", "--sink", "stdout"]);
 //! relay.wait_for_lines("relay started", 1, std::time::Duration::from_secs(30)).await;
@@ -60,6 +61,7 @@ impl Outbox {
     }
 
     /// The path of the binary.
+    #[must_use]
     pub fn bin(&self) -> &Path {
         &self.bin
     }
@@ -88,6 +90,7 @@ impl Outbox {
     /// # Panics
     ///
     /// When `script` cannot be run.
+    #[must_use]
     pub fn run_on_a_terminal(&self, args: &[&str], input: &str) -> Output {
         let quote = |word: &str| format!("'{}'", word.replace('\'', r"'\''"));
         let line: Vec<String> =
@@ -175,21 +178,25 @@ pub struct OutboxProcess {
 
 impl OutboxProcess {
     /// The process id.
+    #[must_use]
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// What the process wrote to stdout so far.
+    #[must_use]
     pub fn stdout(&self) -> String {
         std::fs::read_to_string(&self.stdout).unwrap_or_default()
     }
 
     /// What the process wrote to stderr (its logs) so far.
+    #[must_use]
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
     /// Everything the process wrote so far: stdout, then stderr (once, when both go to one log).
+    #[must_use]
     pub fn output(&self) -> String {
         if self.stdout == self.stderr {
             return self.stderr();
@@ -256,7 +263,7 @@ impl OutboxProcess {
     pub fn signal(&mut self, signal: &str) {
         // Only a process not yet reaped: its pid cannot have been reused.
         if self.is_running() {
-            send_signal(self.pid(), signal);
+            let _ = send_signal(self.pid(), signal);
         }
     }
 
@@ -269,12 +276,12 @@ impl OutboxProcess {
     /// SIGSTOP: the process stalls (as in a GC pause or a paused VM) until [`resume`](Self::resume). A stopped
     /// process cannot exit, so its pid stays its own.
     pub fn pause(&self) {
-        send_signal(self.pid(), "-STOP");
+        let _ = send_signal(self.pid(), "-STOP");
     }
 
     /// SIGCONT (harmless to a process that runs).
     pub fn resume(&self) {
-        send_signal(self.pid(), "-CONT");
+        let _ = send_signal(self.pid(), "-CONT");
     }
 
     /// SIGKILL, and waits until the process is gone.
@@ -298,6 +305,7 @@ impl Drop for OutboxProcess {
 }
 
 /// Sends `signal` (`-TERM`, `-KILL`, `-STOP`, `-CONT`) to the process `pid` with `kill`; whether it was sent.
+#[must_use]
 pub fn send_signal(pid: u32, signal: &str) -> bool {
     Command::new("kill").args([signal, &pid.to_string()]).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
@@ -313,6 +321,7 @@ pub fn kill_group(pgid: u32) {
 /// # Panics
 ///
 /// When 127.0.0.1 cannot be bound.
+#[must_use]
 pub fn free_port() -> u16 {
     free_addr().port()
 }
@@ -322,6 +331,7 @@ pub fn free_port() -> u16 {
 /// # Panics
 ///
 /// When 127.0.0.1 cannot be bound.
+#[must_use]
 pub fn free_addr() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).expect("a free port on 127.0.0.1")
 }

@@ -44,6 +44,7 @@ impl FilePublisher {
     }
 
     /// The file written to.
+    #[must_use]
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -104,7 +104,7 @@ pub(super) async fn show(pool: &SqlitePool, id: Uuid) -> Result<Option<EventDeta
         headers: Checked::from_json_text(&headers),
         sensitive_paths: Checked::from_json_text(&sensitive),
         lease_owner: lease_owner.as_deref().map(clock::uuid).transpose()?,
-        lease_expires_at: clock::parse_optional(row.try_get("lease_expires_at")?)?,
+        lease_expires_at: clock::parse_optional(row.try_get::<Option<&str>, _>("lease_expires_at")?)?,
         lease_epoch: row.try_get("lease_epoch")?,
     }))
 }
@@ -126,7 +126,7 @@ fn summary(row: &SqliteRow) -> Result<EventSummary> {
         attempts: row.try_get::<i64, _>("attempts")?.unsigned_abs().try_into().unwrap_or(u32::MAX),
         created_at: clock::parse(row.try_get("created_at")?)?,
         next_attempt_at: clock::parse(row.try_get("next_attempt_at")?)?,
-        published_at: clock::parse_optional(row.try_get("published_at")?)?,
+        published_at: clock::parse_optional(row.try_get::<Option<&str>, _>("published_at")?)?,
         last_error: row.try_get("last_error")?,
     })
 }

@@ -37,11 +37,13 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// A store on `pool`'s database. The outbox tables must be [migrated](crate::migrate).
+    #[must_use]
     pub fn new(pool: sqlx::SqlitePool) -> Self {
         Self { pool }
     }
 
     /// The pool the store runs on.
+    #[must_use]
     pub fn pool(&self) -> &sqlx::SqlitePool {
         &self.pool
     }

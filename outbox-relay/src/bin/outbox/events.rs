@@ -107,38 +107,38 @@ enum Action {
 impl Action {
     fn verb(self) -> &'static str {
         match self {
-            Action::Retry => "retry",
-            Action::Cancel => "cancel",
+            Self::Retry => "retry",
+            Self::Cancel => "cancel",
         }
     }
 
     fn done(self) -> &'static str {
         match self {
-            Action::Retry => "retried",
-            Action::Cancel => "cancelled",
+            Self::Retry => "retried",
+            Self::Cancel => "cancelled",
         }
     }
 
     /// Whether an event in `status` is changed by the action.
     fn applies_to(self, status: EventStatus) -> bool {
         match self {
-            Action::Retry => status == EventStatus::Failed,
-            Action::Cancel => matches!(status, EventStatus::Pending | EventStatus::Failed),
+            Self::Retry => status == EventStatus::Failed,
+            Self::Cancel => matches!(status, EventStatus::Pending | EventStatus::Failed),
         }
     }
 
     async fn by_ids(self, store: &dyn Store, ids: Vec<Uuid>) -> Result<Vec<Uuid>, Failure> {
         match self {
-            Action::Retry => store.retry(&RetryTarget::Ids(ids)).await,
-            Action::Cancel => store.cancel(&CancelTarget::Ids(ids)).await,
+            Self::Retry => store.retry(&RetryTarget::Ids(ids)).await,
+            Self::Cancel => store.cancel(&CancelTarget::Ids(ids)).await,
         }
         .map_err(Failure::runtime)
     }
 
     async fn matching(self, store: &dyn Store, filter: EventFilter) -> Result<Vec<Uuid>, Failure> {
         match self {
-            Action::Retry => store.retry(&RetryTarget::Matching(filter)).await,
-            Action::Cancel => store.cancel(&CancelTarget::Matching(filter)).await,
+            Self::Retry => store.retry(&RetryTarget::Matching(filter)).await,
+            Self::Cancel => store.cancel(&CancelTarget::Matching(filter)).await,
         }
         .map_err(Failure::runtime)
     }
