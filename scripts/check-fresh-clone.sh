@@ -36,4 +36,4 @@ fi
 if [ "$failed" -ne 0 ]; then
   exit 1
 fi
-say "ok: $tracked tracked files, nothing generated tracked, the quick start builds $(printf '%s\n' "$quickstart_tree" | sort -u | wc -l) crates and no broker client"
+say "ok: $tracked tracked files, nothing generated tracked, the quick start resolves $(printf '%s\n' "$quickstart_tree" | sort -u | wc -l) packages (dev-dependencies included) and no broker client"
