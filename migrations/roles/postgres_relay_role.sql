@@ -1,5 +1,6 @@
--- The least-privileged PostgreSQL role for the relay: it reads, claims, settles and (with retention) deletes
--- outbox rows, and reads the pause flag. It cannot insert events, touch other tables, or pause the outbox.
+-- The least-privileged PostgreSQL role for the relay: it reads, settles and (with retention) deletes outbox rows,
+-- keeps its membership, partition leases and batch records, and reads the pause flag. It cannot insert events,
+-- touch other tables, or pause the outbox.
 --
 -- Run it once as the owner of the outbox tables, after `outbox migrate`, then give the role a login as your
 -- deployment does:  ALTER ROLE outbox_relay LOGIN PASSWORD '...';
@@ -14,3 +15,6 @@ $$;
 
 GRANT SELECT, UPDATE, DELETE ON outbox_events TO outbox_relay;
 GRANT SELECT ON outbox_control TO outbox_relay;
+-- Membership, partition leases (the partitions themselves are created by `outbox migrate`) and batches in flight.
+GRANT SELECT, INSERT, UPDATE, DELETE ON outbox_relays, outbox_batches TO outbox_relay;
+GRANT SELECT, UPDATE ON outbox_partitions TO outbox_relay;

@@ -111,13 +111,15 @@ impl Outbox {
     ///
     /// # Errors
     ///
-    /// [`Error::Database`] when the insert fails.
+    /// [`Error::InvalidEvent`] when an event has a header the brokers would refuse ([`NewEvent::check`]; nothing
+    /// is written), [`Error::Database`] when the insert fails.
     pub async fn enqueue_events<T, I>(&self, mut tx: T, events: I) -> Result<Vec<Uuid>>
     where
         T: InTransaction,
         I: IntoIterator<Item = NewEvent>,
     {
         let events: Vec<NewEvent> = events.into_iter().collect();
+        events.iter().try_for_each(NewEvent::check)?;
         if events.is_empty() {
             return Ok(Vec::new());
         }

@@ -48,6 +48,11 @@ pub enum Error {
     #[error("invalid inbox consumer name {0:?}: use 1 to 200 bytes without control characters")]
     InvalidConsumer(String),
 
+    /// A received message could not be read as the event type a consumer asked for
+    /// ([`Inbox::consume`](crate::inbox::Inbox::consume)).
+    #[error(transparent)]
+    Decode(#[from] crate::consume::DecodeError),
+
     /// The database reported an error; the transaction is in an unknown state and should be rolled back.
     #[error(transparent)]
     Database(#[from] sqlx::Error),

@@ -1,9 +1,11 @@
-//! The consumer side: process each event at most once per consumer, in the consumer's own transaction.
+//! The consumer side: process each event at most once per consumer, in the consumer's own transaction
+//! ([`Inbox::run_once`], or [`Inbox::consume`] to decode the received message too).
 
 use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::consume::{Decode, Received};
 use crate::{Backend, Error, InTransaction, Result};
 
 /// Deduplicates deliveries for one consumer.
@@ -90,6 +92,103 @@ impl Inbox {
             tx.rollback().await?;
             Ok(None)
         }
+    }
+
+    /// Runs `handler` once per (consumer, `event_id`), in the consumer's own transaction: begins it with the
+    /// event recorded, runs `handler` on it and commits. Returns `Ok(None)` without running `handler` when the
+    /// event was processed before.
+    ///
+    /// When `handler` fails, the transaction rolls back (the effect and the record together) and its error is
+    /// returned, so a redelivery runs it again.
+    ///
+    /// # Errors
+    ///
+    /// `handler`'s error, or [`Error::Database`] (converted with `From`) when the database fails.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn run(pool: sqlx::PgPool, event_id: uuid::Uuid) -> Result<(), outbox_core::Error> {
+    /// let inbox = outbox_core::inbox::Inbox::new("billing")?;
+    /// let ran = inbox
+    ///     .run_once(&pool, event_id, async |tx| {
+    ///         sqlx::query("UPDATE invoices SET status = 'paid' WHERE id = $1").bind(7_i64).execute(&mut **tx).await?;
+    ///         Ok::<_, outbox_core::Error>(())
+    ///     })
+    ///     .await?;
+    /// if ran.is_none() {
+    ///     println!("already processed {event_id}; skipped");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn run_once<DB, T, E>(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        event_id: Uuid,
+        handler: impl AsyncFnOnce(&mut sqlx::Transaction<'static, DB>) -> std::result::Result<T, E>,
+    ) -> std::result::Result<Option<T>, E>
+    where
+        DB: Backend,
+        E: From<Error>,
+    {
+        let Some(mut tx) = self.begin(pool, event_id).await? else {
+            return Ok(None);
+        };
+        let value = handler(&mut tx).await?;
+        tx.commit().await.map_err(Error::from)?;
+        Ok(Some(value))
+    }
+
+    /// Decodes `message` as `(event id, E)` ([`Received::decode`]) and runs `handler` with the event once per
+    /// (consumer, event id) in the consumer's own transaction, as [`run_once`](Self::run_once).
+    ///
+    /// A message that does not decode fails before anything is opened: the consumer decides what becomes of it
+    /// (a dead-letter queue, a log line; the error never holds a payload value).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Decode`] when the message does not decode, [`Error::Database`] when the database fails, both
+    /// converted with `From`, or `handler`'s error.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use outbox_core::consume::Received;
+    /// use outbox_core::inbox::Inbox;
+    /// # use outbox_core::OutboxEvent;
+    /// # #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema, OutboxEvent)]
+    /// # #[outbox(event_type = "payment.paid", aggregate = "payment", version = 1)]
+    /// # struct PaymentPaid { #[outbox(aggregate_id)] payment_id: i64 }
+    ///
+    /// # async fn run(pool: sqlx::PgPool, headers: Vec<(&str, &str)>, body: &[u8]) -> Result<(), outbox_core::Error> {
+    /// let inbox = Inbox::new("billing")?;
+    /// let message = Received::new(body).headers(headers);
+    /// inbox
+    ///     .consume(&pool, &message, async |tx, paid: PaymentPaid| {
+    ///         sqlx::query("UPDATE invoices SET status = 'paid' WHERE payment_id = $1")
+    ///             .bind(paid.payment_id)
+    ///             .execute(&mut **tx)
+    ///             .await?;
+    ///         Ok::<_, outbox_core::Error>(())
+    ///     })
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn consume<DB, Ev, T, E>(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        message: &Received<'_>,
+        handler: impl AsyncFnOnce(&mut sqlx::Transaction<'static, DB>, Ev) -> std::result::Result<T, E>,
+    ) -> std::result::Result<Option<T>, E>
+    where
+        DB: Backend,
+        Ev: Decode,
+        E: From<Error>,
+    {
+        let (event_id, event) = message.decode::<Ev>().map_err(Error::from)?;
+        self.run_once(pool, event_id, async |tx| handler(tx, event).await).await
     }
 
     /// Deletes this consumer's records older than `age`, at most `limit` at a time, and returns how many went.

@@ -59,10 +59,13 @@
 #[path = "private.rs"]
 pub mod __private;
 mod backend;
+mod commit_with_events;
+pub mod consume;
 pub mod contracts;
 mod enqueue;
 mod error;
 mod event;
+mod header_rules;
 pub mod inbox;
 mod migrate;
 mod new_event;
@@ -74,13 +77,16 @@ pub mod store;
 mod transaction;
 
 pub use backend::Backend;
+pub use commit_with_events::OutboxTransaction;
+pub use consume::{Decode, DecodeError, Versioned};
 pub use enqueue::{enqueue, Outbox, DEFAULT_CHANNEL};
 pub use error::{Error, Result};
 pub use event::OutboxEvent;
+pub use header_rules::{check_header, MAX_HEADER_NAME_BYTES, MAX_HEADER_VALUE_BYTES};
 pub use migrate::{migrate, MIGRATIONS_TABLE};
 pub use new_event::{Headers, NewEvent};
 #[cfg(feature = "derive")]
-pub use outbox_derive::{OutboxEvent, Redact};
+pub use outbox_derive::{OutboxEvent, Redact, RedactedDebug};
 pub use redact::Redact;
 pub use schemars;
 pub use transaction::InTransaction;

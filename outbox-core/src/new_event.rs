@@ -42,14 +42,15 @@ pub struct NewEvent {
     pub(crate) payload: String,
     pub(crate) headers: Headers,
     pub(crate) sensitive_paths: Vec<String>,
+    /// The first header refused by [`check_header`](crate::check_header): the enqueue fails with it, before
+    /// anything is written.
+    pub(crate) invalid_header: Option<String>,
 }
 
 /// Prints the metadata and the payload with its sensitive values redacted.
 impl std::fmt::Debug for NewEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let payload = serde_json::from_str::<serde_json::Value>(&self.payload)
-            .map(|payload| crate::redact::redacted(&payload, &self.sensitive_paths))
-            .unwrap_or_else(|_| serde_json::Value::String(crate::redact::REDACTED.to_owned()));
+        let payload = crate::redact::for_debug(&self.payload, Some(&self.sensitive_paths));
         f.debug_struct("NewEvent")
             .field("id", &self.id)
             .field("event_type", &self.event_type)
@@ -104,14 +105,59 @@ impl NewEvent {
             payload,
             headers: captured_headers(),
             sensitive_paths: E::sensitive_paths(),
+            invalid_header: None,
         })
     }
 
-    /// Adds a message header, replacing an earlier one of the same name.
+    /// Adds a message header, replacing an earlier one of the same name. Every broker publisher sends it on (see
+    /// the relay's header mapping); the name must be one every broker accepts ([`check_header`](crate::check_header):
+    /// lowercase `a-z 0-9 - _ .`, not a name the publishers write themselves). A header that breaks the rules is
+    /// not added, and enqueueing the event fails with [`Error::InvalidEvent`] naming it, before anything is
+    /// written.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use outbox_core::{NewEvent, OutboxEvent};
+    /// # #[derive(serde::Serialize)] struct PaymentPaid { payment_id: u64 }
+    /// # impl OutboxEvent for PaymentPaid {
+    /// #     const EVENT_TYPE: &'static str = "payment.paid";
+    /// #     const AGGREGATE_TYPE: &'static str = "payment";
+    /// #     const VERSION: u32 = 1;
+    /// #     fn aggregate_id(&self) -> String { self.payment_id.to_string() }
+    /// # }
+    /// let event = NewEvent::new(&PaymentPaid { payment_id: 7 })?.with_header("tenant", "acme");
+    /// assert_eq!(event.headers()["tenant"], "acme");
+    /// assert!(event.check().is_ok());
+    /// let bad = NewEvent::new(&PaymentPaid { payment_id: 7 })?.with_header("Tenant ID", "acme");
+    /// assert!(bad.check().unwrap_err().to_string().contains("header `Tenant ID`"));
+    /// # Ok::<(), outbox_core::Error>(())
+    /// ```
     #[must_use]
     pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.insert(name.into(), value.into());
+        let (name, value) = (name.into(), value.into());
+        match crate::check_header(&name, &value) {
+            Ok(()) => {
+                self.headers.insert(name, value);
+            }
+            Err(reason) => {
+                self.invalid_header.get_or_insert(reason);
+            }
+        }
         self
+    }
+
+    /// Whether the event can be written: every header added passed [`check_header`](crate::check_header).
+    /// Enqueueing calls it before writing anything.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidEvent`] naming the first refused header and the rule it breaks (never its value).
+    pub fn check(&self) -> Result<()> {
+        match &self.invalid_header {
+            None => Ok(()),
+            Some(reason) => Err(Error::InvalidEvent { event_type: self.event_type.to_owned(), reason: reason.clone() }),
+        }
     }
 
     /// Stores the W3C trace context of `cx` (`traceparent`, and `tracestate` when it has one) in the headers,
@@ -149,11 +195,10 @@ impl NewEvent {
         self
     }
 
-    /// Adds every header of `headers`.
+    /// Adds every header of `headers`, as [`with_header`](Self::with_header) does.
     #[must_use]
-    pub fn with_headers(mut self, headers: impl IntoIterator<Item = (String, String)>) -> Self {
-        self.headers.extend(headers);
-        self
+    pub fn with_headers(self, headers: impl IntoIterator<Item = (String, String)>) -> Self {
+        headers.into_iter().fold(self, |event, (name, value)| event.with_header(name, value))
     }
 
     /// The event's id (UUID v7, so ids sort by creation time). Consumers deduplicate by it.

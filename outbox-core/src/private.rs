@@ -3,12 +3,14 @@
 use std::fmt::Display;
 use std::marker::PhantomData;
 
-pub use core::{concat, module_path, stringify, unreachable};
+pub use core::{concat, fmt, module_path, stringify, unreachable};
 pub use inventory;
 pub use serde::Serialize;
 pub use std::string::String;
 pub use std::vec::Vec;
 
+pub use crate::consume::upcast::check_upcast;
+pub use crate::consume::{NoPrevious, Previous, UpcastFrom, Versioned};
 pub use crate::redact::Redact;
 pub use crate::registry::EventDescriptor;
 pub use crate::OutboxEvent;
@@ -23,10 +25,10 @@ pub trait EventSchema: OutboxEvent + schemars::JsonSchema {}
 
 impl<T: OutboxEvent + schemars::JsonSchema> EventSchema for T {}
 
-/// The registry entry of `E`.
+/// The registry entry of `E`, with the version it upcasts from.
 #[must_use]
-pub const fn descriptor<E: EventSchema>(type_name: &'static str) -> EventDescriptor {
-    EventDescriptor::of::<E>(type_name)
+pub const fn descriptor<E: EventSchema + Versioned>(type_name: &'static str) -> EventDescriptor {
+    EventDescriptor::of::<E>(type_name).upcasting_from(<E::Previous as Previous<E>>::VERSION)
 }
 
 /// `prefix` + each of `paths`.
@@ -93,4 +95,19 @@ impl<T: ?Sized> Opaque for &Probe<T> {
     fn redact_paths(&self) -> Vec<String> {
         Vec::new()
     }
+}
+
+/// `Debug` for `value`, with its sensitive values masked, listing the keys of `order` first: what
+/// `#[derive(RedactedDebug)]` expands to.
+///
+/// # Errors
+///
+/// As the formatter.
+pub fn debug_redacted<T: Serialize + Redact + ?Sized>(
+    value: &T,
+    name: &str,
+    order: &[&str],
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    crate::redact::debug_redacted(value, name, order, f)
 }

@@ -1,11 +1,15 @@
 //! Blanking sensitive values: [`redact`] replaces the values that JSON pointers name, and [`Redact`] tells where a
 //! payload type keeps its sensitive values.
 //!
+//! [`for_debug`] is what every `Debug` impl of the toolkit prints a payload with, and `#[derive(RedactedDebug)]`
+//! gives an event (or a type nested in one) a `Debug` that masks its sensitive fields the same way.
+//!
 //! The pointers are RFC 6901 JSON pointers with one extension: a segment `*` matches every element of an array
 //! and every value of an object. `""` names the whole value.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -55,6 +59,111 @@ pub fn redacted<P: AsRef<str>>(value: &Value, paths: &[P]) -> Value {
     let mut copy = value.clone();
     redact(&mut copy, paths);
     copy
+}
+
+/// A payload as the toolkit's `Debug` impls print it: compact JSON (indented with `{:#?}`) with every value the
+/// sensitive paths name replaced by [`REDACTED`]. Made by [`for_debug`].
+pub struct DebugPayload(Value);
+
+impl fmt::Debug for DebugPayload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        JsonText(&self.0).fmt(f)
+    }
+}
+
+/// A payload as JSON text ([`for_debug`] takes it as stored, or parsed).
+#[derive(Clone, Copy)]
+pub enum PayloadRef<'a> {
+    /// JSON text, as the outbox table and the publishers keep it.
+    Text(&'a str),
+    /// Parsed JSON.
+    Json(&'a Value),
+}
+
+impl<'a> From<&'a str> for PayloadRef<'a> {
+    fn from(text: &'a str) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl<'a> From<&'a String> for PayloadRef<'a> {
+    fn from(text: &'a String) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl<'a> From<&'a Value> for PayloadRef<'a> {
+    fn from(value: &'a Value) -> Self {
+        Self::Json(value)
+    }
+}
+
+/// The payload as a `Debug` impl may print it: the one helper behind the `Debug` output of every toolkit type
+/// that holds a payload (`NewEvent`, `StoredEvent` and the `ReadRow`s that hold it, `EventDetail`, the relay's `Message`).
+///
+/// `paths` are the event's sensitive paths, or `None` when they could not be read (a corrupted column). When in
+/// doubt, hide: a payload that is not JSON, or whose paths are unknown, prints as [`REDACTED`] as a whole.
+///
+/// # Example
+///
+/// ```
+/// use outbox_core::redact::for_debug;
+///
+/// let shown = for_debug(r#"{"email":"ana@example.com","plan":"pro"}"#, Some(&["/email"]));
+/// assert_eq!(format!("{shown:?}"), r#"{"email":"[REDACTED]","plan":"pro"}"#);
+/// let unknown_paths = for_debug(r#"{"email":"ana@example.com"}"#, None::<&[&str]>);
+/// assert_eq!(format!("{unknown_paths:?}"), r#""[REDACTED]""#);
+/// ```
+pub fn for_debug<'a, P: AsRef<str>>(payload: impl Into<PayloadRef<'a>>, paths: Option<&[P]>) -> DebugPayload {
+    let hidden = || Value::String(REDACTED.to_owned());
+    let Some(paths) = paths else { return DebugPayload(hidden()) };
+    let value = match payload.into() {
+        PayloadRef::Text(text) => serde_json::from_str::<Value>(text).unwrap_or_else(|_| hidden()),
+        PayloadRef::Json(value) => value.clone(),
+    };
+    let mut value = value;
+    redact(&mut value, paths);
+    DebugPayload(value)
+}
+
+/// `Debug` for a type that serializes and knows its sensitive paths, printing serde's view of it with the
+/// sensitive values masked, the keys of `order` (the fields in declaration order) first: what
+/// `#[derive(RedactedDebug)]` expands to.
+pub(crate) fn debug_redacted<T: serde::Serialize + Redact + ?Sized>(
+    value: &T,
+    name: &str,
+    order: &[&str],
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    let Ok(mut json) = serde_json::to_value(value) else {
+        return f.debug_struct(name).finish_non_exhaustive();
+    };
+    redact(&mut json, &T::redact_paths());
+    match &json {
+        Value::Object(fields) => {
+            let mut out = f.debug_struct(name);
+            for key in order {
+                if let Some(field) = fields.get(*key) {
+                    out.field(key, &JsonText(field));
+                }
+            }
+            for (key, field) in fields.iter().filter(|(key, _)| !order.contains(&key.as_str())) {
+                out.field(key, &JsonText(field));
+            }
+            out.finish()
+        }
+        other => f.debug_tuple(name).field(&JsonText(other)).finish(),
+    }
+}
+
+/// A JSON value printed as JSON text: compact, or indented under `{:#?}`.
+struct JsonText<'a>(&'a Value);
+
+impl fmt::Debug for JsonText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = if f.alternate() { serde_json::to_string_pretty(self.0) } else { serde_json::to_string(self.0) };
+        f.write_str(&text.map_err(|_| fmt::Error)?)
+    }
 }
 
 fn blank(value: &mut Value) {

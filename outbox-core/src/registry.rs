@@ -18,6 +18,7 @@ pub struct EventDescriptor {
     event_type: &'static str,
     aggregate_type: &'static str,
     version: u32,
+    upcasts_from: Option<u32>,
     type_name: &'static str,
     sensitive_paths: fn() -> Vec<String>,
     schema: fn() -> Result<Schema, SchemaError>,
@@ -33,10 +34,22 @@ impl EventDescriptor {
             event_type: E::EVENT_TYPE,
             aggregate_type: E::AGGREGATE_TYPE,
             version: E::VERSION,
+            upcasts_from: None,
             type_name,
             sensitive_paths: E::sensitive_paths,
             schema: schema::event_schema::<E>,
         }
+    }
+
+    /// The same descriptor, replacing the version `upcasts_from` (`#[outbox(upcast_from = ...)]`).
+    pub(crate) const fn upcasting_from(mut self, upcasts_from: Option<u32>) -> Self {
+        self.upcasts_from = upcasts_from;
+        self
+    }
+
+    /// The older version this one replaces and reads by upcasting (`#[outbox(upcast_from = ...)]`), if any.
+    pub fn upcasts_from(&self) -> Option<u32> {
+        self.upcasts_from
     }
 
     /// The event type, e.g. `payment.paid`.
@@ -85,6 +98,7 @@ impl fmt::Debug for EventDescriptor {
             .field("event_type", &self.event_type)
             .field("aggregate_type", &self.aggregate_type)
             .field("version", &self.version)
+            .field("upcasts_from", &self.upcasts_from)
             .field("type_name", &self.type_name)
             .finish_non_exhaustive()
     }
@@ -117,6 +131,41 @@ pub fn events() -> Vec<&'static EventDescriptor> {
 #[must_use]
 pub fn find(event_type: &str, version: u32) -> Vec<&'static EventDescriptor> {
     events().into_iter().filter(|e| e.event_type == event_type && e.version == version).collect()
+}
+
+/// Every registered version of `event_type`, oldest first: the chain a consumer of the newest one reads.
+///
+/// # Example
+///
+/// ```
+/// # use outbox_core::OutboxEvent;
+/// #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema, OutboxEvent)]
+/// #[outbox(event_type = "seat.booked", aggregate = "seat", version = 1)]
+/// struct SeatBookedV1 {
+///     #[outbox(aggregate_id)]
+///     seat: u32,
+/// }
+///
+/// #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema, OutboxEvent)]
+/// #[outbox(event_type = "seat.booked", aggregate = "seat", version = 2, upcast_from = SeatBookedV1)]
+/// struct SeatBooked {
+///     #[outbox(aggregate_id)]
+///     seat: u32,
+///     row: String,
+/// }
+///
+/// impl From<SeatBookedV1> for SeatBooked {
+///     fn from(v1: SeatBookedV1) -> Self {
+///         Self { seat: v1.seat, row: "A".into() }
+///     }
+/// }
+///
+/// let versions = outbox_core::registry::versions("seat.booked");
+/// let listed: Vec<(u32, Option<u32>)> = versions.iter().map(|e| (e.version(), e.upcasts_from())).collect();
+/// assert_eq!(listed, [(1, None), (2, Some(1))]);
+/// ```
+pub fn versions(event_type: &str) -> Vec<&'static EventDescriptor> {
+    events().into_iter().filter(|e| e.event_type == event_type).collect()
 }
 
 /// Why the registered events are inconsistent.

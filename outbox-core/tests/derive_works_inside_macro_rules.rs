@@ -39,3 +39,37 @@ fn derive_inside_macro_rules_takes_literal_fragments_and_lists_sensitive_paths()
     let redacted = event.redacted().to_string();
     assert!(!redacted.contains("ana@example.com") && !redacted.contains("4111"), "{redacted}");
 }
+
+macro_rules! keyed_event {
+    ($name:ident, $event_type:literal, $path:literal) => {
+        #[derive(Serialize, JsonSchema, OutboxEvent)]
+        #[schemars(crate = "outbox_core::schemars")]
+        #[outbox(event_type = $event_type, aggregate = "account", version = 1, aggregate_id = $path)]
+        struct $name {
+            account: Account,
+        }
+    };
+}
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(crate = "outbox_core::schemars")]
+struct Account {
+    number: u64,
+}
+
+impl Account {
+    fn key(&self) -> String {
+        format!("ACC-{}", self.number)
+    }
+}
+
+keyed_event!(AccountFrozen, "account.frozen", "account.number");
+keyed_event!(AccountThawed, "account.thawed", "account.key()");
+
+#[test]
+fn derive_inside_macro_rules_takes_the_aggregate_id_path_as_a_literal_fragment() {
+    let frozen = AccountFrozen { account: Account { number: 12 } };
+    assert_eq!(frozen.aggregate_id(), "12");
+    let thawed = AccountThawed { account: Account { number: 12 } };
+    assert_eq!(thawed.aggregate_id(), "ACC-12");
+}

@@ -25,7 +25,7 @@ impl Derive {
 
     fn container_keys(self) -> &'static [&'static str] {
         match self {
-            Self::Event => &["event_type", "aggregate", "version", "aggregate_id", "crate"],
+            Self::Event => &["event_type", "aggregate", "version", "aggregate_id", "upcast_from", "crate"],
             Self::Redact => &["crate"],
         }
     }
@@ -48,6 +48,8 @@ pub(crate) struct Container {
     pub(crate) version: Option<LitInt>,
     pub(crate) aggregate_id: Option<LitStr>,
     pub(crate) krate: Option<syn::Path>,
+    /// `upcast_from = PaymentPaidV1`: the type of the version this one replaces.
+    pub(crate) upcast_from: Option<syn::Path>,
     /// Keys the user tried to give but got wrong (a bad value, a typo): not reported again as missing.
     pub(crate) attempted: Vec<&'static str>,
 }
@@ -82,6 +84,7 @@ pub(crate) fn container(derive: Derive, attrs: &[Attribute], errors: &mut Errors
                 "aggregate" => set(&mut container.aggregate, string(&meta, errors)?, &meta, errors),
                 "aggregate_id" => set(&mut container.aggregate_id, string(&meta, errors)?, &meta, errors),
                 "version" => set(&mut container.version, integer(&meta, errors)?, &meta, errors),
+                "upcast_from" => set(&mut container.upcast_from, type_path(&meta, errors)?, &meta, errors),
                 _ => {
                     let path = string(&meta, errors)?.and_then(|lit| {
                         if let Ok(path) = lit.parse::<syn::Path>() {
@@ -107,6 +110,33 @@ pub(crate) fn container(derive: Derive, attrs: &[Attribute], errors: &mut Errors
         }
     }
     container
+}
+
+/// The `crate = "..."` of the struct's `#[outbox(...)]` attributes, for a derive that reads nothing else; the
+/// other keys are left to `#[derive(OutboxEvent)]` or `#[derive(Redact)]`, which report mistakes in them.
+pub(crate) fn krate_only(attrs: &[Attribute], errors: &mut Errors) -> Option<syn::Path> {
+    let mut krate = None;
+    for attr in outbox_attrs(attrs) {
+        let parsed = attr.parse_nested_meta(|meta| {
+            if !meta.path.is_ident("crate") {
+                return skip_value(&meta);
+            }
+            if let Some(lit) = string(&meta, errors)? {
+                match lit.parse::<syn::Path>() {
+                    Ok(path) => krate = Some(path),
+                    Err(_) => errors.push(syn::Error::new_spanned(
+                        &lit,
+                        "`crate` must name a path to outbox_core, e.g. `crate = \"my_app::outbox_core\"`",
+                    )),
+                }
+            }
+            Ok(())
+        });
+        if let Err(error) = parsed {
+            errors.push(error);
+        }
+    }
+    krate
 }
 
 /// Parses the `#[outbox(...)]` attributes of one field.
@@ -173,6 +203,24 @@ fn string(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option
     }
 }
 
+/// `key = path::To::Type` (a `"string"` holding one is accepted too); anything else is reported and gives `None`.
+fn type_path(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option<syn::Path>> {
+    let key = key_of(meta);
+    let Some(expr) = expr_value(meta, &key, "PaymentPaidV1", errors)? else { return Ok(None) };
+    let path = match &expr {
+        syn::Expr::Path(syn::ExprPath { path, qself: None, .. }) => Some(path.clone()),
+        syn::Expr::Lit(syn::ExprLit { lit: Lit::Str(lit), .. }) => lit.parse::<syn::Path>().ok(),
+        _ => None,
+    };
+    if path.is_none() {
+        errors.push(syn::Error::new_spanned(
+            &expr,
+            format!("`{key}` takes the type of the previous version: `{key} = PaymentPaidV1`"),
+        ));
+    }
+    Ok(path)
+}
+
 /// `key = 1`; a value of another kind is reported and gives `None`.
 fn integer(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option<LitInt>> {
     let key = key_of(meta);
@@ -186,24 +234,37 @@ fn integer(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Optio
     }
 }
 
-fn value(meta: &ParseNestedMeta<'_>, key: &str, errors: &mut Errors) -> syn::Result<Option<Lit>> {
+/// The expression after `key =`; a missing value is reported (with `example`) and gives `None`.
+fn expr_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    example: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<syn::Expr>> {
     if !meta.input.peek(Token![=]) {
-        errors.push(syn::Error::new_spanned(&meta.path, format!("`{key}` needs a value: `{key} = ...`")));
+        errors.push(syn::Error::new_spanned(&meta.path, format!("`{key}` needs a value: `{key} = {example}`")));
         skip_value(meta)?;
         return Ok(None);
     }
     let mut expr: syn::Expr = meta.value()?.parse()?;
-    // A `$value:literal` passed through `macro_rules!` arrives wrapped in an invisible group.
+    // A `$value:literal` (or `$previous:path`) passed through `macro_rules!` arrives wrapped in an invisible group.
     while let syn::Expr::Group(group) = expr {
         expr = *group.expr;
     }
+    Ok(Some(expr))
+}
+
+fn value(meta: &ParseNestedMeta<'_>, key: &str, errors: &mut Errors) -> syn::Result<Option<Lit>> {
+    let Some(expr) = expr_value(meta, key, "...", errors)? else { return Ok(None) };
     match expr {
         syn::Expr::Lit(syn::ExprLit { lit, .. }) => Ok(Some(lit)),
         other => {
-            errors.push(syn::Error::new_spanned(
-                other,
-                format!("`{key}` takes a literal: `{key} = \"...\"` or `{key} = 1`"),
-            ));
+            let message = if key == "crate" {
+                "`crate` takes the path as a string: `crate = \"my_app::outbox_core\"`".to_owned()
+            } else {
+                format!("`{key}` takes a literal: `{key} = \"...\"` or `{key} = 1`")
+            };
+            errors.push(syn::Error::new_spanned(other, message));
             Ok(None)
         }
     }

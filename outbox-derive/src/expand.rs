@@ -13,19 +13,21 @@ use crate::valid::{self, AggregateId, Step};
 
 /// `#[derive(OutboxEvent)]`.
 pub(crate) fn derive_event(node: &DeriveInput) -> TokenStream {
-    let mut errors = Errors::default();
+    let mut errors = Errors::new();
     let input = Input::from_syn(Derive::Event, node, &mut errors);
     let event = input.as_ref().and_then(|input| valid::event(input, &mut errors));
     let krate = krate(input.as_ref());
-    match (&input, event, errors.into_error()) {
+    match (&input, event, errors.check()) {
         (Some(input), Some(event), None) => {
             let redact = redact_impl(input, &krate);
+            let versioned = versioned_impl(input, &event, &krate);
             let event = event_impl(input, &event, &krate);
             let registration = registration(input, &krate);
             quote! {
                 const _: () = {
                     #redact
                     #event
+                    #versioned
                     #registration
                 };
             }
@@ -36,13 +38,13 @@ pub(crate) fn derive_event(node: &DeriveInput) -> TokenStream {
 
 /// `#[derive(Redact)]`.
 pub(crate) fn derive_redact(node: &DeriveInput) -> TokenStream {
-    let mut errors = Errors::default();
+    let mut errors = Errors::new();
     let input = Input::from_syn(Derive::Redact, node, &mut errors);
     if let Some(input) = &input {
         valid::fields(input, &mut errors);
     }
     let krate = krate(input.as_ref());
-    match (input, errors.into_error()) {
+    match (input, errors.check()) {
         (Some(input), None) => {
             let redact = redact_impl(&input, &krate);
             quote! {
@@ -146,6 +148,11 @@ fn event_impl(input: &Input<'_>, event: &valid::Event<'_>, krate: &syn::Path) ->
         let (_, ty_generics, _) = input.node.generics.split_for_impl();
         bounds.push(syn::parse_quote!(#ident #ty_generics: #private::Serialize));
     }
+    // `self` takes the macro's own span, as the `&self` receiver below does: with the span of the user's tokens
+    // it would not resolve when those tokens come from a `macro_rules!` fragment (E0424). The value is bound to a
+    // local first, so that the trait bound is checked on a token of the user's field (or attribute) and a
+    // compile error points there rather than at the derive.
+    let this = quote!(self);
     let id_expr = match &event.aggregate_id {
         AggregateId::Field(field) => {
             let name = field.ident;
@@ -153,14 +160,22 @@ fn event_impl(input: &Input<'_>, event: &valid::Event<'_>, krate: &syn::Path) ->
             if is_generic(input, ty) {
                 bounds.push(syn::parse_quote_spanned!(ty.span()=> #ty: #private::AggregateId));
             }
-            quote_spanned!(ty.span()=> #private::AggregateId::to_aggregate_id(&self.#name))
+            let value = Ident::new("__outbox_aggregate_id", ty.span());
+            quote_spanned! {ty.span()=>
+                let #value = &#this.#name;
+                #private::AggregateId::to_aggregate_id(#value)
+            }
         }
         AggregateId::Path { steps, lit } => {
             let steps = steps.iter().map(|step| match step {
                 Step::Field(name) => quote!(.#name),
                 Step::Method(name) => quote!(.#name()),
             });
-            quote_spanned!(lit.span()=> #private::AggregateId::to_aggregate_id(&self #(#steps)*))
+            let value = Ident::new("__outbox_aggregate_id", lit.span());
+            quote_spanned! {lit.span()=>
+                let #value = &#this #(#steps)*;
+                #private::AggregateId::to_aggregate_id(#value)
+            }
         }
     };
     let generics = with_bounds(input, bounds);
@@ -184,6 +199,55 @@ fn event_impl(input: &Input<'_>, event: &valid::Event<'_>, krate: &syn::Path) ->
     }
 }
 
+/// `Versioned`: the version this one replaces (`upcast_from = P`, checked to be an older version of the same
+/// event type at compile time), or none.
+fn versioned_impl(input: &Input<'_>, event: &valid::Event<'_>, krate: &syn::Path) -> TokenStream {
+    let ident = &input.node.ident;
+    let private = quote!(#krate::__private);
+    // The bounds the `OutboxEvent` impl of a generic event has, without repeating them.
+    let mut generics = input.node.generics.clone();
+    generics.make_where_clause().predicates.push(syn::parse_quote!(Self: #private::OutboxEvent));
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    match event.upcast_from {
+        // Every token takes the span of the `upcast_from` value, so that a missing `From` impl or a version that
+        // is not older points there.
+        Some(previous) => respan(
+            quote! {
+                #[automatically_derived]
+                impl #impl_generics #private::Versioned for #ident #ty_generics #where_clause {
+                    type Previous = #private::UpcastFrom<#previous>;
+                }
+                const _: () = #private::check_upcast::<#ident, #previous>();
+            },
+            previous.span(),
+        ),
+        None => quote! {
+            #[automatically_derived]
+            impl #impl_generics #private::Versioned for #ident #ty_generics #where_clause {
+                type Previous = #private::NoPrevious;
+            }
+        },
+    }
+}
+
+/// `tokens` with every span set to `span`.
+fn respan(tokens: TokenStream, span: proc_macro2::Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|token| match token {
+            proc_macro2::TokenTree::Group(group) => {
+                let mut respanned = proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+                respanned.set_span(span);
+                proc_macro2::TokenTree::Group(respanned)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
+}
+
 /// Registers the event at link time; a generic struct has no single concrete type to register.
 fn registration(input: &Input<'_>, krate: &syn::Path) -> TokenStream {
     if !input.node.generics.params.is_empty() {
@@ -197,4 +261,59 @@ fn registration(input: &Input<'_>, krate: &syn::Path) -> TokenStream {
             #private::descriptor::<#ident>(#private::concat!(#private::module_path!(), "::", #name))
         }
     }
+}
+
+/// `#[derive(RedactedDebug)]`: a `Debug` impl that prints serde's view of the value with its sensitive values
+/// masked, for any type that implements `Serialize` and `Redact` (an event, or a type nested in one).
+pub(crate) fn derive_redacted_debug(node: &DeriveInput) -> TokenStream {
+    let mut errors = Errors::new();
+    let krate = crate::attr::krate_only(&node.attrs, &mut errors).unwrap_or_else(|| syn::parse_quote!(::outbox_core));
+    if let Some(error) = errors.check() {
+        return error.to_compile_error();
+    }
+    let ident = &node.ident;
+    let private = quote!(#krate::__private);
+    let name = ident.to_string();
+    let order = declared_keys(node);
+    let mut generics = node.generics.clone();
+    generics.make_where_clause().predicates.push(syn::parse_quote!(Self: #private::Serialize + #private::Redact));
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    quote! {
+        const _: () = {
+            #[automatically_derived]
+            impl #impl_generics #private::fmt::Debug for #ident #ty_generics #where_clause {
+                fn fmt(&self, f: &mut #private::fmt::Formatter<'_>) -> #private::fmt::Result {
+                    #private::debug_redacted(self, #name, &[#(#order),*], f)
+                }
+            }
+        };
+    }
+}
+
+/// The JSON keys of the struct's fields in declaration order (as serde names them), so that the redacted `Debug`
+/// lists the fields in the order of the struct and not of the JSON object.
+fn declared_keys(node: &DeriveInput) -> Vec<String> {
+    let syn::Data::Struct(syn::DataStruct { fields: syn::Fields::Named(named), .. }) = &node.data else {
+        return Vec::new();
+    };
+    let container = crate::serde::container(&node.attrs);
+    named
+        .named
+        .iter()
+        .filter_map(|field| {
+            let serde = crate::serde::field(&field.attrs);
+            if serde.skip || serde.flatten {
+                return None;
+            }
+            if let Some(rename) = serde.rename {
+                return Some(rename);
+            }
+            let name = field.ident.as_ref()?.to_string();
+            let name = name.strip_prefix("r#").unwrap_or(&name).to_owned();
+            Some(match container.rename_all {
+                Some(rule) => rule.apply_to_field(&name),
+                None => name,
+            })
+        })
+        .collect()
 }

@@ -11,6 +11,12 @@ pub(crate) fn event(node: &DeriveInput, krate: &syn::Path, error: Option<syn::Er
     let (impl_generics, ty_generics, where_clause) = node.generics.split_for_impl();
     let private = quote!(#krate::__private);
     let error = error.map(|error| error.to_compile_error());
+    if matches!(node.data, syn::Data::Union(_)) {
+        // serde cannot serialize a union, so an `OutboxEvent` stub would only add an error about `Serialize`.
+        return quote! {
+            #error
+        };
+    }
     quote! {
         #error
         const _: () = {
@@ -26,6 +32,11 @@ pub(crate) fn event(node: &DeriveInput, krate: &syn::Path, error: Option<syn::Er
                 fn aggregate_id(&self) -> #private::String {
                     #private::unreachable!("#[derive(OutboxEvent)] failed")
                 }
+            }
+
+            #[automatically_derived]
+            impl #impl_generics #private::Versioned for #ident #ty_generics #where_clause {
+                type Previous = #private::NoPrevious;
             }
         };
     }

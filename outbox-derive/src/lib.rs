@@ -1,5 +1,5 @@
-//! `#[derive(OutboxEvent)]` and `#[derive(Redact)]` for [outbox-core]; depend on `outbox-core` (feature `derive`,
-//! on by default), which re-exports both.
+//! `#[derive(OutboxEvent)]`, `#[derive(Redact)]` and `#[derive(RedactedDebug)]` for [outbox-core]; depend on `outbox-core` (feature `derive`,
+//! on by default), which re-exports them.
 //!
 //! ```
 //! use outbox_core::OutboxEvent;
@@ -41,15 +41,15 @@ mod case;
 mod errors;
 mod expand;
 mod fallback;
-mod secret;
+mod sensitive_names;
 mod serde;
 mod valid;
 
 use proc_macro::TokenStream;
 use syn::{parse_macro_input, DeriveInput};
 
-/// Implements `outbox_core::OutboxEvent` (and `outbox_core::Redact`) for a struct with named fields, and
-/// registers the event in `outbox_core::registry`.
+/// Implements `outbox_core::OutboxEvent` (and `outbox_core::Redact`, `outbox_core::Versioned`) for a struct with
+/// named fields, and registers the event in `outbox_core::registry`.
 ///
 /// # Struct attributes
 ///
@@ -59,6 +59,10 @@ use syn::{parse_macro_input, DeriveInput};
 /// - `version = 1` (required): the schema version, from 1. Bump it for a change that breaks consumers.
 /// - `aggregate_id = "customer.id"` or `aggregate_id = "key()"`: where the aggregate id is, when no field is
 ///   marked `#[outbox(aggregate_id)]`: fields and argument-less methods from `self`, separated by dots.
+/// - `upcast_from = PaymentPaidV1`: the type of the version this one replaces (an event of the same event type
+///   and a lower version, kept in the program). The struct must implement `From<PaymentPaidV1>`, and both must
+///   implement `Deserialize`: consumers then read every older version as this type (`outbox_core::Decode`),
+///   upcasting along the chain (v1 -> v2 -> v3). Checked at compile time.
 /// - `crate = "path::to::outbox_core"`: where outbox_core is, when it is not a dependency named `outbox_core`.
 ///
 /// # Field attributes
@@ -67,18 +71,27 @@ use syn::{parse_macro_input, DeriveInput};
 ///   String, a newtype). Exactly one field, unless the struct names the id with `aggregate_id = "..."`.
 /// - `sensitive`: the value is redacted wherever the toolkit prints the event, and marked `x-sensitive` in the
 ///   schema. Works on any field (an `Option`, a `Vec`, a nested struct: the whole value is redacted).
-/// - `not_sensitive`: silences the secret guard for a field whose name only looks like a secret.
+/// - `not_sensitive`: silences the guards for a field whose name only looks like a secret or personal data.
 ///
 /// The sensitive paths follow serde: `#[serde(rename)]`, `#[serde(rename_all)]`, `#[serde(flatten)]` (merged
 /// without a prefix), `#[serde(skip)]` (absent) and `#[serde(transparent)]`. A field whose type implements
 /// `outbox_core::Redact` (`#[derive(Redact)]`) adds that type's paths under the field's name, `/*` for a
 /// `Vec`, a set or a map.
 ///
-/// # Secret guard
+/// # Guards for secrets and personal data
 ///
 /// A field whose name looks like a secret (`password`, `passwd`, `secret`, `token`, `api_key`, `private_key`,
-/// `credit_card`, `card_number`, `cvv`, `ssn`, in any case) is a compile error unless marked `sensitive` or
+/// `credit_card`, `card_number`, `cvv`, in any case) is a compile error unless marked `sensitive` or
 /// `not_sensitive`: secrets do not belong in events, which every consumer receives; publish an identifier.
+///
+/// So is a field whose name looks like personal data: contact details (`email`, `phone`, `telephone`,
+/// `msisdn`), government and tax identifiers (`ssn`, `cpf`, `cnpj`, `passport`, `tax_id`, `national_id`,
+/// `driver_license`), bank accounts (`iban`, `bank_account`, `account_number`), birth dates (`birth_date`,
+/// `date_of_birth`, `birthday`, `dob`), postal addresses (`home_address`, `billing_address`,
+/// `shipping_address`, ...) and personal names (`first_name`, `last_name`, `full_name`, `surname`). Names match
+/// by word, so `customer_email` and `billingPhone` are caught and `emailed_at` is not; a name that describes the
+/// data instead of holding it (`phone_count`, `email_verified`, `has_phone`) is not caught either. Mark the field
+/// `sensitive` to have it redacted everywhere the toolkit prints it, or `not_sensitive` when the name misleads.
 ///
 /// # Schema and registry
 ///
@@ -92,7 +105,8 @@ pub fn derive_outbox_event(input: TokenStream) -> TokenStream {
 }
 
 /// Implements `outbox_core::Redact` for a struct nested in event payloads, from `#[outbox(sensitive)]` marks on
-/// its fields; takes `#[outbox(crate = "...")]` and applies the secret guard like `#[derive(OutboxEvent)]`.
+/// its fields; takes `#[outbox(crate = "...")]` and applies the guards for secrets and personal data
+/// like `#[derive(OutboxEvent)]`.
 ///
 /// An event does not need it: `#[derive(OutboxEvent)]` implements `Redact` too, so an event can be nested in
 /// another. With `#[serde(transparent)]`, a sensitive field makes the whole value sensitive (a `Secret`
@@ -115,4 +129,39 @@ pub fn derive_outbox_event(input: TokenStream) -> TokenStream {
 pub fn derive_redact(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     expand::derive_redact(&input).into()
+}
+
+/// Implements `Debug` for an event (or a type nested in one) so that it never prints a sensitive value: use it
+/// instead of `#[derive(Debug)]` on every type that has `#[outbox(sensitive)]` fields.
+///
+/// A plain `#[derive(Debug)]` prints every field as it is, so `tracing::debug!(?event)` or a panic message would
+/// show what `#[outbox(sensitive)]` promised to hide. `RedactedDebug` prints the value as serde serializes it,
+/// with every sensitive path (the type's own and those of the types nested in it) replaced by `"[REDACTED]"`,
+/// exactly as the toolkit's logs and CLI show the payload. It needs `Serialize` and `outbox_core::Redact`
+/// (which `#[derive(OutboxEvent)]` and `#[derive(Redact)]` implement), not `Debug` on the fields. Takes
+/// `#[outbox(crate = "...")]`.
+///
+/// It is a derive of its own rather than an option of `#[derive(OutboxEvent)]` so that it stands where a reader
+/// looks for `Debug`, in the derive list, works the same on events and nested types, and clashes with a
+/// `#[derive(Debug)]` left beside it (two `Debug` impls do not compile).
+///
+/// ```
+/// use outbox_core::{OutboxEvent, RedactedDebug};
+///
+/// #[derive(serde::Serialize, schemars::JsonSchema, OutboxEvent, RedactedDebug)]
+/// #[outbox(event_type = "customer.registered", aggregate = "customer", version = 1)]
+/// struct CustomerRegistered {
+///     #[outbox(aggregate_id)]
+///     customer_id: u64,
+///     #[outbox(sensitive)]
+///     email: String,
+/// }
+///
+/// let event = CustomerRegistered { customer_id: 7, email: "ana@example.com".into() };
+/// assert_eq!(format!("{event:?}"), r#"CustomerRegistered { customer_id: 7, email: "[REDACTED]" }"#);
+/// ```
+#[proc_macro_derive(RedactedDebug, attributes(outbox))]
+pub fn derive_redacted_debug(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::derive_redacted_debug(&input).into()
 }

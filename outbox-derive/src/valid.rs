@@ -1,10 +1,11 @@
-//! Checks across attributes: required keys, the event type's grammar, one aggregate id, the secret guard.
+//! Checks across attributes: required keys, the event type's grammar, one aggregate id, the guards for secrets
+//! and personal data.
 
 use syn::{Ident, LitStr};
 
 use crate::ast::{Field, Input};
 use crate::errors::Errors;
-use crate::secret::looks_secret;
+use crate::sensitive_names::{classify, Finding};
 
 /// The longest event type (or aggregate type) accepted.
 const MAX_NAME_LEN: usize = 255;
@@ -15,6 +16,8 @@ pub(crate) struct Event<'a> {
     pub(crate) aggregate: &'a LitStr,
     pub(crate) version: u32,
     pub(crate) aggregate_id: AggregateId<'a>,
+    /// The type of the version this one replaces (`upcast_from = ...`).
+    pub(crate) upcast_from: Option<&'a syn::Path>,
 }
 
 /// Where the aggregate id comes from.
@@ -84,7 +87,29 @@ pub(crate) fn event<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Eve
         None => None,
     };
     let aggregate_id = aggregate_id(input, errors);
-    Some(Event { event_type: event_type?, aggregate: aggregate?, version: version?, aggregate_id: aggregate_id? })
+    let upcast_from = attrs.upcast_from.as_ref();
+    if let (Some(path), Some(1)) = (upcast_from, version) {
+        errors.push(syn::Error::new_spanned(
+            path,
+            "version 1 is the first version of an event type: it has nothing to upcast from; give this type the \
+             next version (`version = 2`) or remove `upcast_from`",
+        ));
+        return None;
+    }
+    if let (Some(path), false) = (upcast_from, input.node.generics.params.is_empty()) {
+        errors.push(syn::Error::new_spanned(
+            path,
+            "a generic event cannot upcast: it is not registered and has no single previous version",
+        ));
+        return None;
+    }
+    Some(Event {
+        event_type: event_type?,
+        aggregate: aggregate?,
+        version: version?,
+        aggregate_id: aggregate_id?,
+        upcast_from,
+    })
 }
 
 /// `event_type` and `aggregate`: lowercase, dot-separated segments of `[a-z0-9_-]`.
@@ -156,17 +181,19 @@ fn aggregate_id_path<'a>(input: &Input<'_>, lit: &'a LitStr, errors: &mut Errors
             Some(name) => (name, true),
             None => (segment, false),
         };
-        let Ok(ident) = syn::parse_str::<Ident>(name) else {
-            errors.push(syn::Error::new_spanned(
-                lit,
-                format!(
-                    "`{text}` is not a path to the aggregate id: use field names and methods without arguments \
-                     separated by dots, e.g. `\"customer.id\"` or `\"key()\"`"
-                ),
-            ));
-            return None;
+        let ident = match step_ident(name, lit) {
+            Ok(ident) => ident,
+            Err(problem) => {
+                errors.push(syn::Error::new_spanned(
+                    lit,
+                    format!(
+                        "`{text}` is not a path to the aggregate id: {problem}; use field names and methods \
+                         without arguments separated by dots, e.g. `\"customer.id\"` or `\"key()\"`"
+                    ),
+                ));
+                return None;
+            }
         };
-        let ident = Ident::new(&ident.to_string(), lit.span());
         steps.push(if method { Step::Method(ident) } else { Step::Field(ident) });
     }
     if let Some(Step::Field(first)) = steps.first() {
@@ -180,6 +207,39 @@ fn aggregate_id_path<'a>(input: &Input<'_>, lit: &'a LitStr, errors: &mut Errors
         }
     }
     Some(AggregateId::Path { steps, lit })
+}
+
+/// The identifier of one step of an `aggregate_id = "..."` path, spanned at the attribute's literal; a raw
+/// identifier (`r#type`) stays raw. The reason it is not a valid identifier otherwise.
+fn step_ident(name: &str, lit: &LitStr) -> Result<Ident, String> {
+    use syn::ext::IdentExt;
+    use syn::parse::Parser;
+    if name.is_empty() {
+        return Err("it has an empty segment".to_owned());
+    }
+    if let Some(raw) = name.strip_prefix("r#") {
+        // `Ident::new_raw` panics on these, and the compiler refuses them as raw identifiers.
+        if matches!(raw, "self" | "Self" | "super" | "crate" | "_" | "") {
+            return Err(format!("`{name}` is not a valid raw identifier"));
+        }
+        return match Ident::parse_any.parse_str(raw) {
+            Ok(ident) if ident == raw => Ok(Ident::new_raw(raw, lit.span())),
+            _ => Err(format!("`{name}` is not a valid raw identifier")),
+        };
+    }
+    match syn::parse_str::<Ident>(name) {
+        Ok(mut ident) => {
+            ident.set_span(lit.span());
+            Ok(ident)
+        }
+        Err(_) => match Ident::parse_any.parse_str(name) {
+            Ok(_) if matches!(name, "self" | "Self" | "super" | "crate") => {
+                Err(format!("`{name}` cannot name a field or a method"))
+            }
+            Ok(_) => Err(format!("`{name}` is a keyword; a field named so is written `r#{name}`")),
+            Err(_) => Err(format!("`{name}` is not an identifier")),
+        },
+    }
 }
 
 /// The checks on fields that both derives share.
@@ -208,21 +268,29 @@ pub(crate) fn fields(input: &Input<'_>, errors: &mut Errors) {
         }
         let unmarked = attrs.sensitive.is_none() && attrs.not_sensitive.is_none();
         if unmarked && !field.serde.skip {
-            let secret =
-                looks_secret(&field.ident.to_string()).or_else(|| field.serde.rename.as_deref().and_then(looks_secret));
-            if let Some(secret) = secret {
-                errors.push(syn::Error::new_spanned(
-                    field.ident,
-                    format!(
-                        "field `{}` looks like it holds a secret (`{secret}`): events are stored in the outbox and \
-                         copied to every consumer, so keep secrets out of them and publish an identifier instead \
-                         (a key id, a token id, a masked number); if the value must travel, mark it \
-                         `#[outbox(sensitive)]` so it is redacted wherever the toolkit prints it, or mark it \
-                         `#[outbox(not_sensitive)]` if it holds no secret",
-                        field.ident
-                    ),
-                ));
+            let finding =
+                classify(&field.ident.to_string()).or_else(|| field.serde.rename.as_deref().and_then(classify));
+            if let Some(finding) = finding {
+                errors.push(syn::Error::new_spanned(field.ident, unmarked_message(field.ident, &finding)));
             }
         }
+    }
+}
+
+/// Why an unmarked field whose name says it holds a secret or personal data is refused, and how to fix it.
+fn unmarked_message(ident: &Ident, finding: &Finding) -> String {
+    match finding {
+        Finding::Secret(secret) => format!(
+            "field `{ident}` looks like it holds a secret (`{secret}`): events are stored in the outbox and copied to \
+             every consumer, so keep secrets out of them and publish an identifier instead (a key id, a token id, a \
+             masked number); if the value must travel, mark it `#[outbox(sensitive)]` so it is redacted wherever \
+             the toolkit prints it, or mark it `#[outbox(not_sensitive)]` if it holds no secret"
+        ),
+        Finding::PersonalData(kind) => format!(
+            "field `{ident}` looks like personal data (`{kind}`): events are stored in the outbox and copied to \
+             every consumer, and personal data must not show up in logs, CLI output or `Debug`; mark it \
+             `#[outbox(sensitive)]` so it is redacted wherever the toolkit prints it and flagged `x-sensitive` in \
+             the contract, or `#[outbox(not_sensitive)]` if it holds no personal data"
+        ),
     }
 }

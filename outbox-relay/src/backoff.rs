@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Exponential backoff with full jitter: after the `n`-th failure (counting from 0) the next attempt waits a
 /// uniformly random time in `[0, min(max, base * 2^n)]` (the "full jitter" of the AWS architecture blog), so

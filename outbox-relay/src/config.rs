@@ -4,12 +4,13 @@ use std::time::Duration;
 
 use outbox_core::store::Ordering;
 
-use crate::{Backoff, Error, Result};
+use crate::backoff::Backoff;
+use crate::error::{Error, Result};
 
 /// How the relay learns that new events were committed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Wakeup {
-    /// Adaptive polling (the default): claim again at once while batches come back full, every millisecond or
+    /// Adaptive polling (the default): read again at once while batches come back full, every millisecond or
     /// so while events trickle in, and back off (doubling) to the poll interval when idle. Costs producers
     /// nothing; an idle relay runs one cheap query on the pending partial index per poll interval.
     #[default]
@@ -68,6 +69,7 @@ pub struct RelayConfig {
     pub(crate) wakeup: Wakeup,
     pub(crate) retention: Retention,
     pub(crate) shutdown_timeout: Duration,
+    pub(crate) publish_timeout: Duration,
 }
 
 impl RelayConfig {
@@ -78,32 +80,35 @@ impl RelayConfig {
     /// The shortest allowed lease.
     pub const MIN_LEASE: Duration = Duration::from_millis(100);
 
-    /// A builder with the defaults: batches of up to 100, 1 batch at a time, 20ms idle poll interval, 30s
-    /// lease, 10 attempts, [`Backoff::default`], ordering by aggregate, polling, no retention, 10s shutdown.
+    /// A builder with the defaults: batches of up to 1000, 2 lanes, 20ms idle poll interval, 10s lease, 10
+    /// attempts, [`Backoff::default`], ordering by aggregate, polling, no retention, 10s shutdown, 60s publish
+    /// timeout.
     #[must_use]
     pub fn builder() -> RelayConfigBuilder {
         RelayConfigBuilder::default()
     }
 
-    /// The most events claimed and published in one batch.
+    /// The most events read and published in one batch.
     #[must_use]
     pub fn batch_size(&self) -> u32 {
         self.batch_size
     }
 
-    /// How many batches one relay publishes at once.
+    /// How many lanes one relay runs: each reads, publishes and settles the batches of its share of the relay's
+    /// partitions, so lanes never hold events of the same aggregate.
     #[must_use]
     pub fn concurrency(&self) -> usize {
         self.concurrency
     }
 
-    /// The longest wait between two claims when idle.
+    /// The longest wait between two reads when idle.
     #[must_use]
     pub fn poll_interval(&self) -> Duration {
         self.poll_interval
     }
 
-    /// How long a claim is leased.
+    /// How long a relay stays a member without a heartbeat (it sends one every `lease / 10`, at most every
+    /// second); after it, the relay's partitions are taken over by the others.
     #[must_use]
     pub fn lease(&self) -> Duration {
         self.lease
@@ -144,6 +149,16 @@ impl RelayConfig {
     pub fn shutdown_timeout(&self) -> Duration {
         self.shutdown_timeout
     }
+
+    /// How long one publish call may take before it counts as a failed attempt for every event it carries.
+    pub fn publish_timeout(&self) -> Duration {
+        self.publish_timeout
+    }
+
+    /// How often the relay renews its membership: a tenth of the lease, between 50ms and 1s.
+    pub fn heartbeat_interval(&self) -> Duration {
+        (self.lease / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
 }
 
 /// Builds a [`RelayConfig`]; every value is checked in [`build`](Self::build).
@@ -160,16 +175,17 @@ pub struct RelayConfigBuilder {
     wakeup: Wakeup,
     retention: Retention,
     shutdown_timeout: Duration,
+    publish_timeout: Duration,
 }
 
 impl Default for RelayConfigBuilder {
     fn default() -> Self {
         let backoff = Backoff::default();
         Self {
-            batch_size: 100,
-            concurrency: 1,
+            batch_size: 1000,
+            concurrency: 2,
             poll_interval: Duration::from_millis(20),
-            lease: Duration::from_secs(30),
+            lease: Duration::from_secs(10),
             max_attempts: 10,
             backoff_base: backoff.base(),
             backoff_max: backoff.max(),
@@ -177,6 +193,7 @@ impl Default for RelayConfigBuilder {
             wakeup: Wakeup::Poll,
             retention: Retention::Keep,
             shutdown_timeout: Duration::from_secs(10),
+            publish_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -196,15 +213,16 @@ impl RelayConfigBuilder {
         self
     }
 
-    /// The longest wait between claims when idle (1ms to 1h).
+    /// The longest wait between reads when idle (1ms to 1h).
     #[must_use]
     pub fn poll_interval(mut self, poll_interval: Duration) -> Self {
         self.poll_interval = poll_interval;
         self
     }
 
-    /// How long claimed rows stay leased (100ms to 24h). Must exceed the publisher's longest publish; after it
-    /// expires, another relay may claim the rows and this one can no longer mark them.
+    /// How long the relay stays a member without a heartbeat (100ms to 24h); after it, the other relays take its
+    /// partitions over and it can no longer mark their rows. Heartbeats do not wait for publishing, so a publish
+    /// may take longer than the lease.
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
@@ -254,6 +272,14 @@ impl RelayConfigBuilder {
         self
     }
 
+    /// How long one publish call may take (default 60s): past it, every event of the call counts a failed
+    /// attempt, so a sink that hangs cannot hold an event forever.
+    #[must_use]
+    pub fn publish_timeout(mut self, publish_timeout: Duration) -> Self {
+        self.publish_timeout = publish_timeout;
+        self
+    }
+
     /// Checks every setting.
     ///
     /// # Errors
@@ -267,6 +293,7 @@ impl RelayConfigBuilder {
         in_range("max_attempts", self.max_attempts, 1, 1_000_000)?;
         let backoff = Backoff::new(self.backoff_base, self.backoff_max)?;
         in_duration("shutdown_timeout", self.shutdown_timeout, Duration::ZERO, Duration::from_secs(3600))?;
+        in_duration("publish_timeout", self.publish_timeout, Duration::from_millis(1), Duration::from_secs(24 * 3600))?;
         if let Retention::After(age) = self.retention {
             in_duration("retention", age, Duration::ZERO, Duration::from_secs(100 * 365 * 24 * 3600))?;
         }
@@ -292,6 +319,7 @@ impl RelayConfigBuilder {
             wakeup: self.wakeup,
             retention: self.retention,
             shutdown_timeout: self.shutdown_timeout,
+            publish_timeout: self.publish_timeout,
         })
     }
 }
@@ -317,12 +345,12 @@ mod tests {
     use proptest::prelude::*;
 
     use super::{RelayConfig, Retention, Wakeup};
-    use crate::Error;
+    use crate::error::Error;
 
     #[test]
     fn defaults_are_valid() {
         let config = RelayConfig::builder().build().unwrap();
-        assert_eq!(config.batch_size(), 100);
+        assert_eq!(config.batch_size(), 1000);
         assert_eq!(config.wakeup(), &Wakeup::Poll);
     }
 

@@ -1,13 +1,12 @@
-//! Background upkeep of one relay: reclaiming expired leases and deleting old rows (retention).
+//! Background upkeep of one relay: deleting old rows (retention).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::store::Store;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::{RelayConfig, Retention};
+use crate::config::{RelayConfig, Retention};
 
 /// Rows deleted per retention statement: small, so no statement holds many row locks or runs long.
 const RETENTION_BATCH: u32 = 500;
@@ -15,33 +14,19 @@ const RETENTION_BATCH: u32 = 500;
 /// over several passes instead of in one long burst.
 const RETENTION_BATCHES_PER_PASS: u32 = 20;
 
-/// Runs until `shutdown`: every `lease / 4` (between 50ms and 5s) returns expired leases to `pending`; with
-/// [`Retention::After`], deletes old finished rows every `age / 10` (between 100ms and 60s).
+/// Runs until `shutdown`: with [`Retention::After`], deletes old finished rows every `age / 10` (between 100ms
+/// and 60s).
 pub(crate) async fn run(store: Arc<dyn Store>, config: RelayConfig, shutdown: CancellationToken) {
-    let reclaim_every = (config.lease / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
-    let retention = match config.retention {
-        Retention::After(age) => Some((age, (age / 10).clamp(Duration::from_millis(100), Duration::from_secs(60)))),
-        Retention::Keep | Retention::Immediately => None,
-    };
-    let mut next_retention = Instant::now();
-    let mut tick = tokio::time::interval(reclaim_every);
+    let Retention::After(age) = config.retention else { return };
+    let every = (age / 10).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        match store.reclaim_expired().await {
-            Ok(0) => {}
-            Ok(n) => tracing::warn!(rows = n, "reclaimed rows whose lease expired (a relay died or stalled)"),
-            Err(error) => tracing::warn!(error = %error, "cannot reclaim expired leases"),
-        }
-        if let Some((age, every)) = retention {
-            if Instant::now() >= next_retention {
-                next_retention = Instant::now() + every;
-                delete_old(&*store, age, &shutdown).await;
-            }
-        }
+        delete_old(&*store, age, &shutdown).await;
     }
 }
 

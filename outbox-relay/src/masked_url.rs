@@ -1,12 +1,47 @@
-//! URLs as the relay prints them: with any password replaced by `***`.
+//! URLs as the relay prints them: with any password (and a NATS token given as the user name) replaced by `***`,
+//! and the value of any query option that
+//! names a secret (`password=`, `token=`, `nkey_seed=`, ...: the sinks refuse them, but the refusal prints the URL).
 
-/// The URL with any password replaced by `***`, for messages and logs.
+/// The URL with any password, and the value of any secret-looking query option, replaced by `***`, for messages
+/// and logs.
 pub(crate) fn masked_url(url: &url::Url) -> String {
     let mut url = url.clone();
     if url.password().is_some() {
         let _ = url.set_password(Some("***"));
+    } else if matches!(url.scheme(), "nats" | "tls") && !url.username().is_empty() {
+        // A NATS user name without a password is a token.
+        let _ = url.set_username("***");
+    }
+    if url.query_pairs().any(|(name, _)| is_secret_option(&name)) {
+        // Piece by piece, so the other options keep their spelling.
+        let query: Vec<String> = url
+            .query()
+            .unwrap_or_default()
+            .split('&')
+            .map(|piece| {
+                let name = piece.split_once('=').map_or(piece, |(name, _)| name);
+                let decoded = url::form_urlencoded::parse(name.as_bytes()).next().map(|(name, _)| name);
+                if decoded.is_some_and(|name| is_secret_option(&name)) {
+                    format!("{name}=***")
+                } else {
+                    piece.to_owned()
+                }
+            })
+            .collect();
+        url.set_query(Some(&query.join("&")));
     }
     url.to_string()
+}
+
+/// Whether a query option's value would be a secret (not a file path or a variable name that holds one).
+fn is_secret_option(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    if name.ends_with("_file") || name.ends_with("_env") {
+        return false;
+    }
+    ["password", "passwd", "pass", "token", "secret", "seed", "nkey", "creds", "credentials", "api_key", "signature"]
+        .iter()
+        .any(|secret| name == *secret || name.ends_with(&format!("_{secret}")))
 }
 
 /// Text that should be a URL but may not parse (a sink or database URL), safe to print in logs and errors: a URL
@@ -36,6 +71,12 @@ mod tests {
     fn passwords_are_masked_and_the_rest_is_kept() {
         let url = "amqp://relay:hunter2@broker.example.com:5672/%2f?exchange=x".parse().unwrap();
         assert_eq!(super::masked_url(&url), "amqp://relay:***@broker.example.com:5672/%2f?exchange=x");
+        let query = "nats://h:4222?subject=a&token=hunter2&nkey_seed=SUAhunter2&password_file=/run/pw".parse().unwrap();
+        assert_eq!(super::masked_url(&query), "nats://h:4222?subject=a&token=***&nkey_seed=***&password_file=/run/pw");
+        let token = "nats://s3cr3t@h:4222?subject=a".parse().unwrap();
+        assert_eq!(super::masked_url(&token), "nats://***@h:4222?subject=a");
+        let user = "amqps://relay@h/%2f".parse().unwrap();
+        assert_eq!(super::masked_url(&user), "amqps://relay@h/%2f", "an AMQP user name is no secret");
         let plain = "https://hooks.example.com/x".parse().unwrap();
         assert_eq!(super::masked_url(&plain), "https://hooks.example.com/x");
     }

@@ -18,10 +18,10 @@ pub const WEBHOOK_SECRET_ENV: &str = "OUTBOX_WEBHOOK_SECRET";
 /// | `file:PATH` (or `file://PATH`) | [`FilePublisher`] appending to `PATH` |
 /// | `http://...`, `https://...` | HTTP webhooks |
 /// | `kafka://host:port?topic=...` | [`KafkaPublisher`](crate::KafkaPublisher) (feature `kafka`) |
-/// | `nats://host:port?subject=...` | [`NatsPublisher`](crate::NatsPublisher) (feature `nats`) |
-/// | `amqp://user:pass@host/vhost?exchange=...` | [`AmqpPublisher`](crate::AmqpPublisher) (feature `rabbitmq`) |
+/// | `nats://host:port?subject=...`, `tls://...` | [`NatsPublisher`](crate::NatsPublisher) (feature `nats`) |
+/// | `amqp://user:pass@host/vhost?exchange=...`, `amqps://...` | [`AmqpPublisher`](crate::AmqpPublisher) (feature `rabbitmq`) |
 /// | `sqs://?queue_url=...` | [`SqsPublisher`](crate::SqsPublisher) (feature `sqs`) |
-/// | `redis://host:port?stream=...` | [`RedisPublisher`](crate::RedisPublisher) (feature `redis`) |
+/// | `redis://host:port?stream=...`, `rediss://...` | [`RedisPublisher`](crate::RedisPublisher) (feature `redis`) |
 ///
 /// # Example
 ///
@@ -43,7 +43,8 @@ pub enum Sink {
     File(PathBuf),
     /// HTTP(S) webhooks to this URL.
     Webhook(url::Url),
-    /// A message broker, by the URL's scheme: `kafka`, `nats`, `amqp`, `sqs` or `redis`.
+    /// A message broker, by the URL's scheme: `kafka`, `nats` or `tls`, `amqp` or `amqps`, `sqs`, `redis` or
+    /// `rediss`.
     Broker(url::Url),
 }
 
@@ -74,7 +75,7 @@ impl FromStr for Sink {
                 }
                 Ok(Self::Webhook(url))
             }
-            "kafka" | "nats" | "amqp" | "sqs" | "redis" => {
+            "kafka" | "nats" | "tls" | "amqp" | "amqps" | "sqs" | "redis" | "rediss" => {
                 // The URL may hold a password: a malformed one is not echoed.
                 let url = url::Url::parse(sink).map_err(|e| Error::InvalidSink {
                     sink: format!("{scheme}://..."),
@@ -89,7 +90,7 @@ impl FromStr for Sink {
 
 /// The sinks there are, for error messages.
 const EXPECTED: &str = "expected `stdout`, `file:PATH`, `http://...` or `https://...`, or a broker URL \
-(`kafka://`, `nats://`, `amqp://`, `sqs://`, `redis://`)";
+(`kafka://`, `nats://`, `tls://`, `amqp://`, `amqps://`, `sqs://`, `redis://`, `rediss://`)";
 
 impl fmt::Display for Sink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -109,6 +110,17 @@ impl Sink {
     /// [`Error::OpenSink`] when the file of a `file:` sink cannot be opened, and [`Error::InvalidSink`] for a
     /// sink this build does not include.
     pub fn open(&self) -> Result<SinkPublisher> {
+        self.open_with(false)
+    }
+
+    /// Opens the sink's publisher; with `create_destinations`, its [`connect`](SinkPublisher::connect) creates
+    /// a missing destination (JetStream stream, RabbitMQ exchange, SQS queue, Kafka topic) instead of reporting
+    /// it (`outbox relay --create-destinations`).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub fn open_with(&self, create_destinations: bool) -> Result<SinkPublisher> {
         match self {
             Self::Stdout => Ok(SinkPublisher::Stdout(StdoutPublisher::new())),
             Self::File(path) => FilePublisher::open(path)
@@ -129,28 +141,41 @@ impl Sink {
                 sink: self.to_string(),
                 reason: "this build has no webhook sink (cargo feature `webhook`)".to_owned(),
             }),
-            Self::Broker(url) => open_broker(self, url),
+            Self::Broker(url) => open_broker(self, url, create_destinations),
         }
     }
 }
 
 /// The publisher of a broker URL, if this build has its feature.
-fn open_broker(sink: &Sink, url: &url::Url) -> Result<SinkPublisher> {
+#[cfg_attr(
+    not(any(feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "kafka")),
+    allow(unused_variables)
+)]
+fn open_broker(sink: &Sink, url: &url::Url, create_destinations: bool) -> Result<SinkPublisher> {
     #[allow(unused_imports)]
     use std::sync::Arc;
     match url.scheme() {
         #[cfg(feature = "kafka")]
-        "kafka" => crate::KafkaPublisher::from_url(url).map(|p| SinkPublisher::Kafka(Arc::new(p))),
+        "kafka" => crate::KafkaPublisher::from_url(url)
+            .map(|p| SinkPublisher::Kafka(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "nats")]
-        "nats" => crate::NatsPublisher::from_url(url).map(|p| SinkPublisher::Nats(Arc::new(p))),
+        "nats" | "tls" => crate::NatsPublisher::from_url(url)
+            .map(|p| SinkPublisher::Nats(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "rabbitmq")]
-        "amqp" => crate::AmqpPublisher::from_url(url).map(|p| SinkPublisher::Amqp(Arc::new(p))),
+        "amqp" | "amqps" => crate::AmqpPublisher::from_url(url)
+            .map(|p| SinkPublisher::Amqp(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "sqs")]
-        "sqs" => crate::SqsPublisher::from_url(url).map(|p| SinkPublisher::Sqs(Arc::new(p))),
+        "sqs" => crate::SqsPublisher::from_url(url)
+            .map(|p| SinkPublisher::Sqs(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "redis")]
-        "redis" => crate::RedisPublisher::from_url(url).map(|p| SinkPublisher::Redis(Arc::new(p))),
+        "redis" | "rediss" => crate::RedisPublisher::from_url(url).map(|p| SinkPublisher::Redis(Arc::new(p))),
         scheme => {
-            let feature = if scheme == "amqp" { "rabbitmq" } else { scheme };
+            let feature = match scheme {
+                "amqp" | "amqps" => "rabbitmq",
+                "tls" => "nats",
+                "rediss" => "redis",
+                other => other,
+            };
             Err(Error::InvalidSink {
                 sink: sink.to_string(),
                 reason: format!("this build has no `{scheme}://` sink (cargo feature `{feature}`)"),
@@ -189,10 +214,11 @@ pub enum SinkPublisher {
 
 impl SinkPublisher {
     /// Connects to the broker now instead of at the first publish, where the sink has a connection and credentials
-    /// to check: RabbitMQ (and its exchange), NATS and Redis. `outbox relay` calls it, and waits while the broker
-    /// is unreachable, before claiming anything, so no attempt is spent on a broker that is not there yet. The
-    /// other sinks are not probed (`stdout`, files, webhooks, Kafka and SQS connect per request or in the
-    /// background): their first failures are retried per event, with backoff.
+    /// to check, and checks the destination: RabbitMQ (and its exchange), NATS (and the JetStream stream of the
+    /// subjects), Redis, Kafka (and a fixed topic) and SQS (and a fixed queue). `outbox relay` calls it, and waits while the broker
+    /// is unreachable, before reading anything, so no attempt is spent on a broker that is not there yet. The
+    /// other sinks are not probed (`stdout`, files, webhooks): their first failures are retried per event, with
+    /// backoff.
     ///
     /// # Errors
     ///
@@ -205,6 +231,10 @@ impl SinkPublisher {
             Self::Amqp(publisher) => publisher.connect().await,
             #[cfg(feature = "redis")]
             Self::Redis(publisher) => publisher.connect().await,
+            #[cfg(feature = "kafka")]
+            Self::Kafka(publisher) => publisher.connect().await,
+            #[cfg(feature = "sqs")]
+            Self::Sqs(publisher) => publisher.connect().await,
             _ => Ok(()),
         }
     }

@@ -8,13 +8,18 @@ use outbox_core::store::Store;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-const FIRST_RETRY: Duration = Duration::from_millis(100);
-const LAST_RETRY: Duration = Duration::from_secs(30);
+use crate::backoff::Backoff;
+
+/// Reconnection delays: 100ms doubling up to 30s.
+fn reconnect_backoff() -> Backoff {
+    Backoff::new(Duration::from_millis(100), Duration::from_secs(30)).unwrap_or_default()
+}
 
 /// Listens on `channel` until `shutdown`, calling `wake.notify_one()` for every notification and once after
 /// every (re)connection, since notifications sent while disconnected are lost.
 pub(crate) async fn listen(store: Arc<dyn Store>, channel: String, wake: Arc<Notify>, shutdown: CancellationToken) {
-    let mut retry = FIRST_RETRY;
+    let backoff = reconnect_backoff();
+    let mut failures = 0;
     while !shutdown.is_cancelled() {
         let connected = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -23,17 +28,18 @@ pub(crate) async fn listen(store: Arc<dyn Store>, channel: String, wake: Arc<Not
         let mut wakeups = match connected {
             Ok(wakeups) => {
                 tracing::debug!(channel = %channel, "listening for commit notifications");
-                retry = FIRST_RETRY;
+                failures = 0;
                 wake.notify_one();
                 wakeups
             }
             Err(error) => {
+                let retry = backoff.ceiling(failures);
+                failures += 1;
                 tracing::warn!(channel = %channel, retry_in = ?retry, error = %error, "cannot listen for notifications");
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
                     _ = tokio::time::sleep(retry) => {}
                 }
-                retry = (retry * 2).min(LAST_RETRY);
                 continue;
             }
         };
@@ -50,10 +56,11 @@ pub(crate) async fn listen(store: Arc<dyn Store>, channel: String, wake: Arc<Not
                 }
             }
         }
+        let retry = backoff.ceiling(failures);
+        failures += 1;
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(retry) => {}
         }
-        retry = (retry * 2).min(LAST_RETRY);
     }
 }

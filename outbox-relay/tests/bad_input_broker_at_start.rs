@@ -6,7 +6,9 @@
 //!   of which spent an attempt;
 //! - a wrong password, or an exchange that does not exist: exit 2 at once, one line on stderr, the password
 //!   masked, the table untouched; the same for Redis refusing a wrong or a missing password;
-//! - a malformed or unknown sink URL holding a password: exit 2, one line, the password masked.
+//! - a malformed or unknown sink URL holding a password: exit 2, one line, the password masked;
+//! - a missing destination (a JetStream stream for the subjects): exit 2 naming it, nothing claimed; with
+//!   `--create-destinations` the relay creates it and publishes.
 #![cfg(feature = "rabbitmq")]
 
 mod bad_input_support;
@@ -187,4 +189,32 @@ async fn redis_refusing_the_password_or_its_absence_exits_2_at_once_with_one_lin
     })
     .await;
     assert_eq!(relay.terminate().await.code(), Some(0), "{}", relay.stderr());
+}
+
+#[cfg(feature = "nats")]
+#[tokio::test]
+async fn a_missing_destination_exits_2_naming_it_and_create_destinations_creates_it_and_publishes() {
+    let broker = Broker::start(Kind::Nats);
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("a", 0), event("b", 0)]).await;
+    let sink = format!("nats://127.0.0.1:{}?subject=shop.{{event_type}}&stream=SHOP", broker.port());
+    let mut relay = Outbox::start(&db.url, &["relay", "--sink", &sink], &[]);
+    assert_eq!(relay.wait_for_exit(Duration::from_secs(30)).await.code(), Some(2), "{}", relay.stderr());
+    let stderr = relay.stderr();
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.contains("no JetStream stream captures the subjects `shop.>`"), "{stderr}");
+    assert!(last.contains("--create-destinations"), "{stderr}");
+    untouched(&db.pool, 2).await;
+
+    let mut relay =
+        Outbox::start(&db.url, &["relay", "--sink", &sink, "--create-destinations", "--poll-interval", "10ms"], &[]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while count(&db.pool, "published").await < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "not published: {}", relay.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(relay.terminate().await.code(), Some(0), "{}", relay.stderr());
+    let client = async_nats::connect(format!("nats://127.0.0.1:{}", broker.port())).await.unwrap();
+    let mut stream = async_nats::jetstream::new(client).get_stream("SHOP").await.expect("the stream SHOP");
+    assert_eq!(stream.info().await.unwrap().state.messages, 2);
 }

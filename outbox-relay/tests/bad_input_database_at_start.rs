@@ -131,6 +131,8 @@ async fn wrong_database_credentials_exit_2_at_once_with_one_line_and_the_passwor
         "CREATE ROLE app LOGIN PASSWORD 'the-right-password'".to_owned(),
         "GRANT SELECT, UPDATE, DELETE ON outbox_events TO app".to_owned(),
         "GRANT SELECT ON outbox_control TO app".to_owned(),
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON outbox_relays, outbox_batches TO app".to_owned(),
+        "GRANT SELECT, UPDATE ON outbox_partitions TO app".to_owned(),
         format!("ALTER SYSTEM SET hba_file = '{}'", hba.display()),
     ] {
         sqlx::raw_sql(&statement).execute(&db.pool).await.unwrap_or_else(|e| panic!("{statement}: {e}"));

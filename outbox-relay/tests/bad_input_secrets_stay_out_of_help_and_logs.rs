@@ -2,7 +2,9 @@
 //! with the database password, the webhook secret and the AWS keys set in the environment shows none of them
 //! (clap prints environment values unless told not to); and a relay whose database URL and sink URL hold
 //! passwords, run at trace level in both log formats, prints them masked in its start-up line and in its errors,
-//! and never the password, the webhook secret or the payload's sensitive value.
+//! and never the password, the webhook secret or the payload's sensitive value; tokens and passwords given as
+//! the URL's user or read from files and the environment never show either, and a broker refusing them stops the
+//! relay at start (exit 2, one line).
 
 mod bad_input_support;
 mod common;
@@ -116,4 +118,75 @@ async fn a_relay_prints_its_database_and_sink_masked_at_every_log_level_and_in_i
     let stderr = relay.stderr();
     assert!(stderr.contains("postgres:***@127.0.0.1") && stderr.contains("missing database"), "{stderr}");
     assert_no_secret("the error of a relay refused by its database", &stderr);
+}
+
+/// A NATS token, an nkey seed and a password read from a file or the environment: markers too.
+const TOKEN: &str = "marker-nats-token-61c4";
+const FILE_PASSWORD: &str = "marker-file-password-0e2a";
+
+fn broker_markers() -> [&'static str; 3] {
+    [TOKEN, FILE_PASSWORD, SINK_PASSWORD]
+}
+
+fn assert_no_broker_secret(what: &str, text: &str) {
+    for marker in broker_markers() {
+        assert!(!text.contains(marker), "{what} shows `{marker}`:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refused_credentials_exit_2() {
+    use outbox_tests::brokers::{Broker, Kind, Security};
+
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("a", 0)]).await;
+    let database_url = with_password(&db.url, DB_PASSWORD);
+    let dir = std::env::temp_dir().join(format!("outbox-secret-audit-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let password_file = dir.join("password");
+    std::fs::write(&password_file, format!("{FILE_PASSWORD}\n")).unwrap();
+    let port = closed_port();
+
+    // Waiting for a broker that is not there: the token (as the URL's user) and the secrets stay out of the logs.
+    for sink in [
+        format!("nats://{TOKEN}@127.0.0.1:{port}?subject=outbox.x"),
+        format!("nats://127.0.0.1:{port}?token_env=OUTBOX_TEST_AUDIT_TOKEN"),
+        format!("amqps://relay@127.0.0.1:{port}/%2f?password_file={}", password_file.display()),
+        format!("rediss://relay@127.0.0.1:{port}/?password_env=OUTBOX_TEST_AUDIT_PASSWORD"),
+    ] {
+        let mut relay = Outbox::start(
+            &database_url,
+            &["relay", "--sink", &sink, "--log-level", "trace"],
+            &[("OUTBOX_TEST_AUDIT_TOKEN", TOKEN), ("OUTBOX_TEST_AUDIT_PASSWORD", FILE_PASSWORD)],
+        );
+        relay.wait_for_lines("cannot reach the sink", 1, Duration::from_secs(30)).await;
+        assert_eq!(relay.terminate().await.code(), Some(0), "{}", relay.stderr());
+        assert_no_broker_secret(&format!("the log of a relay waiting for {sink}"), &relay.stderr());
+    }
+
+    // A secret put in the query is refused, and the refusal masks it.
+    let mut relay =
+        Outbox::start(&database_url, &["relay", "--sink", &format!("nats://127.0.0.1:{port}?token={TOKEN}")], &[]);
+    assert_eq!(relay.wait_for_exit(Duration::from_secs(30)).await.code(), Some(2));
+    let stderr = relay.stderr();
+    assert!(stderr.contains("never goes into the URL") && stderr.trim().lines().count() == 1, "{stderr}");
+    assert_no_broker_secret("the refusal of a secret in the query", &stderr);
+
+    // A server refusing the credentials: exit 2 at once, one line, no secret, nothing claimed.
+    let broker =
+        Broker::start_secured(Kind::Nats, Security { token: Some("the-right-token".into()), ..Security::default() });
+    let sink = format!("nats://127.0.0.1:{}?subject=outbox.x&token_env=OUTBOX_TEST_AUDIT_TOKEN", broker.port());
+    let mut relay = Outbox::start(&database_url, &["relay", "--sink", &sink], &[("OUTBOX_TEST_AUDIT_TOKEN", TOKEN)]);
+    assert_eq!(relay.wait_for_exit(Duration::from_secs(30)).await.code(), Some(2), "{}", relay.stderr());
+    let stderr = relay.stderr();
+    assert!(stderr.contains("authorization violation"), "{stderr}");
+    assert_eq!(stderr.lines().filter(|line| line.contains("refused the relay")).count(), 1, "{stderr}");
+    assert!(!stderr.contains("retrying"), "no retries: {stderr}");
+    assert_no_broker_secret("the error of a relay refused by NATS", &stderr);
+    let attempts: i64 = sqlx::query_scalar("SELECT coalesce(sum(attempts), 0)::bigint FROM outbox_events")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(attempts, 0, "nothing was claimed");
+    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -1,7 +1,8 @@
 //! The Kafka publisher against a real Kafka-protocol broker on 127.0.0.1 (tansu, memory storage) through the
 //! relay: 1,000 events over 3 partitions with their CloudEvents headers, one partition per aggregate and
 //! per-aggregate order, the broker killed and restarted mid-run, republished events keyed alike, and an
-//! oversized event sent to `failed`.
+//! oversized event sent to `failed`; a missing topic reported or created, and TLS with a private CA (stunnel in
+//! front of tansu).
 
 mod broker_support;
 
@@ -12,7 +13,8 @@ use broker_support::{
     check, config, count, enqueue, enqueue_oversized, envelope_query, start, wait_for, Received, Spelling,
 };
 use outbox_relay::{KafkaPublisher, Message, Outcome, Publisher};
-use outbox_tests::brokers::{Broker, Kind};
+use outbox_tests::brokers::{Broker, Kind, Security};
+use outbox_tests::certificates::Certificates;
 use outbox_tests::pg::TestDatabase;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -176,4 +178,63 @@ async fn a_republished_event_keeps_its_key_and_id_and_an_oversized_event_fails_f
     let error = error.unwrap_or_default();
     assert!(error.contains("too large") || error.contains("size"), "{error}");
     assert!(!error.contains("xxxx"), "errors never carry the payload");
+}
+
+#[tokio::test]
+async fn a_missing_topic_is_reported_at_start_and_created_with_create_destinations() {
+    let broker = Broker::start(Kind::Kafka);
+    let url = format!("kafka://{}?topic=shop.orders&partitions=2&message_timeout_ms=5000", broker.url());
+    let publisher = KafkaPublisher::from_url(&url.parse().unwrap()).unwrap();
+    let error = publisher.connect().await.expect_err("no topic yet");
+    let message = error.to_string();
+    assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{message}");
+    assert!(message.contains("the topic `shop.orders` does not exist"), "{message}");
+    assert!(message.contains("--create-destinations") && !message.contains('\n'), "{message}");
+
+    let creating = publisher.with_create_destinations(true);
+    creating.connect().await.expect("the topic is created");
+    let message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    assert_eq!(creating.publish(&[message]).await, vec![Outcome::Published]);
+    let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", broker.url()).create().unwrap();
+    let metadata = consumer.fetch_metadata(Some("shop.orders"), Duration::from_secs(10)).unwrap();
+    assert_eq!(metadata.topics()[0].partitions().len(), 2, "created with `partitions=2`");
+    KafkaPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect("it exists now");
+}
+
+#[tokio::test]
+async fn an_unreachable_cluster_at_start_is_waited_for_not_refused() {
+    let url = format!("kafka://127.0.0.1:{}?topic=shop.orders", free_port());
+    let error = KafkaPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect_err("nobody there");
+    assert!(error.is_retryable(), "{error}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn tls_with_the_private_ca_publishes_and_an_untrusted_certificate_is_refused_at_start() {
+    let broker = Broker::start_secured(Kind::Kafka, Security { tls: true, ..Security::default() });
+    let ca = broker.certificates().unwrap().ca.clone();
+    let port = broker.port();
+    let url = format!(
+        "kafka://localhost:{port}?topic=secure.orders&security_protocol=ssl&tls_ca={}&message_timeout_ms=5000",
+        ca.display()
+    );
+    let publisher = KafkaPublisher::from_url(&url.parse().unwrap()).unwrap().with_create_destinations(true);
+    publisher.connect().await.unwrap_or_else(|e| panic!("{e}"));
+    let message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    assert_eq!(publisher.publish(&[message]).await, vec![Outcome::Published]);
+
+    let other = Certificates::generate(&broker.dir().join("other"), "other");
+    let untrusted =
+        format!("kafka://localhost:{port}?topic=secure.orders&security_protocol=ssl&tls_ca={}", other.ca.display());
+    let started = tokio::time::Instant::now();
+    let error = KafkaPublisher::from_url(&untrusted.parse().unwrap()).unwrap().connect().await.expect_err("untrusted");
+    let text = error.to_string();
+    assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{text}");
+    assert!(text.contains("certificate verify failed") && !text.contains('\n'), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
 }

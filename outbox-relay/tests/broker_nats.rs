@@ -1,6 +1,7 @@
 //! The NATS JetStream publisher against a real `nats-server -js` on 127.0.0.1, through the relay: 1,000 events
 //! with their CloudEvents headers and per-aggregate order, a broker killed mid-run, deduplication by
-//! `Nats-Msg-Id`, and an oversized event sent to `failed`.
+//! `Nats-Msg-Id`, and an oversized event sent to `failed`; TLS with a private CA, user and password, token and
+//! nkey authentication, and a missing stream reported at start or created.
 
 mod broker_support;
 
@@ -11,7 +12,8 @@ use async_nats::jetstream::{self, consumer, stream};
 use broker_support::{check, config, enqueue, enqueue_oversized, envelope_query, start, wait_for, Received, Spelling};
 use futures_util::StreamExt;
 use outbox_relay::{Message, NatsPublisher, Outcome, Publisher};
-use outbox_tests::brokers::{Broker, Kind};
+use outbox_tests::brokers::{Broker, Kind, Security};
+use outbox_tests::certificates::Certificates;
 use outbox_tests::pg::TestDatabase;
 
 const SPELLING: Spelling = Spelling { prefix: "ce-" };
@@ -155,4 +157,144 @@ async fn a_publish_while_the_server_is_down_fails_fast_as_transient() {
     let outcome = publisher.publish(&[message]).await.remove(0);
     assert!(matches!(outcome, Outcome::Transient(_)), "{outcome:?}");
     assert!(started.elapsed() < Duration::from_secs(10), "bounded by the ack timeout");
+}
+
+// ---- production setups: TLS with a private CA, credentials, destinations checked and created ----
+
+/// The subject every production-setup test publishes to.
+const SUBJECTS: &str = "subject=outbox.{event_type}&ack_timeout_ms=2000&connect_timeout_ms=2000";
+
+fn one_message() -> Message {
+    Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#)
+}
+
+/// A publisher from `url`, connected (stream created if missing), that publishes one message.
+async fn publishes(url: &str) {
+    let publisher = nats_with_create(url);
+    publisher.connect().await.unwrap_or_else(|e| panic!("connect with {url}: {e}"));
+    assert_eq!(publisher.publish(&[one_message()]).await, vec![Outcome::Published]);
+}
+
+/// The publisher of `url` with `--create-destinations` on.
+fn nats_with_create(url: &str) -> NatsPublisher {
+    // The URL's options are read by from_url; the builder adds what the CLI flag sets.
+    let parsed: url::Url = url.parse().unwrap();
+    NatsPublisher::from_url(&parsed).unwrap_or_else(|e| panic!("{e}")).with_create_destinations(true)
+}
+
+/// `connect` fails with [`outbox_relay::Error::Refused`]: one line, never `secret`.
+async fn refused(url: &str, expected: &str, secret: &str) {
+    let started = tokio::time::Instant::now();
+    let error = nats_with_create(url).connect().await.expect_err("refused");
+    let message = error.to_string();
+    assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{message}");
+    assert!(!error.is_retryable(), "{message}");
+    assert!(message.contains(expected), "expected `{expected}` in: {message}");
+    assert!(!message.contains('\n'), "one line: {message}");
+    assert!(secret.is_empty() || !message.contains(secret), "the secret leaked: {message}");
+    assert!(started.elapsed() < Duration::from_secs(10), "no retries at start: {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn tls_with_the_private_ca_publishes_and_an_untrusted_certificate_is_refused_at_start() {
+    let broker = Broker::start_secured(Kind::Nats, Security { tls: true, ..Security::default() });
+    let ca = broker.certificates().unwrap().ca.display().to_string();
+    let port = broker.port();
+    publishes(&format!("nats://127.0.0.1:{port}?tls=true&tls_ca={ca}&{SUBJECTS}")).await;
+    publishes(&format!("tls://localhost:{port}?tls_ca={ca}&{SUBJECTS}")).await;
+
+    let other = Certificates::generate(&broker.dir().join("other"), "other");
+    let untrusted = format!("nats://127.0.0.1:{port}?tls=true&tls_ca={}&{SUBJECTS}", other.ca.display());
+    refused(&untrusted, "TLS", "").await;
+    // Without the CA the system's authorities do not know the private one either.
+    refused(&format!("tls://127.0.0.1:{port}?{SUBJECTS}"), "TLS", "").await;
+}
+
+#[tokio::test]
+async fn user_and_password_from_a_file_publish_and_a_wrong_password_is_refused_at_start() {
+    let password = "hunter2-nats-password";
+    let security = Security { user: Some(("relay".into(), password.into())), ..Security::default() };
+    let broker = Broker::start_secured(Kind::Nats, security);
+    let file = broker.dir().join("password");
+    std::fs::write(&file, format!("{password}\n")).unwrap();
+    let port = broker.port();
+    publishes(&format!("nats://relay@127.0.0.1:{port}?password_file={}&{SUBJECTS}", file.display())).await;
+    publishes(&format!("nats://relay:{password}@127.0.0.1:{port}?{SUBJECTS}")).await;
+    refused(&format!("nats://relay:wrong-{password}@127.0.0.1:{port}?{SUBJECTS}"), "authorization violation", password)
+        .await;
+}
+
+#[tokio::test]
+async fn a_token_from_the_environment_publishes_and_a_wrong_token_is_refused_at_start() {
+    let token = "s3cr3t-nats-token";
+    let broker = Broker::start_secured(Kind::Nats, Security { token: Some(token.into()), ..Security::default() });
+    std::env::set_var("OUTBOX_TEST_NATS_TOKEN", token);
+    std::env::set_var("OUTBOX_TEST_NATS_WRONG_TOKEN", "not-the-token");
+    let port = broker.port();
+    publishes(&format!("nats://127.0.0.1:{port}?token_env=OUTBOX_TEST_NATS_TOKEN&{SUBJECTS}")).await;
+    refused(
+        &format!("nats://127.0.0.1:{port}?token_env=OUTBOX_TEST_NATS_WRONG_TOKEN&{SUBJECTS}"),
+        "authorization",
+        token,
+    )
+    .await;
+    // A token as the URL's user name is never shown.
+    let url = format!("nats://{token}@127.0.0.1:{port}?{SUBJECTS}");
+    let publisher = NatsPublisher::from_url(&url.parse().unwrap()).unwrap();
+    assert!(!format!("{publisher} {publisher:?}").contains(token), "{publisher}");
+}
+
+#[tokio::test]
+async fn an_nkey_seed_publishes_and_an_unknown_seed_is_refused_at_start() {
+    let user = nkeys::KeyPair::new_user();
+    let broker = Broker::start_secured(Kind::Nats, Security { nkey: Some(user.public_key()), ..Security::default() });
+    let seed = user.seed().unwrap();
+    let file = broker.dir().join("relay.nk");
+    std::fs::write(&file, &seed).unwrap();
+    let port = broker.port();
+    publishes(&format!("nats://127.0.0.1:{port}?nkey_seed_file={}&{SUBJECTS}", file.display())).await;
+    let stranger = nkeys::KeyPair::new_user().seed().unwrap();
+    let other = broker.dir().join("stranger.nk");
+    std::fs::write(&other, &stranger).unwrap();
+    refused(
+        &format!("nats://127.0.0.1:{port}?nkey_seed_file={}&{SUBJECTS}", other.display()),
+        "authorization",
+        &stranger,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_missing_stream_is_reported_at_start_and_created_with_create_destinations() {
+    let broker = Broker::start(Kind::Nats);
+    let url = format!("{}?subject=shop.{{event_type}}&stream=SHOP&stream_storage=file", broker.url());
+    let publisher = NatsPublisher::from_url(&url.parse().unwrap()).unwrap();
+    let error = publisher.connect().await.expect_err("no stream yet");
+    let message = error.to_string();
+    assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{message}");
+    assert!(message.contains("no JetStream stream captures the subjects `shop.>`"), "{message}");
+    assert!(message.contains("--create-destinations") && !message.contains('\n'), "{message}");
+
+    let creating = publisher.with_create_destinations(true);
+    creating.connect().await.expect("the stream is created");
+    assert_eq!(creating.publish(&[one_message()]).await, vec![Outcome::Published]);
+    let client = async_nats::connect(broker.url()).await.unwrap();
+    let mut stream = jetstream::new(client).get_stream("SHOP").await.expect("the stream SHOP exists");
+    let info = stream.info().await.unwrap();
+    assert_eq!(info.config.subjects, vec!["shop.>".to_owned()]);
+    assert_eq!(info.config.storage, stream::StorageType::File);
+    assert_eq!(info.state.messages, 1);
+    // An existing stream is kept as it is.
+    NatsPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect("the stream exists now");
+}
+
+#[tokio::test]
+async fn a_client_certificate_is_presented_when_the_server_requires_one() {
+    let security = Security { tls: true, client_certificates: true, ..Security::default() };
+    let broker = Broker::start_secured(Kind::Nats, security);
+    let tls = broker.certificates().unwrap().clone();
+    let port = broker.port();
+    let (ca, cert, key) = (tls.ca.display(), tls.client_cert.display(), tls.client_key.display());
+    publishes(&format!("nats://127.0.0.1:{port}?tls_ca={ca}&tls_cert={cert}&tls_key={key}&{SUBJECTS}")).await;
+    refused(&format!("nats://127.0.0.1:{port}?tls_ca={ca}&{SUBJECTS}"), "TLS", "").await;
 }

@@ -1,6 +1,7 @@
 //! The RabbitMQ publisher against a real private `rabbitmq-server` node on 127.0.0.1, through the relay: 1,000
 //! events with their CloudEvents headers and per-aggregate order, a broker killed mid-run, `message_id` for
-//! consumer-side deduplication, unroutable and oversized events sent to `failed`.
+//! consumer-side deduplication, unroutable and oversized events sent to `failed`; TLS with a private CA and a user,
+//! right and wrong credentials, and a missing exchange reported or declared.
 
 mod broker_support;
 
@@ -12,7 +13,8 @@ use lapin::options::{BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, 
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Connection, ConnectionProperties, ExchangeKind};
 use outbox_relay::{AmqpPublisher, Message, Outcome, Publisher};
-use outbox_tests::brokers::{Broker, Kind};
+use outbox_tests::brokers::{Broker, Kind, Security};
+use outbox_tests::certificates::Certificates;
 use outbox_tests::pg::TestDatabase;
 
 const SPELLING: Spelling = Spelling { prefix: "cloudEvents:" };
@@ -147,4 +149,86 @@ async fn duplicates_carry_the_same_message_id_and_unroutable_or_oversized_events
     assert_eq!(status, "failed");
     assert!(!error.unwrap_or_default().contains("xxxx"), "errors never carry the payload");
     check(&sent, &consume_all(&broker).await, SPELLING, true);
+}
+
+// ---- production setups: TLS with a private CA and a user, a missing exchange ----
+
+fn one_message() -> Message {
+    Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#)
+}
+
+/// A connection of the test's own consumer to the TLS broker, as `relay` with `password`.
+async fn tls_connection(broker: &Broker, password: &str) -> Connection {
+    let tls = broker.certificates().unwrap();
+    let config = lapin::tcp::OwnedTLSConfig {
+        cert_chain: Some(std::fs::read_to_string(&tls.ca).unwrap()),
+        ..Default::default()
+    };
+    lapin::DefaultConnectionBuilder::new()
+        .unwrap()
+        .with_uri_str(format!("amqps://relay:{password}@localhost:{}/%2f", broker.port()))
+        .with_tls_config(config)
+        .connect()
+        .await
+        .expect("the consumer connects over TLS")
+}
+
+#[tokio::test]
+async fn tls_with_a_user_publishes_and_an_untrusted_certificate_or_a_wrong_password_stops_at_start() {
+    let password = "hunter2-rabbitmq-password";
+    let security = Security { tls: true, user: Some(("relay".into(), password.into())), ..Security::default() };
+    let broker = Broker::start_secured(Kind::RabbitMq, security);
+    let ca = broker.certificates().unwrap().ca.clone();
+    let port = broker.port();
+    let consumer = tls_connection(&broker, password).await;
+    let channel = consumer.create_channel().await.unwrap();
+    channel.queue_declare("tls-events".into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+
+    let file = broker.dir().join("password");
+    std::fs::write(&file, format!("{password}\n")).unwrap();
+    // The default exchange routes by queue name: the routing key is the queue.
+    let url = format!(
+        "amqps://relay@127.0.0.1:{port}/%2f?exchange=&routing_key=tls-events&password_file={}&tls_ca={}",
+        file.display(),
+        ca.display()
+    );
+    let publisher = AmqpPublisher::from_url(&url.parse().unwrap()).unwrap();
+    publisher.connect().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(publisher.publish(&[one_message()]).await, vec![Outcome::Published]);
+    let got = channel.basic_get("tls-events".into(), BasicGetOptions { no_ack: true }).await.unwrap();
+    assert!(got.is_some(), "the message arrived over TLS");
+
+    let other = Certificates::generate(&broker.dir().join("other"), "other");
+    for (url, expected) in [
+        (format!("amqps://relay:{password}@127.0.0.1:{port}/%2f?exchange=&tls_ca={}", other.ca.display()), "I/O error"),
+        (format!("amqps://relay:wrong@127.0.0.1:{port}/%2f?exchange=&tls_ca={}", ca.display()), "ACCESS_REFUSED"),
+    ] {
+        let started = tokio::time::Instant::now();
+        let error = AmqpPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect_err("refused");
+        let message = error.to_string();
+        assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{message}");
+        assert!(message.contains(expected) && !message.contains('\n'), "{message}");
+        assert!(!message.contains(password), "{message}");
+        assert!(started.elapsed() < Duration::from_secs(15), "no retries: {:?}", started.elapsed());
+    }
+}
+
+#[tokio::test]
+async fn a_missing_exchange_is_reported_at_start_and_declared_with_create_destinations() {
+    let broker = Broker::start(Kind::RabbitMq);
+    let url = format!("{}?exchange=shop&exchange_type=fanout", broker.url());
+    let publisher = AmqpPublisher::from_url(&url.parse().unwrap()).unwrap();
+    let message = publisher.connect().await.expect_err("no exchange yet").to_string();
+    assert!(message.contains("`shop`") && message.contains("--create-destinations"), "{message}");
+    assert!(message.contains("NOT_FOUND") && !message.contains('\n'), "{message}");
+
+    publisher.with_create_destinations(true).connect().await.expect("the exchange is declared");
+    let connection = Connection::connect(&broker.url(), ConnectionProperties::default()).await.unwrap();
+    let channel = connection.create_channel().await.unwrap();
+    let passive = ExchangeDeclareOptions { passive: true, ..Default::default() };
+    channel
+        .exchange_declare("shop".into(), ExchangeKind::Fanout, passive, FieldTable::default())
+        .await
+        .expect("the exchange `shop` exists, a fanout");
+    AmqpPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect("it exists now");
 }

@@ -1,6 +1,7 @@
 //! The Redis Streams publisher against a real `redis-server` on 127.0.0.1 (append-only file, fsync always),
 //! through the relay: 1,000 events with their CloudEvents fields and per-aggregate order, a server killed
-//! mid-run, the event id for consumer-side deduplication, and an oversized event sent to `failed`.
+//! mid-run, the event id for consumer-side deduplication, and an oversized event sent to `failed`; TLS with a
+//! private CA and an ACL user, right and wrong credentials.
 
 mod broker_support;
 
@@ -9,7 +10,8 @@ use std::time::Duration;
 
 use broker_support::{check, config, enqueue, enqueue_oversized, envelope_query, start, wait_for, Received, Spelling};
 use outbox_relay::{Message, Outcome, Publisher, RedisPublisher};
-use outbox_tests::brokers::{Broker, Kind};
+use outbox_tests::brokers::{Broker, Kind, Security};
+use outbox_tests::certificates::Certificates;
 use outbox_tests::pg::TestDatabase;
 use redis::streams::StreamRangeReply;
 
@@ -121,4 +123,87 @@ async fn a_publish_while_the_server_is_down_fails_fast_as_transient() {
         assert!(matches!(outcome, Outcome::Transient(_)), "{outcome:?}");
     }
     assert!(started.elapsed() < Duration::from_secs(15), "bounded by the timeout");
+}
+
+// ---- production setups: TLS with a private CA, an ACL user ----
+
+fn one_message() -> Message {
+    Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#)
+}
+
+/// A publisher of `url` that connects and publishes one message.
+async fn publishes(url: &str) {
+    let publisher = RedisPublisher::from_url(&url.parse().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    publisher.connect().await.unwrap_or_else(|e| panic!("connect with {url}: {e}"));
+    assert_eq!(publisher.publish(&[one_message()]).await, vec![Outcome::Published]);
+}
+
+/// `connect` fails for good with one line naming `expected`, never showing `secret`, without retrying.
+async fn refused(url: &str, expected: &str, secret: &str) {
+    let started = tokio::time::Instant::now();
+    let publisher = RedisPublisher::from_url(&url.parse().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    let error = publisher.connect().await.expect_err("refused");
+    let message = error.to_string();
+    assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{message}");
+    assert!(message.contains(expected), "expected `{expected}` in: {message}");
+    assert!(!message.contains('\n'), "{message}");
+    assert!(secret.is_empty() || !message.contains(secret), "the secret leaked: {message}");
+    assert!(started.elapsed() < Duration::from_secs(10), "no retries: {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn tls_with_the_private_ca_publishes_and_an_untrusted_certificate_is_refused_at_start() {
+    let broker = Broker::start_secured(Kind::Redis, Security { tls: true, ..Security::default() });
+    let tls = broker.certificates().unwrap().clone();
+    let port = broker.port();
+    publishes(&format!("rediss://127.0.0.1:{port}/?tls_ca={}&timeout_ms=2000", tls.ca.display())).await;
+    publishes(&format!(
+        "rediss://localhost:{port}/?tls_ca={}&tls_cert={}&tls_key={}&timeout_ms=2000",
+        tls.ca.display(),
+        tls.client_cert.display(),
+        tls.client_key.display()
+    ))
+    .await;
+    let other = Certificates::generate(&broker.dir().join("other"), "other");
+    refused(&format!("rediss://127.0.0.1:{port}/?tls_ca={}&timeout_ms=2000", other.ca.display()), "certificate", "")
+        .await;
+    let insecure = format!("rediss://127.0.0.1:{port}/#insecure");
+    let error = RedisPublisher::from_url(&insecure.parse().unwrap()).unwrap_err().to_string();
+    assert!(error.contains("certificate verification"), "{error}");
+}
+
+#[tokio::test]
+async fn an_acl_user_with_its_password_from_a_file_publishes_and_a_wrong_password_is_refused_at_start() {
+    let password = "hunter2-redis-acl";
+    let broker = Broker::start_secured(
+        Kind::Redis,
+        Security { user: Some(("relay".into(), password.into())), ..Security::default() },
+    );
+    let file = broker.dir().join("password");
+    std::fs::write(&file, format!("{password}\n")).unwrap();
+    let port = broker.port();
+    publishes(&format!("redis://relay@127.0.0.1:{port}/?password_file={}&timeout_ms=2000", file.display())).await;
+    std::env::set_var("OUTBOX_TEST_REDIS_WRONG_PASSWORD", "wrong");
+    refused(
+        &format!("redis://relay@127.0.0.1:{port}/?password_env=OUTBOX_TEST_REDIS_WRONG_PASSWORD&timeout_ms=2000"),
+        "authentication failed",
+        password,
+    )
+    .await;
+    refused(&format!("redis://127.0.0.1:{port}/?timeout_ms=2000"), "NOAUTH", "").await;
+}
+
+#[tokio::test]
+async fn a_client_certificate_is_presented_when_the_server_requires_one() {
+    let security = Security { tls: true, client_certificates: true, ..Security::default() };
+    let broker = Broker::start_secured(Kind::Redis, security);
+    let tls = broker.certificates().unwrap().clone();
+    let port = broker.port();
+    let (ca, cert, key) = (tls.ca.display(), tls.client_cert.display(), tls.client_key.display());
+    publishes(&format!("rediss://127.0.0.1:{port}/?tls_ca={ca}&tls_cert={cert}&tls_key={key}&timeout_ms=2000")).await;
+    let publisher =
+        RedisPublisher::from_url(&format!("rediss://127.0.0.1:{port}/?tls_ca={ca}&timeout_ms=2000").parse().unwrap())
+            .unwrap();
+    let error = publisher.connect().await.expect_err("no client certificate");
+    assert!(!error.to_string().contains('\n'), "{error}");
 }

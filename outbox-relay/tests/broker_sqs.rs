@@ -88,6 +88,12 @@ async fn receive_from(endpoint: &str, queue_url: &str, expected: usize, patience
             for (name, value) in message.message_attributes().into_iter().flatten() {
                 headers.insert(name.clone(), value.string_value().unwrap_or_default().to_owned());
             }
+            assert!(headers.len() <= 10, "SQS takes at most 10 attributes: {headers:?}");
+            // Headers that do not fit one attribute each travel as one JSON object.
+            if let Some(packed) = headers.remove("outbox_headers") {
+                let packed: BTreeMap<String, String> = serde_json::from_str(&packed).expect("a JSON object of headers");
+                headers.extend(packed);
+            }
             received.push(Received { headers, body: message.body().unwrap_or_default().as_bytes().to_vec() });
             let handle = message.receipt_handle().expect("a receipt handle");
             client.delete_message().queue_url(queue_url).receipt_handle(handle).send().await.expect("delete");
@@ -172,4 +178,36 @@ async fn a_fifo_queue_drops_a_republished_event_and_oversized_events_fail_for_go
     let error = error.unwrap_or_default();
     assert!(error.contains("too large") && !error.contains("xxxx"), "{error}");
     check(&sent, &receive(&broker, &queue, sent.len()).await, SPELLING, true);
+}
+
+#[tokio::test]
+async fn a_missing_queue_is_reported_at_start_and_created_with_create_destinations() {
+    let broker = Broker::start(Kind::Sqs);
+    let queue_url = format!("{}/123456789012/shop-events.fifo", broker.url());
+    let error = publisher(&broker, &queue_url).connect().await.expect_err("no queue yet");
+    let message = error.to_string();
+    assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{message}");
+    assert!(message.contains("the queue `shop-events.fifo` does not exist"), "{message}");
+    assert!(message.contains("--create-destinations") && !message.contains('\n'), "{message}");
+
+    let url = format!("sqs://?queue_url={queue_url}&endpoint={}&region=us-east-1&queue_retention_s=3600", broker.url());
+    std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+    let creating = SqsPublisher::from_url(&url.parse().unwrap()).unwrap().with_create_destinations(true);
+    creating.connect().await.expect("the queue is created");
+    let attributes = client(&broker.url())
+        .get_queue_attributes()
+        .queue_url(&queue_url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await
+        .expect("the queue exists");
+    let attributes = attributes.attributes().unwrap();
+    assert_eq!(attributes.get(&QueueAttributeName::FifoQueue).map(String::as_str), Some("true"));
+    assert_eq!(attributes.get(&QueueAttributeName::MessageRetentionPeriod).map(String::as_str), Some("3600"));
+    let message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    assert_eq!(creating.publish(&[message]).await, vec![Outcome::Published]);
+    assert_eq!(receive(&broker, &queue_url, 1).await.len(), 1);
+    publisher(&broker, &queue_url).connect().await.expect("it exists now");
 }

@@ -5,7 +5,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outbox_core::store::{ClaimRequest, Ordering, RetryTarget, Settlement, SqliteStore, Store};
+use outbox_core::store::{
+    CrashedEvent, Heartbeat, ReadRange, ReadRequest, RetryTarget, SettleBatch, SettleOutcome, Settlement, SqliteStore,
+    Store,
+};
 use outbox_core::{Outbox, OutboxEvent};
 use outbox_relay::{CancellationToken, Message, Outcome, Publisher, Relay, RelayConfig, Retention};
 use outbox_tests::sqlite::TestDatabase;
@@ -181,31 +184,40 @@ async fn sqlite_pause_stops_claiming_until_resumed() {
     running.await.unwrap();
 }
 
+fn on_crash(event: &CrashedEvent) -> SettleOutcome {
+    SettleOutcome::Retry { error: format!("relay died (attempt {})", event.attempts + 1), delay: Duration::ZERO }
+}
+
 #[tokio::test]
-async fn sqlite_expired_lease_is_reclaimed_and_the_stale_owner_is_fenced() {
+async fn sqlite_dead_relay_is_replaced_and_the_stale_owner_is_fenced() {
     let db = TestDatabase::migrated().await;
     let ids = enqueue_interleaved(&db.pool, 2, 1).await;
     let store = SqliteStore::new(db.pool.clone());
     let (stale, fresh) = (Uuid::now_v7(), Uuid::now_v7());
-    let first =
-        store.claim(&ClaimRequest::new(stale, Duration::from_millis(100), 10, Ordering::Aggregate)).await.unwrap();
-    assert_eq!(first.events.len(), 2);
-    let nothing =
-        store.claim(&ClaimRequest::new(fresh, Duration::from_secs(30), 10, Ordering::Aggregate)).await.unwrap();
-    assert!(nothing.events.is_empty(), "leased rows are not claimed twice");
+    let first = store.heartbeat(&Heartbeat::new(stale, "a", Duration::from_millis(100), &on_crash)).await.unwrap();
+    assert_eq!((first.partitions, first.owned.len()), (1, 1), "SQLite has one partition");
+    let read = store.read(&ReadRequest::new(vec![ReadRange::new(0, 0, 10)])).await.unwrap();
+    let read_ids: Vec<Uuid> = read.rows.iter().map(|r| r.event.id).collect();
+    assert_eq!(read_ids, ids);
+    store.start_batch(stale, Uuid::now_v7(), &read_ids).await.unwrap();
+    let waiting = store.heartbeat(&Heartbeat::new(fresh, "b", Duration::from_secs(30), &on_crash)).await.unwrap();
+    assert!(waiting.owned.is_empty(), "a live relay's partition is not taken");
 
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(store.reclaim_expired().await.unwrap(), 2);
-    let second =
-        store.claim(&ClaimRequest::new(fresh, Duration::from_secs(30), 10, Ordering::Aggregate)).await.unwrap();
-    assert_eq!(second.events.iter().map(|e| e.event.id).collect::<Vec<_>>(), ids);
+    let second = store.heartbeat(&Heartbeat::new(fresh, "b", Duration::from_secs(30), &on_crash)).await.unwrap();
+    assert_eq!((second.removed, second.crashed, second.owned.len()), (1, 2, 1));
+    assert!(second.owned[0].epoch > first.owned[0].epoch);
 
-    let stale_marks: Vec<_> = first.events.iter().map(Settlement::published).collect();
-    let report = store.settle(stale, &stale_marks, false).await.unwrap();
+    let marks: Vec<_> = read_ids.iter().map(|id| Settlement::published(*id)).collect();
+    let old = vec![(0, first.owned[0].epoch)];
+    let report = store.settle(&SettleBatch::new(stale, Uuid::now_v7(), old, marks.clone())).await.unwrap();
     assert_eq!((report.published, report.fenced), (0, 2), "the stalled relay cannot mark rows it lost");
-    let marks: Vec<_> = second.events.iter().map(Settlement::published).collect();
-    let report = store.settle(fresh, &marks, false).await.unwrap();
+    let new = vec![(0, second.owned[0].epoch)];
+    let report = store.settle(&SettleBatch::new(fresh, Uuid::now_v7(), new, marks)).await.unwrap();
     assert_eq!((report.published, report.fenced), (2, 0));
+    let attempts: Vec<i64> =
+        sqlx::query_scalar("SELECT attempts FROM outbox_events").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(attempts, [1, 1], "the dead relay's batch counted an attempt");
 }
 
 #[tokio::test]

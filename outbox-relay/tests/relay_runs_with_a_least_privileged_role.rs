@@ -10,8 +10,6 @@ use outbox_tests::pg::TestDatabase;
 use serde::Serialize;
 use sqlx::postgres::PgConnectOptions;
 
-const ROLE_SQL: &str = include_str!("../../migrations/roles/postgres_relay_role.sql");
-
 #[derive(Serialize)]
 struct Shipped {
     parcel: u32,
@@ -32,7 +30,7 @@ async fn relay_publishes_and_retains_with_only_the_relay_role() {
     let db = TestDatabase::migrated().await;
     // Roles belong to the whole server: a name of this test's own.
     let role = format!("outbox_relay_{}", uuid::Uuid::now_v7().simple());
-    sqlx::raw_sql(&ROLE_SQL.replace("outbox_relay", &role)).execute(&db.pool).await.unwrap();
+    sqlx::raw_sql(&outbox_tests::pg::relay_role_sql(&role)).execute(&db.pool).await.unwrap();
     sqlx::raw_sql(&format!("ALTER ROLE {role} LOGIN")).execute(&db.pool).await.unwrap();
     sqlx::raw_sql("CREATE TABLE secrets (value TEXT)").execute(&db.pool).await.unwrap();
 

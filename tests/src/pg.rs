@@ -312,3 +312,12 @@ impl Drop for PrivateServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// The grants of `migrations/roles/postgres_relay_role.sql` for a role named `role` instead of `outbox_relay` (the
+/// tables it names keep their names).
+pub fn relay_role_sql(role: &str) -> String {
+    include_str!("../../migrations/roles/postgres_relay_role.sql")
+        .replace("outbox_relays", "\u{0}")
+        .replace("outbox_relay", role)
+        .replace('\u{0}', "outbox_relays")
+}

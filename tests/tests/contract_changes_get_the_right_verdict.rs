@@ -187,6 +187,7 @@ mod sensitive_unmarked {
     pub(crate) struct OrderPlaced {
         #[outbox(aggregate_id)]
         order_id: u64,
+        #[outbox(not_sensitive)]
         customer_email: String,
         quantity: u32,
         lines: Vec<Line>,

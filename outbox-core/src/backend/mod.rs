@@ -57,7 +57,7 @@ mod sealed {
 }
 
 /// Serializes a map or list of strings, which cannot fail.
-fn json_text<T: serde::Serialize>(value: &T) -> String {
+pub(crate) fn json_text<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| String::from("null"))
 }
 

@@ -53,6 +53,7 @@
 
 mod asyncapi;
 mod compat;
+mod diff;
 mod error;
 mod export;
 mod load;
@@ -64,11 +65,12 @@ mod rules;
 mod snapshot;
 
 pub use asyncapi::{asyncapi_document, ASYNCAPI_FILE};
+pub use diff::{diff, diff_paths, diff_schemas};
 pub use error::ContractError;
 pub use export::{export, to_canonical_json};
 pub use load::{Contracts, ALLOW_FILE};
 pub use options::{parse_allow_list, Allow, ContentModel, DiffOptions, Mode};
-pub use policy::{diff, diff_paths, diff_schemas, RESERVED};
+pub use policy::RESERVED;
 pub use report::{Finding, Report};
 pub use rules::{Rule, Side};
 pub use snapshot::{assert_compatible, Outcome, Snapshot, OVERWRITE_ENV};

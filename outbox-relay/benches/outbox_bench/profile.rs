@@ -21,10 +21,14 @@ pub(crate) async fn reset(pool: &PgPool) -> bool {
 
 /// Which of the relay's statements a query text is.
 fn statement_name(query: &str) -> &'static str {
-    if query.contains("claimed AS") {
-        "claim"
-    } else if query.contains("UNNEST($2::uuid[]") {
+    if query.contains("pg_current_snapshot()") {
+        "read"
+    } else if query.contains("held AS") {
         "settle"
+    } else if query.contains("INSERT INTO outbox_batches") {
+        "batch record"
+    } else if query.contains("outbox_relays") || query.contains("outbox_partitions") {
+        "membership"
     } else {
         "other"
     }
@@ -89,4 +93,18 @@ pub(crate) async fn report(
         100.0 * in_database / wall_ms,
         parts.join("; ")
     ));
+}
+
+/// The mean and largest execution time, in milliseconds, of the statements whose text contains `marker`, since
+/// the last [`reset`]; `None` without `pg_stat_statements`.
+pub(crate) async fn statement_times(pool: &PgPool, marker: &str) -> Option<(f64, f64, i64)> {
+    sqlx::query_as::<_, (Option<f64>, Option<f64>, Option<i64>)>(
+        "SELECT sum(total_exec_time) / NULLIF(sum(calls), 0), max(max_exec_time), sum(calls)::int8
+           FROM pg_stat_statements WHERE query LIKE '%' || $1 || '%'",
+    )
+    .bind(marker)
+    .fetch_one(pool)
+    .await
+    .ok()
+    .and_then(|(mean, max, calls)| Some((mean?, max?, calls?)))
 }

@@ -12,7 +12,11 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Confirmation, ConnectionProperties};
 
 use super::cloudevents::{Binding, CloudEvents};
-use super::destination::{masked, Naming, Query, Reconnect, Template};
+use super::name_template::{Naming, Template};
+use super::reconnect::Reconnect;
+use super::secret_source::{take_secret, Secret};
+use super::tls_options::{is_tls_refusal, TlsFiles};
+use super::url_options::{masked, Query};
 use super::{Message, Outcome, Publisher};
 use crate::{Error, Result};
 
@@ -28,6 +32,15 @@ use crate::{Error, Result};
 /// for its routing key), a missing exchange, a refused permission or a message over the broker's size limit is
 /// a permanent failure; a `nack`, a confirm timeout or a lost connection is transient. After a connection loss the
 /// publisher reconnects with backoff at the next batch.
+///
+/// **TLS**: `amqps://` (port 5671 by default), with `tls_ca=PATH` (authorities to trust instead of the
+/// system's) and `tls_cert=PATH` + `tls_key=PATH` (client certificate); the broker's certificate is verified
+/// against the host name. **Authentication**: the user and password of the URL, or the password from
+/// `password_file=PATH` / `password_env=VAR` (`amqps://relay@host/%2f?password_file=/run/secrets/amqp`).
+///
+/// **Destination**: [`connect`](Self::connect) checks that the exchange exists (a passive declare); with
+/// [`create_destinations`](AmqpBuilder::create_destinations) it declares a missing one, durable, of type
+/// `exchange_type=topic|direct|fanout|headers` (default `topic`).
 ///
 /// # Example
 ///
@@ -49,6 +62,9 @@ pub struct AmqpPublisher {
     confirm_timeout: Duration,
     connect_timeout: Duration,
     max_message_bytes: Option<usize>,
+    tls: lapin::tcp::OwnedTLSConfig,
+    exchange_kind: lapin::ExchangeKind,
+    create_destinations: bool,
     link: Reconnect<Arc<Link>>,
 }
 
@@ -69,6 +85,10 @@ pub struct AmqpBuilder {
     confirm_timeout: Duration,
     connect_timeout: Duration,
     max_message_bytes: Option<usize>,
+    password: Option<Secret>,
+    tls: TlsFiles,
+    exchange_kind: lapin::ExchangeKind,
+    create_destinations: bool,
 }
 
 impl AmqpPublisher {
@@ -83,7 +103,19 @@ impl AmqpPublisher {
             confirm_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             max_message_bytes: None,
+            password: None,
+            tls: TlsFiles::default(),
+            exchange_kind: lapin::ExchangeKind::Topic,
+            create_destinations: false,
         }
+    }
+
+    /// The same publisher, declaring a missing exchange at [`connect`](Self::connect) when `create` is set (the
+    /// `outbox relay --create-destinations` flag; [`AmqpBuilder::create_destinations`] before building).
+    #[must_use]
+    pub fn with_create_destinations(mut self, create: bool) -> Self {
+        self.create_destinations = create;
+        self
     }
 
     /// A publisher from a sink URL: `amqp://user:password@host[:port]/vhost?exchange=outbox&routing_key={event_type}`
@@ -95,6 +127,19 @@ impl AmqpPublisher {
     pub fn from_url(url: &url::Url) -> Result<Self> {
         let mut query = Query::new(url)?;
         let mut builder = Self::builder(url.clone()).cloud_events(CloudEvents::from_query(&mut query)?);
+        builder.tls = TlsFiles::from_query(&mut query)?;
+        builder.password = take_secret(&mut query, "password")?;
+        if let Some(kind) =
+            query.take_parsed("exchange_type", "`topic`, `direct`, `fanout` or `headers`", |v| match v {
+                "topic" => Some(lapin::ExchangeKind::Topic),
+                "direct" => Some(lapin::ExchangeKind::Direct),
+                "fanout" => Some(lapin::ExchangeKind::Fanout),
+                "headers" => Some(lapin::ExchangeKind::Headers),
+                _ => None,
+            })?
+        {
+            builder.exchange_kind = kind;
+        }
         if let Some(exchange) = query.take("exchange") {
             builder = builder.exchange(exchange);
         }
@@ -119,12 +164,18 @@ impl AmqpPublisher {
             "confirm_timeout_ms",
             "connect_timeout_ms",
             "max_message_bytes",
+            "exchange_type",
+            "tls_ca",
+            "tls_cert",
+            "tls_key",
+            "password_file",
+            "password_env",
         ])?;
         builder.build()
     }
 
     /// Connects now instead of at the first publish, and checks that the exchange exists, so that a relay learns
-    /// at start whether it can publish at all (`outbox relay` does this before it claims anything). The connection
+    /// at start whether it can publish at all (`outbox relay` does this before it reads anything). The connection
     /// is kept for the first batch.
     ///
     /// # Errors
@@ -146,15 +197,31 @@ impl AmqpPublisher {
             let passive = lapin::options::ExchangeDeclareOptions { passive: true, ..Default::default() };
             let check = async {
                 let channel = link.connection.create_channel().await?;
-                let declared = channel
+                let mut declared = channel
                     .exchange_declare(
                         self.exchange.as_str().into(),
-                        lapin::ExchangeKind::Direct,
+                        self.exchange_kind.clone(),
                         passive,
                         FieldTable::default(),
                     )
                     .await;
-                if declared.is_ok() {
+                let missing = matches!(&declared, Err(error) if is_not_found(error));
+                if missing && self.create_destinations {
+                    let durable = lapin::options::ExchangeDeclareOptions { durable: true, ..Default::default() };
+                    let channel = link.connection.create_channel().await?;
+                    declared = channel
+                        .exchange_declare(
+                            self.exchange.as_str().into(),
+                            self.exchange_kind.clone(),
+                            durable,
+                            FieldTable::default(),
+                        )
+                        .await;
+                    if declared.is_ok() {
+                        tracing::info!(exchange = %self.exchange, "declared the RabbitMQ exchange");
+                        let _ = channel.close(200, "declared".into()).await;
+                    }
+                } else if declared.is_ok() {
                     let _ = channel.close(200, "checked".into()).await;
                 }
                 declared
@@ -165,7 +232,7 @@ impl AmqpPublisher {
                     return Err(Error::Refused {
                         target: target(),
                         reason: format!(
-                            "cannot use the exchange `{}` (declare it: the publisher does not): {}",
+                            "cannot use the exchange `{}` (declare it, or start with `--create-destinations`): {}",
                             self.exchange,
                             describe(&error)
                         ),
@@ -183,7 +250,12 @@ impl AmqpPublisher {
     async fn open(&self) -> std::result::Result<Arc<Link>, lapin::Error> {
         let properties = ConnectionProperties::default()
             .with_connection_name(concat!("outbox-relay/", env!("CARGO_PKG_VERSION")).into());
-        let connection = lapin::Connection::connect(&self.uri, properties).await?;
+        let connection = lapin::DefaultConnectionBuilder::new()?
+            .with_uri_str(self.uri.clone())
+            .with_properties(properties)
+            .with_tls_config(self.tls.clone())
+            .connect()
+            .await?;
         let channel = connection.create_channel().await?;
         channel.confirm_select(ConfirmSelectOptions::default()).await?;
         Ok(Arc::new(Link { connection, channel }))
@@ -337,6 +409,41 @@ impl AmqpBuilder {
         self
     }
 
+    /// The password of the URL's user (instead of one in the URL).
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(Secret::new(password));
+        self
+    }
+
+    /// Trusts the certificate authorities of this PEM file instead of the system's (`amqps://` only).
+    pub fn tls_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.ca = Some(path.into());
+        self
+    }
+
+    /// Presents this PEM client certificate and key (`amqps://` only).
+    pub fn tls_client_certificate(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls.client = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// The type of the exchange [`create_destinations`](Self::create_destinations) declares (default `topic`).
+    pub fn exchange_kind(mut self, kind: lapin::ExchangeKind) -> Self {
+        self.exchange_kind = kind;
+        self
+    }
+
+    /// Whether [`AmqpPublisher::connect`] declares a missing exchange (durable) instead of reporting it (default:
+    /// no).
+    pub fn create_destinations(mut self, create: bool) -> Self {
+        self.create_destinations = create;
+        self
+    }
+
     /// How long to wait for the broker's confirms of a batch (default 10 s). Keep it below the relay's lease.
     pub fn confirm_timeout(mut self, timeout: Duration) -> Self {
         self.confirm_timeout = timeout;
@@ -365,8 +472,11 @@ impl AmqpBuilder {
     pub fn build(self) -> Result<AmqpPublisher> {
         let url = self.url;
         let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
-        if url.scheme() != "amqp" {
-            return Err(invalid("a RabbitMQ URL is `amqp://user:password@host[:port]/vhost`"));
+        if !matches!(url.scheme(), "amqp" | "amqps") {
+            return Err(invalid("a RabbitMQ URL is `amqp://user:password@host[:port]/vhost` or `amqps://...` (TLS)"));
+        }
+        if self.tls.any() && url.scheme() != "amqps" {
+            return Err(invalid("`tls_ca`, `tls_cert` and `tls_key` need TLS: use `amqps://`"));
         }
         if url.host_str().is_none_or(str::is_empty) {
             return Err(invalid("a RabbitMQ URL needs a host, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`"));
@@ -384,7 +494,24 @@ impl AmqpBuilder {
         // The connection URI: the sink URL without its query (the options are ours, not lapin's).
         let mut uri = url.clone();
         uri.set_query(None);
+        if let Some(password) = &self.password {
+            if url.password().is_some() {
+                return Err(invalid("give the password in the URL or in `password_file`/`password_env`, not both"));
+            }
+            let encoded: String = url::form_urlencoded::byte_serialize(password.expose().as_bytes()).collect();
+            uri.set_password(Some(&encoded)).map_err(|()| invalid("a RabbitMQ URL needs a host for a password"))?;
+        }
         let uri = uri.to_string();
+        let read = |path: &std::path::Path| {
+            std::fs::read(path).map_err(|error| invalid(&format!("cannot read {}: {}", path.display(), error.kind())))
+        };
+        let mut tls = lapin::tcp::OwnedTLSConfig::default();
+        if let Some(ca) = &self.tls.ca {
+            tls.cert_chain = Some(String::from_utf8_lossy(&read(ca)?).into_owned());
+        }
+        if let Some((cert, key)) = &self.tls.client {
+            tls.identity = Some(lapin::tcp::OwnedIdentity::PKCS8 { pem: read(cert)?, key: read(key)? });
+        }
         uri.parse::<lapin::uri::AMQPUri>().map_err(|reason| invalid(&format!("malformed AMQP URI: {reason}")))?;
         Ok(AmqpPublisher {
             url,
@@ -395,6 +522,9 @@ impl AmqpBuilder {
             confirm_timeout: self.confirm_timeout,
             connect_timeout: self.connect_timeout,
             max_message_bytes: self.max_message_bytes,
+            tls,
+            exchange_kind: self.exchange_kind,
+            create_destinations: self.create_destinations,
             link: Reconnect::new(),
         })
     }
@@ -478,8 +608,17 @@ fn refuses(error: &lapin::Error) -> bool {
                 | AMQPErrorKind::Hard(lapin::protocol::AMQPHardError::NOTALLOWED)
         ),
         lapin::ErrorKind::AuthProviderError(_) => true,
+        lapin::ErrorKind::IOError(io) => is_tls_refusal(io.as_ref()),
         _ => false,
     }
+}
+
+/// Whether a declare failed because the exchange does not exist (`404 NOT_FOUND`).
+fn is_not_found(error: &lapin::Error) -> bool {
+    matches!(
+        error.kind(),
+        lapin::ErrorKind::ProtocolError(amqp) if matches!(amqp.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND))
+    )
 }
 
 /// A one-line description of a lapin error (never the payload: lapin errors carry codes and broker texts).

@@ -9,9 +9,10 @@
 //! event type), `subject` (the aggregate id), `time` (when the event was enqueued, RFC 3339), `datacontenttype`
 //! `application/json`, `dataschema` (`<base><event_type>/v<version>.schema.json`, matching the
 //! `contracts/<event_type>/v<version>.schema.json` layout, when a base URI is configured), and two extension
-//! attributes: `schemaversion` (the payload's schema version) and `aggregatetype`. The W3C `traceparent` and
-//! `tracestate` captured at enqueue are forwarded under their own names, as the distributed tracing extension
-//! says.
+//! attributes: `schemaversion` (the payload's schema version) and `aggregatetype`. Every header of the event
+//! (`NewEvent::with_header`, the `headers` column; the W3C `traceparent` and `tracestate` among them, as the
+//! distributed tracing extension says) is forwarded under its own name, in both modes; structured mode also puts
+//! `traceparent` and `tracestate` into the envelope.
 
 use std::fmt;
 
@@ -170,7 +171,7 @@ impl CloudEvents {
     }
 
     /// Reads the options every broker URL shares: `source`, `schema_base` and `mode` (`binary`/`structured`).
-    pub(crate) fn from_query(query: &mut super::destination::Query<'_>) -> crate::Result<Self> {
+    pub(crate) fn from_query(query: &mut super::url_options::Query<'_>) -> crate::Result<Self> {
         let mut envelope = Self::new();
         if let Some(source) = query.take("source") {
             if source.is_empty() {
@@ -209,16 +210,24 @@ impl CloudEvents {
     }
 
     /// The headers of `message` for `binding`, without the content type: the prefixed attributes in binary mode
-    /// (none in structured mode), then the trace context.
+    /// (none in structured mode), then every header of the event ([`Message::forwarded_headers`]).
+    #[cfg_attr(
+        not(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "redis")),
+        allow(dead_code)
+    )]
     pub(crate) fn headers(&self, message: &Message, binding: Binding) -> Vec<(String, String)> {
-        let mut headers = Vec::new();
-        if self.mode == ContentMode::Binary {
-            let prefix = binding.prefix();
-            headers
-                .extend(self.attributes(message).into_iter().map(|(name, value)| (format!("{prefix}{name}"), value)));
-        }
-        headers.extend(trace_headers(message).map(|(name, value)| (name.to_owned(), value.to_owned())));
+        let mut headers = self.attribute_headers(message, binding);
+        headers.extend(message.forwarded_headers().map(|(name, value)| (name.to_owned(), value.to_owned())));
         headers
+    }
+
+    /// The prefixed CloudEvents attributes of `message` for `binding` in binary mode; none in structured mode.
+    pub(crate) fn attribute_headers(&self, message: &Message, binding: Binding) -> Vec<(String, String)> {
+        if self.mode != ContentMode::Binary {
+            return Vec::new();
+        }
+        let prefix = binding.prefix();
+        self.attributes(message).into_iter().map(|(name, value)| (format!("{prefix}{name}"), value)).collect()
     }
 
     /// The content type of the body: `application/json` in binary mode, `application/cloudevents+json` in
@@ -297,6 +306,12 @@ mod tests {
         assert_eq!(get("ce_aggregatetype"), Some("order"));
         assert_eq!(get("traceparent"), Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
         assert!(envelope.headers(&message(), Binding::Nats).iter().any(|(n, _)| n == "ce-id"));
+        let mut custom = message();
+        custom.headers.insert("tenant".into(), "acme".into());
+        custom.headers.insert("Bad Name".into(), "written by hand".into());
+        let headers = envelope.headers(&custom, Binding::Amqp);
+        assert!(headers.contains(&("tenant".to_owned(), "acme".to_owned())), "{headers:?}");
+        assert!(!headers.iter().any(|(n, _)| n == "Bad Name"), "a header no broker takes is left out: {headers:?}");
         assert!(envelope.headers(&message(), Binding::Amqp).iter().any(|(n, _)| n == "cloudEvents:id"));
         assert_eq!(envelope.body(&message()), br#"{"total": 12.5}"#);
         assert_eq!(envelope.content_type(), "application/json");

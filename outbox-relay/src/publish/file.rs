@@ -76,6 +76,11 @@ impl Publisher for FilePublisher {
             Err(error) => vec![Outcome::transient(format!("writing {}: {error}", self.path.display())); batch.len()],
         }
     }
+
+    /// Each call is one write of the whole batch: it lands in order, or (on an error) not at all.
+    fn keeps_order(&self) -> bool {
+        true
+    }
 }
 
 /// The error of opening `path`, naming the cause when the system's message alone would mislead: "No such file or

@@ -12,7 +12,10 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::ClientConfig;
 
 use super::cloudevents::{Binding, CloudEvents};
-use super::destination::{masked, Naming, Query, Template};
+use super::name_template::{Naming, Template};
+use super::secret_source::{take_secret, Secret};
+use super::tls_options::TlsFiles;
+use super::url_options::{masked, Query};
 use super::{Message, Outcome, Publisher};
 use crate::{Error, Result};
 
@@ -32,6 +35,17 @@ use crate::{Error, Result};
 /// unreachable broker is transient. librdkafka reconnects by itself; after a fatal idempotence error the
 /// producer is replaced.
 ///
+/// **TLS and SASL**: `security_protocol=plaintext|ssl|sasl_plaintext|sasl_ssl` (default `plaintext`), with
+/// `tls_ca=PATH` (authorities to trust instead of the system's), `tls_cert=PATH` + `tls_key=PATH` (client
+/// certificate); the broker's certificate and host name are always verified (a librdkafka property that would
+/// turn that off is refused). SASL takes `sasl_mechanism=plain|scram-sha-256|scram-sha-512`, the user name of
+/// the URL and its password from the URL, `password_file=PATH` or `password_env=VAR`
+/// (`kafka://relay@broker:9096?security_protocol=sasl_ssl&sasl_mechanism=scram-sha-512&password_env=KAFKA_PASSWORD`).
+///
+/// **Destination**: [`connect`](Self::connect) checks that a fixed topic exists (its metadata); with
+/// [`create_destinations`](KafkaBuilder::create_destinations) it creates a missing one with `partitions=N`
+/// (default 3) and `replication_factor=N` (default 1; 3 on a production cluster).
+///
 /// # Example
 ///
 /// ```
@@ -49,6 +63,9 @@ pub struct KafkaPublisher {
     stale: AtomicBool,
     topic: Template,
     envelope: CloudEvents,
+    create_destinations: bool,
+    partitions: i32,
+    replication_factor: i32,
 }
 
 /// Settings of a [`KafkaPublisher`], validated by [`build`](Self::build).
@@ -62,7 +79,91 @@ pub struct KafkaBuilder {
     message_timeout: Duration,
     max_message_bytes: Option<usize>,
     properties: Vec<(String, String)>,
+    security_protocol: SecurityProtocol,
+    sasl: Option<(SaslMechanism, String, Secret)>,
+    tls: TlsFiles,
+    create_destinations: bool,
+    partitions: i32,
+    replication_factor: i32,
 }
+
+/// How the producer talks to the brokers (`security.protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SecurityProtocol {
+    /// No TLS, no SASL.
+    Plaintext,
+    /// TLS.
+    Ssl,
+    /// SASL without TLS (the password crosses the network in clear with `PLAIN`).
+    SaslPlaintext,
+    /// SASL over TLS.
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    fn parse(value: &str) -> Option<Self> {
+        match value {
+            "plaintext" => Some(Self::Plaintext),
+            "ssl" => Some(Self::Ssl),
+            "sasl_plaintext" => Some(Self::SaslPlaintext),
+            "sasl_ssl" => Some(Self::SaslSsl),
+            _ => None,
+        }
+    }
+
+    fn property(self) -> &'static str {
+        match self {
+            Self::Plaintext => "plaintext",
+            Self::Ssl => "ssl",
+            Self::SaslPlaintext => "sasl_plaintext",
+            Self::SaslSsl => "sasl_ssl",
+        }
+    }
+
+    fn tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+
+    fn sasl(self) -> bool {
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
+    }
+}
+
+/// The SASL mechanism (`sasl.mechanism`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SaslMechanism {
+    /// `PLAIN` (use it over TLS only).
+    Plain,
+    /// `SCRAM-SHA-256`.
+    ScramSha256,
+    /// `SCRAM-SHA-512`.
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    fn parse(value: &str) -> Option<Self> {
+        match value.to_ascii_lowercase().as_str() {
+            "plain" => Some(Self::Plain),
+            "scram-sha-256" => Some(Self::ScramSha256),
+            "scram-sha-512" => Some(Self::ScramSha512),
+            _ => None,
+        }
+    }
+
+    fn property(self) -> &'static str {
+        match self {
+            Self::Plain => "PLAIN",
+            Self::ScramSha256 => "SCRAM-SHA-256",
+            Self::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+/// librdkafka properties that would turn certificate or host name verification off: refused.
+const VERIFICATION_PROPERTIES: [&str; 2] =
+    ["enable.ssl.certificate.verification", "ssl.endpoint.identification.algorithm"];
 
 impl KafkaPublisher {
     /// Starts the settings of a publisher to the bootstrap servers `brokers` (`host:port`).
@@ -80,6 +181,46 @@ impl KafkaPublisher {
             message_timeout: Duration::from_secs(10),
             max_message_bytes: None,
             properties: Vec::new(),
+            security_protocol: SecurityProtocol::Plaintext,
+            sasl: None,
+            tls: TlsFiles::default(),
+            create_destinations: false,
+            partitions: 3,
+            replication_factor: 1,
+        }
+    }
+
+    /// The same publisher, creating a missing topic at [`connect`](Self::connect) when `create` is set (the
+    /// `outbox relay --create-destinations` flag; [`KafkaBuilder::create_destinations`] before building).
+    #[must_use]
+    pub fn with_create_destinations(mut self, create: bool) -> Self {
+        self.create_destinations = create;
+        self
+    }
+
+    /// Checks that the brokers take the producer's settings (TLS, SASL) and, for a fixed topic, that the topic
+    /// exists, creating it with [`create_destinations`](KafkaBuilder::create_destinations); `outbox relay` does
+    /// this before it reads anything. A topic template with placeholders is not checked (its topics are known
+    /// per event).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unreachable`] when no broker answers in time, [`Error::Refused`] when a broker refuses the TLS
+    /// setup or the credentials, or the topic does not exist (or cannot be created).
+    pub async fn connect(&self) -> Result<()> {
+        let target = format!("Kafka at {}", self.display);
+        let topic = self.topic.is_fixed().then(|| self.topic.as_str().to_owned());
+        let config = self.config.clone();
+        let (create, partitions, replication) = (self.create_destinations, self.partitions, self.replication_factor);
+        let checked = tokio::task::spawn_blocking(move || {
+            check_topic(&config, topic.as_deref(), create, partitions, replication)
+        })
+        .await
+        .unwrap_or_else(|_| Err(Check::Unreachable("the metadata request panicked".to_owned())));
+        match checked {
+            Ok(()) => Ok(()),
+            Err(Check::Unreachable(reason)) => Err(Error::Unreachable { target, reason }),
+            Err(Check::Refused(reason)) => Err(Error::Refused { target, reason }),
         }
     }
 
@@ -97,15 +238,64 @@ impl KafkaPublisher {
         if !matches!(url.path(), "" | "/") {
             return Err(query.invalid("a Kafka URL has no path; name the topic with `?topic=...`"));
         }
-        if url.password().is_some() || !url.username().is_empty() {
-            return Err(query.invalid("SASL credentials are not supported by this build; use a plaintext listener"));
+        let protocol = query.take_parsed(
+            "security_protocol",
+            "`plaintext`, `ssl`, `sasl_plaintext` or `sasl_ssl`",
+            SecurityProtocol::parse,
+        )?;
+        let mechanism =
+            query.take_parsed("sasl_mechanism", "`plain`, `scram-sha-256` or `scram-sha-512`", SaslMechanism::parse)?;
+        let tls = TlsFiles::from_query(&mut query)?;
+        let password = take_secret(&mut query, "password")?;
+        let user = url::form_urlencoded::parse(format!("x={}", url.username()).as_bytes())
+            .next()
+            .map(|(_, user)| user.into_owned())
+            .unwrap_or_default();
+        let url_password = url.password().map(|password| {
+            Secret::new(
+                url::form_urlencoded::parse(format!("x={password}").as_bytes())
+                    .next()
+                    .map(|(_, password)| password.into_owned())
+                    .unwrap_or_default(),
+            )
+        });
+        if url_password.is_some() && password.is_some() {
+            return Err(query.invalid("give the password in the URL or in `password_file`/`password_env`, not both"));
         }
+        let password = url_password.or(password);
+        let sasl = match (user.is_empty(), password, mechanism) {
+            (true, None, None) => None,
+            (false, Some(password), Some(mechanism)) => Some((mechanism, user, password)),
+            (false, Some(_), None) => {
+                return Err(query.invalid("name the SASL mechanism: `sasl_mechanism=plain|scram-sha-256|scram-sha-512`"))
+            }
+            _ => {
+                return Err(query.invalid(
+                    "SASL needs the user in the URL, its password, and `sasl_mechanism` (`kafka://USER@host:port?...&password_file=PATH`)",
+                ))
+            }
+        };
+        let partitions =
+            query.take_parsed("partitions", "a number from 1", |v| v.parse::<i32>().ok().filter(|n| *n >= 1))?;
+        let replication_factor = query
+            .take_parsed("replication_factor", "a number from 1", |v| v.parse::<i32>().ok().filter(|n| *n >= 1))?;
         let mut brokers = vec![format!("{}:{}", url.host_str().unwrap_or_default(), url.port().unwrap_or(9092))];
         if let Some(more) = query.take("brokers") {
             brokers.extend(more.split(',').map(str::trim).filter(|b| !b.is_empty()).map(str::to_owned));
         }
         let mut builder = Self::builder(brokers).cloud_events(CloudEvents::from_query(&mut query)?);
         builder.display = masked(url);
+        builder.security_protocol = protocol.unwrap_or(if sasl.is_some() {
+            SecurityProtocol::SaslSsl
+        } else if tls.any() {
+            SecurityProtocol::Ssl
+        } else {
+            SecurityProtocol::Plaintext
+        });
+        builder.sasl = sasl;
+        builder.tls = tls;
+        builder.partitions = partitions.unwrap_or(builder.partitions);
+        builder.replication_factor = replication_factor.unwrap_or(builder.replication_factor);
         if let Some(topic) = query.take("topic") {
             builder = builder.topic(topic);
         }
@@ -123,6 +313,15 @@ impl KafkaPublisher {
             "source",
             "schema_base",
             "mode",
+            "security_protocol",
+            "sasl_mechanism",
+            "tls_ca",
+            "tls_cert",
+            "tls_key",
+            "password_file",
+            "password_env",
+            "partitions",
+            "replication_factor",
         ])?;
         builder.build()
     }
@@ -186,6 +385,48 @@ impl KafkaBuilder {
         self
     }
 
+    /// `security.protocol` (default [`SecurityProtocol::Plaintext`]).
+    pub fn security_protocol(mut self, protocol: SecurityProtocol) -> Self {
+        self.security_protocol = protocol;
+        self
+    }
+
+    /// SASL authentication with `mechanism`, `user` and `password` (the protocol must be a SASL one).
+    pub fn sasl(mut self, mechanism: SaslMechanism, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.sasl = Some((mechanism, user.into(), Secret::new(password)));
+        self
+    }
+
+    /// Trusts the certificate authorities of this PEM file instead of the system's (TLS protocols only).
+    pub fn tls_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.ca = Some(path.into());
+        self
+    }
+
+    /// Presents this PEM client certificate and key (TLS protocols only).
+    pub fn tls_client_certificate(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls.client = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// Whether [`KafkaPublisher::connect`] creates a missing fixed topic (default: no, it reports it).
+    pub fn create_destinations(mut self, create: bool) -> Self {
+        self.create_destinations = create;
+        self
+    }
+
+    /// The partitions and replication factor of a topic [`create_destinations`](Self::create_destinations)
+    /// creates (default 3 and 1).
+    pub fn new_topics(mut self, partitions: i32, replication_factor: i32) -> Self {
+        self.partitions = partitions;
+        self.replication_factor = replication_factor;
+        self
+    }
+
     /// Validates the settings and creates the producer (it connects in the background).
     ///
     /// # Errors
@@ -202,9 +443,52 @@ impl KafkaBuilder {
         if self.message_timeout.is_zero() {
             return Err(invalid("the Kafka message timeout must be more than zero"));
         }
+        if self.partitions < 1 || self.replication_factor < 1 {
+            return Err(invalid("new topics need at least one partition and one replica"));
+        }
+        let protocol = self.security_protocol;
+        if self.sasl.is_some() != protocol.sasl() {
+            return Err(invalid(if protocol.sasl() {
+                "a SASL protocol needs a user, a password and `sasl_mechanism`"
+            } else {
+                "SASL credentials need `security_protocol=sasl_ssl` (or `sasl_plaintext`)"
+            }));
+        }
+        if self.tls.any() && !protocol.tls() {
+            return Err(invalid("`tls_ca`, `tls_cert` and `tls_key` need `security_protocol=ssl` or `sasl_ssl`"));
+        }
         let mut config = ClientConfig::new();
         for (name, value) in &self.properties {
+            if VERIFICATION_PROPERTIES.contains(&name.as_str()) {
+                return Err(invalid(&format!(
+                    "`{name}` cannot be set: certificates and host names are always verified"
+                )));
+            }
+            if name.starts_with("sasl.") || name.starts_with("ssl.") || name == "security.protocol" {
+                return Err(invalid(&format!(
+                    "set `{name}` with the publisher's TLS and SASL settings, not as a property"
+                )));
+            }
             config.set(name, value);
+        }
+        config.set("security.protocol", protocol.property());
+        if protocol.tls() {
+            config
+                .set("enable.ssl.certificate.verification", "true")
+                .set("ssl.endpoint.identification.algorithm", "https");
+            if let Some(ca) = &self.tls.ca {
+                config.set("ssl.ca.location", ca.display().to_string());
+            }
+            if let Some((cert, key)) = &self.tls.client {
+                config.set("ssl.certificate.location", cert.display().to_string());
+                config.set("ssl.key.location", key.display().to_string());
+            }
+        }
+        if let Some((mechanism, user, password)) = &self.sasl {
+            config
+                .set("sasl.mechanism", mechanism.property())
+                .set("sasl.username", user)
+                .set("sasl.password", password.expose());
         }
         config
             .set("bootstrap.servers", self.brokers.join(","))
@@ -226,7 +510,153 @@ impl KafkaBuilder {
             stale: AtomicBool::new(false),
             topic,
             envelope: self.envelope,
+            create_destinations: self.create_destinations,
+            partitions: self.partitions,
+            replication_factor: self.replication_factor,
         })
+    }
+}
+
+/// Why [`check_topic`] failed.
+enum Check {
+    Unreachable(String),
+    Refused(String),
+}
+
+/// How long the start-up check waits for the brokers.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Fetches the metadata of `topic` (of the cluster when `None`) with a short-lived producer of `config`, and
+/// creates the topic when it is missing and `create` is set. Blocking: run it off the async runtime.
+fn check_topic(
+    config: &ClientConfig,
+    topic: Option<&str>,
+    create: bool,
+    partitions: i32,
+    replication: i32,
+) -> std::result::Result<(), Check> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+
+    // A producer's metadata request would otherwise ask the broker to create the topic.
+    let mut checking = config.clone();
+    checking.set("allow.auto.create.topics", "false");
+    let producer: rdkafka::producer::BaseProducer<CheckContext> = checking
+        .create_with_context(CheckContext::default())
+        .map_err(|error| Check::Refused(format!("librdkafka refused the configuration: {error}")))?;
+    // Short metadata requests, so that a refused TLS handshake or SASL exchange (which reaches the log callback;
+    // the request itself only fails with a transport error) stops the check at once.
+    let deadline = std::time::Instant::now() + CHECK_TIMEOUT;
+    let metadata = loop {
+        match producer.client().fetch_metadata(topic, Duration::from_secs(1)) {
+            Ok(metadata) => break metadata,
+            Err(error) => {
+                producer.poll(Duration::ZERO);
+                if let Some(reason) = producer.context().refusal() {
+                    return Err(Check::Refused(reason));
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(classify(&error));
+                }
+            }
+        }
+    };
+    let Some(topic) = topic else { return Ok(()) };
+    let missing = metadata.topics().iter().find(|t| t.name() == topic).is_none_or(|t| {
+        t.error().is_some_and(|code| RDKafkaErrorCode::from(code) == RDKafkaErrorCode::UnknownTopicOrPartition)
+            || t.partitions().is_empty()
+    });
+    if !missing {
+        return Ok(());
+    }
+    if !create {
+        return Err(Check::Refused(format!(
+            "the topic `{topic}` does not exist (create it, or start with `--create-destinations`)"
+        )));
+    }
+    let admin: AdminClient<DefaultClientContext> =
+        config.create().map_err(|error| Check::Refused(format!("cannot create the Kafka admin client: {error}")))?;
+    let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
+    let options = AdminOptions::new().operation_timeout(Some(CHECK_TIMEOUT));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| Check::Unreachable(format!("cannot start a runtime for the admin request: {error}")))?;
+    let results = runtime.block_on(admin.create_topics([&new_topic], &options)).map_err(|error| classify(&error))?;
+    match results.into_iter().next() {
+        Some(Ok(_)) | None => {
+            tracing::info!(topic, partitions, replication, "created the Kafka topic");
+            Ok(())
+        }
+        Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => Ok(()),
+        Some(Err((_, code))) => Err(Check::Refused(format!("cannot create the topic `{topic}`: {code}"))),
+    }
+}
+
+/// What librdkafka says when a broker refuses the TLS setup or the credentials.
+const REFUSALS: [&str; 3] = ["SSL handshake failed", "certificate verify failed", "SASL authentication"];
+
+/// The client context of the start-up check: it keeps the last error librdkafka reported that retrying cannot
+/// fix (a TLS handshake the client or the broker refused, failed SASL authentication).
+#[derive(Default)]
+struct CheckContext {
+    refusal: Mutex<Option<String>>,
+}
+
+impl CheckContext {
+    fn refusal(&self) -> Option<String> {
+        self.refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+impl rdkafka::ClientContext for CheckContext {
+    /// librdkafka reports a failed TLS handshake or SASL exchange as a connection failure (`FAIL`) in its log.
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if fac == "FAIL" && REFUSALS.iter().any(|text| log_message.contains(text)) {
+            // Without the thread prefix (`[thrd:ssl://host:port/bootstrap]: `).
+            let reason = log_message.split_once("]: ").map_or(log_message, |(_, reason)| reason);
+            *self.refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some(reason.lines().next().unwrap_or_default().to_owned());
+        } else {
+            rdkafka::client::DefaultClientContext.log(level, fac, log_message);
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        let refused = matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::SSL | RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
+        ) || REFUSALS.iter().any(|text| reason.contains(text));
+        if refused {
+            // librdkafka's reason names the broker and the failed check (certificate verify failed, ...).
+            let reason = reason.lines().next().unwrap_or_default().to_owned();
+            *self.refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason);
+        }
+    }
+}
+
+/// The check sends no message: deliveries never happen.
+impl rdkafka::producer::ProducerContext for CheckContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, _: &rdkafka::producer::DeliveryResult<'_>, (): ()) {}
+}
+
+/// Sorts a start-up error: refused settings (TLS, SASL, authorization) or brokers that did not answer.
+fn classify(error: &KafkaError) -> Check {
+    let code = error.rdkafka_error_code();
+    let reason = code.map_or_else(|| error.to_string(), |code| code.to_string());
+    match code {
+        Some(
+            RDKafkaErrorCode::Authentication
+            | RDKafkaErrorCode::SaslAuthenticationFailed
+            | RDKafkaErrorCode::SSL
+            | RDKafkaErrorCode::TopicAuthorizationFailed
+            | RDKafkaErrorCode::ClusterAuthorizationFailed
+            | RDKafkaErrorCode::UnsupportedSASLMechanism
+            | RDKafkaErrorCode::IllegalSASLState,
+        ) => Check::Refused(reason),
+        _ => Check::Unreachable(reason),
     }
 }
 
@@ -314,11 +744,48 @@ mod tests {
     use super::KafkaPublisher;
 
     #[test]
+    fn tls_and_sasl_options_become_librdkafka_properties_with_verification_on() {
+        std::env::set_var("OUTBOX_TEST_KAFKA_PASSWORD", "hunter2");
+        let dir = std::env::temp_dir().join(format!("outbox-kafka-ca-{}", uuid::Uuid::now_v7().simple()));
+        let ca = outbox_tests::certificates::Certificates::generate(&dir, "kafka").ca;
+        let url = format!(
+            "kafka://relay@b1:9096?security_protocol=sasl_ssl&sasl_mechanism=scram-sha-512\
+             &password_env=OUTBOX_TEST_KAFKA_PASSWORD&tls_ca={}",
+            ca.display()
+        );
+        let publisher = KafkaPublisher::from_url(&url.parse().unwrap()).unwrap();
+        let get = |name: &str| publisher.config.get(name).map(str::to_owned);
+        assert_eq!(get("security.protocol").as_deref(), Some("sasl_ssl"));
+        assert_eq!(get("sasl.mechanism").as_deref(), Some("SCRAM-SHA-512"));
+        assert_eq!(get("sasl.username").as_deref(), Some("relay"));
+        assert_eq!(get("sasl.password").as_deref(), Some("hunter2"));
+        assert_eq!(get("ssl.ca.location"), Some(ca.display().to_string()));
+        assert_eq!(get("enable.ssl.certificate.verification").as_deref(), Some("true"));
+        assert_eq!(get("ssl.endpoint.identification.algorithm").as_deref(), Some("https"));
+        assert!(!format!("{publisher} {publisher:?}").contains("hunter2"));
+        let plain =
+            KafkaPublisher::from_url(&"kafka://relay:hunter2@b1:9092?sasl_mechanism=plain".parse().unwrap()).unwrap();
+        assert_eq!(plain.config.get("security.protocol"), Some("sasl_ssl"), "SASL defaults to TLS");
+        assert!(!plain.to_string().contains("hunter2"), "{plain}");
+        let off = KafkaPublisher::builder(["b1:9092"]).property("enable.ssl.certificate.verification", "false").build();
+        assert!(off.unwrap_err().to_string().contains("always verified"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn urls_are_validated() {
         for (url, reason) in [
             ("kafka://127.0.0.1:9092?topic=a b", "invalid Kafka topic"),
             ("kafka://127.0.0.1:9092/topic", "no path"),
-            ("kafka://u:hunter2@127.0.0.1:9092", "SASL"),
+            ("kafka://u:hunter2@127.0.0.1:9092", "sasl_mechanism"),
+            ("kafka://u@127.0.0.1:9092?sasl_mechanism=plain", "password"),
+            ("kafka://127.0.0.1:9092?security_protocol=tls", "`security_protocol` must be"),
+            ("kafka://127.0.0.1:9092?security_protocol=sasl_ssl", "SASL protocol needs"),
+            (
+                "kafka://127.0.0.1:9092?tls_ca=/nonexistent/ca.pem&security_protocol=ssl",
+                "cannot read /nonexistent/ca.pem",
+            ),
+            ("kafka://127.0.0.1:9092?password=hunter2", "never goes into the URL"),
             ("kafka://127.0.0.1:9092?partition=1", "unknown option `partition`"),
         ] {
             let error = KafkaPublisher::from_url(&url.parse().unwrap()).unwrap_err().to_string();

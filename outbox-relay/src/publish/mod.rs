@@ -5,6 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use outbox_core::store::{CorruptedRow, StoredEvent};
 use outbox_core::Headers;
@@ -16,18 +17,28 @@ use uuid::Uuid;
 mod amqp;
 #[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
 mod cloudevents;
-#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
-mod destination;
 mod file;
 #[cfg(feature = "kafka")]
 mod kafka;
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+mod name_template;
 #[cfg(feature = "nats")]
 mod nats;
+#[cfg(any(feature = "nats", feature = "rabbitmq", feature = "redis"))]
+mod reconnect;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(any(feature = "webhook", feature = "sqs"))]
+mod retry_after;
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "redis"))]
+mod secret_source;
 #[cfg(feature = "sqs")]
 mod sqs;
 mod stdout;
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "redis"))]
+mod tls_options;
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+mod url_options;
 #[cfg(feature = "webhook")]
 mod webhook;
 
@@ -40,10 +51,10 @@ pub use webhook::{WebhookBuilder, WebhookPublisher};
 pub use amqp::{AmqpBuilder, AmqpPublisher};
 #[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
 pub use cloudevents::{CloudEvents, ContentMode};
-#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
-pub use destination::{Naming, Template};
 #[cfg(feature = "kafka")]
-pub use kafka::{KafkaBuilder, KafkaPublisher};
+pub use kafka::{KafkaBuilder, KafkaPublisher, SaslMechanism, SecurityProtocol};
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+pub use name_template::{Naming, Template};
 #[cfg(feature = "nats")]
 pub use nats::{NatsBuilder, NatsPublisher};
 #[cfg(feature = "redis")]
@@ -51,8 +62,9 @@ pub use redis::{RedisBuilder, RedisPublisher};
 #[cfg(feature = "sqs")]
 pub use sqs::{SqsBuilder, SqsPublisher};
 
-/// One event as a publisher sees it.
-#[derive(Debug, Clone, PartialEq)]
+/// One event as a publisher sees it. Its `Debug` output shows the payload redacted, so `tracing::debug!(?message)`
+/// is safe.
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Message {
     /// The event id (UUID v7). Send it along (a header, a deduplication id): consumers deduplicate by it.
@@ -75,6 +87,24 @@ pub struct Message {
     pub attempts: u32,
     /// JSON pointers to the payload's sensitive values: a publisher must never log them.
     pub sensitive_paths: Vec<String>,
+}
+
+/// Prints the payload with its sensitive values redacted ([`outbox_core::redact::for_debug`]).
+impl std::fmt::Debug for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Message")
+            .field("id", &self.id)
+            .field("event_type", &self.event_type)
+            .field("aggregate_type", &self.aggregate_type)
+            .field("aggregate_id", &self.aggregate_id)
+            .field("version", &self.version)
+            .field("payload", &outbox_core::redact::for_debug(&self.payload, Some(&self.sensitive_paths)))
+            .field("headers", &self.headers)
+            .field("created_at", &self.created_at)
+            .field("attempts", &self.attempts)
+            .field("sensitive_paths", &self.sensitive_paths)
+            .finish()
+    }
 }
 
 impl Message {
@@ -105,6 +135,16 @@ impl Message {
             attempts: 0,
             sensitive_paths: Vec::new(),
         }
+    }
+
+    /// The headers a publisher sends on: every header of the event that
+    /// [`check_header`](outbox_core::check_header) accepts, by name. Enqueue refuses any other, so a header left
+    /// out here was written into the `headers` column by hand; it is skipped rather than failing the event.
+    pub fn forwarded_headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.headers
+            .iter()
+            .filter(|(name, value)| outbox_core::check_header(name, value).is_ok())
+            .map(|(name, value)| (name.as_str(), value.as_str()))
     }
 
     /// The payload parsed as JSON.
@@ -183,23 +223,47 @@ impl Message {
     }
 }
 
-/// Why a publish failed: a short description for logs and the `last_error` column. Never put payload values
-/// in it.
+/// Why a publish failed: a short description for logs and the `last_error` column (never put payload values in
+/// it), and, when the broker asked for one, how long to wait before the next attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublishError {
     message: String,
+    retry_after: Option<Duration>,
 }
 
 impl PublishError {
     /// An error with this description.
     pub fn new(message: impl fmt::Display) -> Self {
-        Self { message: message.to_string() }
+        Self { message: message.to_string(), retry_after: None }
+    }
+
+    /// The same error with the wait the broker asked for (an HTTP `Retry-After`, a throttling hint). The relay
+    /// waits at least this long before the event's next attempt, but never longer than its backoff's maximum.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use outbox_relay::{Outcome, PublishError};
+    ///
+    /// let throttled = Outcome::Transient(PublishError::new("HTTP 429").with_retry_after(Duration::from_secs(30)));
+    /// assert_eq!(throttled.retry_after(), Some(Duration::from_secs(30)));
+    /// ```
+    #[must_use]
+    pub fn with_retry_after(mut self, delay: Duration) -> Self {
+        self.retry_after = Some(delay);
+        self
     }
 
     /// The description.
     #[must_use]
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The wait the broker asked for before the next attempt, if it asked.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
     }
 }
 
@@ -233,6 +297,15 @@ impl Outcome {
     /// A permanent failure described by `message`.
     pub fn permanent(message: impl fmt::Display) -> Self {
         Self::Permanent(PublishError::new(message))
+    }
+
+    /// The wait a transient failure asks for before the next attempt ([`PublishError::retry_after`]); `None`
+    /// for the other outcomes and when the broker gave no hint.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Outcome::Transient(error) => error.retry_after(),
+            Outcome::Published | Outcome::Permanent(_) => None,
+        }
     }
 }
 
@@ -270,11 +343,23 @@ impl Outcome {
 pub trait Publisher: Send + Sync + 'static {
     /// Publishes `batch` and returns one outcome per message, in order.
     fn publish(&self, batch: &[Message]) -> impl Future<Output = Vec<Outcome>> + Send;
+
+    /// Whether the broker receives the messages of one call in the order of the batch, and a failed message
+    /// means none after it of the same aggregate was delivered either (a sequential writer; a Kafka idempotent
+    /// producer per partition). Then the relay may put several events of one aggregate in one call; otherwise
+    /// (the default) it publishes a batch in rounds of at most one event per aggregate.
+    fn keeps_order(&self) -> bool {
+        false
+    }
 }
 
 impl<P: Publisher> Publisher for Arc<P> {
     fn publish(&self, batch: &[Message]) -> impl Future<Output = Vec<Outcome>> + Send {
         (**self).publish(batch)
+    }
+
+    fn keeps_order(&self) -> bool {
+        (**self).keeps_order()
     }
 }
 
@@ -284,11 +369,17 @@ pub(crate) type PublishFuture<'a> = Pin<Box<dyn Future<Output = Vec<Outcome>> + 
 /// [`Publisher`] behind a pointer: the engine holds any publisher as `Arc<dyn ErasedPublisher>`.
 pub(crate) trait ErasedPublisher: Send + Sync + 'static {
     fn publish_boxed<'a>(&'a self, batch: &'a [Message]) -> PublishFuture<'a>;
+
+    fn keeps_order_erased(&self) -> bool;
 }
 
 impl<P: Publisher> ErasedPublisher for P {
     fn publish_boxed<'a>(&'a self, batch: &'a [Message]) -> PublishFuture<'a> {
         Box::pin(self.publish(batch))
+    }
+
+    fn keeps_order_erased(&self) -> bool {
+        self.keeps_order()
     }
 }
 

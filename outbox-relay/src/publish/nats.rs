@@ -3,13 +3,18 @@
 //! its duplicate window.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::HeaderMap;
 
 use super::cloudevents::{Binding, CloudEvents};
-use super::destination::{masked, Naming, Query, Reconnect, Template};
+use super::name_template::{Naming, Template};
+use super::reconnect::Reconnect;
+use super::secret_source::{take_secret, Secret};
+use super::tls_options::{is_tls_refusal, readable, TlsFiles};
+use super::url_options::{masked, Query};
 use super::{Message, Outcome, Publisher};
 use crate::{Error, Result};
 
@@ -27,6 +32,17 @@ const STREAM_MESSAGE_TOO_LARGE: u64 = 10054;
 /// has it). Too large a message is a permanent failure; a timeout, a lost connection or a missing stream is
 /// transient. The client reconnects by itself; while it is disconnected a publish fails at once.
 ///
+/// **TLS**: `tls://host:port`, or `nats://...?tls=true`, or any of `tls_ca=PATH` (authorities to trust),
+/// `tls_cert=PATH` + `tls_key=PATH` (client certificate) requires TLS; the server's certificate is verified
+/// against the host name of the URL. **Authentication**, one of: `nats://user:password@host` (or the password
+/// from `password_file=PATH` / `password_env=VAR`), a token (`token_file=` / `token_env=`, or the URL's user name
+/// alone), an nkey seed (`nkey_seed_file=` / `nkey_seed_env=`), or a `.creds` file (`creds_file=PATH`).
+///
+/// **Destination**: [`connect`](Self::connect) checks that a JetStream stream captures the subjects (the fixed
+/// subject, or the template's literal prefix followed by `>`); with
+/// [`create_destinations`](NatsBuilder::create_destinations) it creates a missing one, named by `stream=`
+/// (default `OUTBOX`), with `stream_storage=file|memory` (default `file`) and `stream_replicas=N` (default 1).
+///
 /// # Example
 ///
 /// ```
@@ -38,13 +54,35 @@ const STREAM_MESSAGE_TOO_LARGE: u64 = 10054;
 pub struct NatsPublisher {
     url: url::Url,
     server: String,
-    credentials: Option<(String, String)>,
-    token: Option<String>,
+    auth: Auth,
+    tls: TlsFiles,
+    require_tls: bool,
+    stream: StreamSettings,
+    create_destinations: bool,
     subject: Template,
     envelope: CloudEvents,
     ack_timeout: Duration,
     connect_timeout: Duration,
     context: Reconnect<(async_nats::Client, async_nats::jetstream::Context)>,
+}
+
+/// How the publisher authenticates to the NATS server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Auth {
+    None,
+    UserPassword(String, Secret),
+    Token(Secret),
+    NkeySeed(Secret),
+    /// The content of a `.creds` file (a user JWT and its nkey seed).
+    Credentials(Secret),
+}
+
+/// The stream [`NatsBuilder::create_destinations`] creates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StreamSettings {
+    name: String,
+    storage: async_nats::jetstream::stream::StorageType,
+    replicas: usize,
 }
 
 /// Settings of a [`NatsPublisher`], validated by [`build`](Self::build).
@@ -56,7 +94,37 @@ pub struct NatsBuilder {
     envelope: CloudEvents,
     ack_timeout: Duration,
     connect_timeout: Duration,
+    auth: Option<Auth>,
+    credentials_file: Option<PathBuf>,
+    tls: TlsFiles,
+    require_tls: bool,
+    stream: StreamSettings,
+    create_destinations: bool,
 }
+
+/// The options of a NATS sink URL, for the list of known options.
+const OPTIONS: [&str; 20] = [
+    "subject",
+    "source",
+    "schema_base",
+    "mode",
+    "ack_timeout_ms",
+    "connect_timeout_ms",
+    "tls",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "password_file",
+    "password_env",
+    "token_file",
+    "token_env",
+    "nkey_seed_file",
+    "nkey_seed_env",
+    "creds_file",
+    "stream",
+    "stream_storage",
+    "stream_replicas",
+];
 
 impl NatsPublisher {
     /// Starts the settings of a publisher to the server at `url` (`nats://[user:password@]host[:port]`, or a
@@ -68,18 +136,75 @@ impl NatsPublisher {
             envelope: CloudEvents::new(),
             ack_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
+            auth: None,
+            credentials_file: None,
+            tls: TlsFiles::default(),
+            require_tls: false,
+            stream: StreamSettings {
+                name: "OUTBOX".to_owned(),
+                storage: async_nats::jetstream::stream::StorageType::File,
+                replicas: 1,
+            },
+            create_destinations: false,
         }
     }
 
     /// A publisher from a sink URL:
-    /// `nats://[user:password@]host[:port]?subject=outbox.{event_type}&source=...&schema_base=...&mode=binary&ack_timeout_ms=5000`.
+    /// `nats://[user[:password]@]host[:port]?subject=outbox.{event_type}&source=...&schema_base=...&mode=binary`
+    /// `&ack_timeout_ms=5000&connect_timeout_ms=5000`, with the TLS options (`tls=true`, `tls_ca`, `tls_cert`,
+    /// `tls_key`; or the scheme `tls://`), the secret options (`password_file`/`password_env` for the URL's
+    /// user, `token_file`/`token_env`, `nkey_seed_file`/`nkey_seed_env`, `creds_file`) and the stream options
+    /// (`stream`, `stream_storage`, `stream_replicas`) described on [`NatsPublisher`].
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidSink`] for a malformed URL, an unknown option or an invalid subject template.
+    /// [`Error::InvalidSink`] for a malformed URL, an unknown option, an invalid subject template, two ways of
+    /// authenticating, or a secret or certificate file that cannot be read.
     pub fn from_url(url: &url::Url) -> Result<Self> {
         let mut query = Query::new(url)?;
         let mut builder = Self::builder(url.clone()).cloud_events(CloudEvents::from_query(&mut query)?);
+        builder.tls = TlsFiles::from_query(&mut query)?;
+        if let Some(tls) = query.take_parsed("tls", "`true` or `false`", |v| v.parse::<bool>().ok())? {
+            builder.require_tls = tls;
+        }
+        let user = percent_decoded(url.username());
+        let password = take_secret(&mut query, "password")?;
+        let token = take_secret(&mut query, "token")?;
+        let seed = take_secret(&mut query, "nkey_seed")?;
+        let creds = query.take("creds_file").map(PathBuf::from);
+        let url_password = url.password().map(|p| Secret::new(percent_decoded(p)));
+        let mut ways = Vec::new();
+        match (user.is_empty(), url_password.or(password)) {
+            (false, Some(password)) => ways.push(Auth::UserPassword(user, password)),
+            (true, Some(_)) => {
+                return Err(query.invalid("a NATS password needs a user: `nats://USER@host?password_file=...`"))
+            }
+            (false, None) => ways.push(Auth::Token(Secret::new(user))),
+            (true, None) => {}
+        }
+        ways.extend(token.map(Auth::Token));
+        ways.extend(seed.map(Auth::NkeySeed));
+        if ways.len() + usize::from(creds.is_some()) > 1 {
+            return Err(query
+                .invalid("give one way of authenticating: user and password, a token, an nkey seed or a creds file"));
+        }
+        builder.auth = ways.pop();
+        builder.credentials_file = creds;
+        if let Some(stream) = query.take("stream") {
+            builder = builder.stream(stream);
+        }
+        if let Some(storage) = query.take_parsed("stream_storage", "`file` or `memory`", |v| match v {
+            "file" => Some(async_nats::jetstream::stream::StorageType::File),
+            "memory" => Some(async_nats::jetstream::stream::StorageType::Memory),
+            _ => None,
+        })? {
+            builder.stream.storage = storage;
+        }
+        if let Some(replicas) = query
+            .take_parsed("stream_replicas", "1 to 5", |v| v.parse::<usize>().ok().filter(|n| (1..=5).contains(n)))?
+        {
+            builder.stream.replicas = replicas;
+        }
         if let Some(subject) = query.take("subject") {
             builder = builder.subject(subject);
         }
@@ -89,35 +214,103 @@ impl NatsPublisher {
         if let Some(timeout) = query.take_millis("connect_timeout_ms")? {
             builder = builder.connect_timeout(timeout);
         }
-        query.finish(&["subject", "source", "schema_base", "mode", "ack_timeout_ms", "connect_timeout_ms"])?;
+        query.finish(&OPTIONS)?;
         builder.build()
     }
 
+    /// The same publisher, creating a missing stream at [`connect`](Self::connect) when `create` is set (the
+    /// `outbox relay --create-destinations` flag; [`NatsBuilder::create_destinations`] before building).
+    #[must_use]
+    pub fn with_create_destinations(mut self, create: bool) -> Self {
+        self.create_destinations = create;
+        self
+    }
+
     /// Connects now instead of at the first publish, so that a relay learns at start whether the server takes it
-    /// (`outbox relay` does this before it claims anything). The connection is kept for the first batch.
+    /// (`outbox relay` does this before it reads anything). The connection is kept for the first batch.
     ///
     /// # Errors
     ///
     /// [`Error::Unreachable`] when the server cannot be reached (connection refused, timeout: try again later),
     /// [`Error::Refused`] when it refuses the credentials or the TLS setup.
     pub async fn connect(&self) -> Result<()> {
-        let target = || format!("NATS at {}", masked(&self.url));
+        let target = || format!("NATS at {}", self);
         match self.open().await {
             Ok(connected) => {
+                self.check_stream(&connected.1, self.create_destinations).await?;
                 self.context.put(connected).await;
                 Ok(())
             }
             Err(Some(error)) => {
                 use async_nats::ConnectErrorKind as Kind;
-                let reason = error.kind().to_string();
+                let certificate = tls_refusal(&error);
+                let reason = match (&certificate, error.kind()) {
+                    (Some(refusal), _) => refusal.clone(),
+                    // The TLS error says which check failed: no secret in it.
+                    (None, Kind::Tls) => error.to_string(),
+                    (None, kind) => kind.to_string(),
+                };
                 match error.kind() {
                     Kind::Authentication | Kind::AuthorizationViolation | Kind::Tls => {
                         Err(Error::Refused { target: target(), reason })
                     }
+                    _ if certificate.is_some() => Err(Error::Refused { target: target(), reason }),
                     _ => Err(Error::Unreachable { target: target(), reason }),
                 }
             }
             Err(None) => Err(Error::Unreachable { target: target(), reason: "timed out".to_owned() }),
+        }
+    }
+
+    /// The subjects the stream must capture: the fixed subject, or the template's literal prefix followed by `>`.
+    fn subject_filter(&self) -> String {
+        if self.subject.is_fixed() {
+            return self.subject.as_str().to_owned();
+        }
+        let template = self.subject.as_str();
+        let prefix = &template[..template.find('{').unwrap_or(template.len())];
+        match prefix.rfind('.') {
+            Some(dot) => format!("{}>", &prefix[..=dot]),
+            None => ">".to_owned(),
+        }
+    }
+
+    /// Checks that a JetStream stream captures the subjects; creates it when `create` is set and it is missing.
+    async fn check_stream(&self, context: &async_nats::jetstream::Context, create: bool) -> Result<()> {
+        use async_nats::jetstream::context::GetStreamByNameErrorKind as Kind;
+        let filter = self.subject_filter();
+        let target = || format!("NATS at {}", self);
+        match context.stream_by_subject(filter.clone()).await {
+            Ok(_) => Ok(()),
+            Err(error) if error.kind() == Kind::NotFound && create => {
+                let config = async_nats::jetstream::stream::Config {
+                    name: self.stream.name.clone(),
+                    subjects: vec![filter.clone()],
+                    storage: self.stream.storage,
+                    num_replicas: self.stream.replicas,
+                    ..Default::default()
+                };
+                match context.create_stream(config).await {
+                    Ok(_) => {
+                        tracing::info!(stream = %self.stream.name, subjects = %filter, "created the JetStream stream");
+                        Ok(())
+                    }
+                    Err(error) => Err(Error::Refused {
+                        target: target(),
+                        reason: format!("cannot create the JetStream stream `{}` for `{filter}`: {error}", self.stream.name),
+                    }),
+                }
+            }
+            Err(error) if error.kind() == Kind::NotFound => Err(Error::Refused {
+                target: target(),
+                reason: format!(
+                    "no JetStream stream captures the subjects `{filter}` (create one, or start with `--create-destinations`)"
+                ),
+            }),
+            Err(error) if matches!(error.kind(), Kind::JetStream(_)) => {
+                Err(Error::Refused { target: target(), reason: format!("cannot look up the stream for `{filter}`: {error}") })
+            }
+            Err(error) => Err(Error::Unreachable { target: target(), reason: format!("JetStream did not answer: {error}") }),
         }
     }
 
@@ -129,10 +322,24 @@ impl NatsPublisher {
         let mut options = async_nats::ConnectOptions::new()
             .connection_timeout(self.connect_timeout)
             .name(concat!("outbox-relay/", env!("CARGO_PKG_VERSION")));
-        if let Some((user, password)) = &self.credentials {
-            options = options.user_and_password(user.clone(), password.clone());
-        } else if let Some(token) = &self.token {
-            options = options.token(token.clone());
+        options = match &self.auth {
+            Auth::None => options,
+            Auth::UserPassword(user, password) => options.user_and_password(user.clone(), password.expose().to_owned()),
+            Auth::Token(token) => options.token(token.expose().to_owned()),
+            Auth::NkeySeed(seed) => options.nkey(seed.expose().to_owned()),
+            // Checked when the publisher was built.
+            Auth::Credentials(creds) => {
+                options.credentials(creds.expose()).unwrap_or_else(|_| async_nats::ConnectOptions::new())
+            }
+        };
+        if self.require_tls {
+            options = options.require_tls(true);
+        }
+        if let Some(ca) = &self.tls.ca {
+            options = options.add_root_certificates(ca.clone());
+        }
+        if let Some((cert, key)) = &self.tls.client {
+            options = options.add_client_certificate(cert.clone(), key.clone());
         }
         let connecting = options.connect(self.server.as_str());
         let client = match tokio::time::timeout(self.connect_timeout + Duration::from_secs(1), connecting).await {
@@ -191,17 +398,71 @@ impl NatsBuilder {
         self
     }
 
+    /// Requires TLS (implied by the `tls://` scheme and by any certificate file).
+    pub fn require_tls(mut self, required: bool) -> Self {
+        self.require_tls = required;
+        self
+    }
+
+    /// Trusts the certificate authorities of this PEM file (instead of the system's). Implies TLS.
+    pub fn tls_ca(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca = Some(path.into());
+        self
+    }
+
+    /// Presents this PEM client certificate and key to the server. Implies TLS.
+    pub fn tls_client_certificate(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls.client = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// Authenticates with a user name and password.
+    pub fn user_and_password(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.auth = Some(Auth::UserPassword(user.into(), Secret::new(password)));
+        self
+    }
+
+    /// Authenticates with a token.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.auth = Some(Auth::Token(Secret::new(token)));
+        self
+    }
+
+    /// Authenticates with an nkey seed (`SU...`).
+    pub fn nkey_seed(mut self, seed: impl Into<String>) -> Self {
+        self.auth = Some(Auth::NkeySeed(Secret::new(seed)));
+        self
+    }
+
+    /// Authenticates with a `.creds` file (a user JWT and its nkey seed), read when the publisher is built.
+    pub fn credentials_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.credentials_file = Some(path.into());
+        self
+    }
+
+    /// The name of the stream [`create_destinations`](Self::create_destinations) creates (default `OUTBOX`).
+    pub fn stream(mut self, name: impl Into<String>) -> Self {
+        self.stream.name = name.into();
+        self
+    }
+
+    /// Whether [`NatsPublisher::connect`] creates a missing stream for the subjects (default: no, it reports it).
+    pub fn create_destinations(mut self, create: bool) -> Self {
+        self.create_destinations = create;
+        self
+    }
+
     /// Validates the settings and builds the publisher. It connects at its first publish.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidSink`] when the URL is not `nats://host[:port]`, the subject template is invalid, or a
-    /// timeout is zero.
+    /// [`Error::InvalidSink`] when the URL is not `nats://host[:port]` or `tls://host[:port]`, the subject
+    /// template or the stream name is invalid, a timeout is zero, or a certificate or creds file cannot be read.
     pub fn build(self) -> Result<NatsPublisher> {
         let url = self.url;
         let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
-        if url.scheme() != "nats" {
-            return Err(invalid("a NATS URL is `nats://host[:port]`"));
+        if !matches!(url.scheme(), "nats" | "tls") {
+            return Err(invalid("a NATS URL is `nats://host[:port]` or `tls://host[:port]`"));
         }
         let Some(host) = url.host_str().filter(|host| !host.is_empty()) else {
             return Err(invalid("a NATS URL needs a host, e.g. `nats://127.0.0.1:4222`"));
@@ -213,18 +474,38 @@ impl NatsBuilder {
         if self.ack_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(invalid("NATS timeouts must be more than zero"));
         }
+        let host = if host.contains(':') { format!("[{host}]") } else { host.to_owned() };
         let server = format!("nats://{host}:{}", url.port().unwrap_or(4222));
-        let user = percent_decoded(url.username());
-        let (credentials, token) = match (user.is_empty(), url.password()) {
-            (false, Some(password)) => (Some((user, percent_decoded(password))), None),
-            (false, None) => (None, Some(user)),
-            (true, _) => (None, None),
-        };
+        if self.stream.name.is_empty() || self.stream.name.contains(|c: char| c.is_whitespace() || ".*>/\\".contains(c))
+        {
+            return Err(invalid("a JetStream stream name has no whitespace, `.`, `*`, `>`, `/` or `\\`"));
+        }
+        for path in self.tls.ca.iter().chain(self.tls.client.iter().flat_map(|(cert, key)| [cert, key])) {
+            readable(path).map_err(|reason| invalid(&reason))?;
+        }
+        let mut auth = self.auth.unwrap_or(Auth::None);
+        if let Some(path) = &self.credentials_file {
+            if auth != Auth::None {
+                return Err(invalid(
+                    "give one way of authenticating: user and password, a token, an nkey seed or a creds file",
+                ));
+            }
+            let creds = std::fs::read_to_string(path)
+                .map_err(|error| invalid(&format!("`creds_file`: cannot read {}: {}", path.display(), error.kind())))?;
+            if async_nats::ConnectOptions::new().credentials(&creds).is_err() {
+                return Err(invalid(&format!("`creds_file`: {} is not a NATS .creds file", path.display())));
+            }
+            auth = Auth::Credentials(Secret::new(creds));
+        }
+        let require_tls = self.require_tls || url.scheme() == "tls" || self.tls.any();
         Ok(NatsPublisher {
             url,
             server,
-            credentials,
-            token,
+            auth,
+            tls: self.tls,
+            require_tls,
+            stream: self.stream,
+            create_destinations: self.create_destinations,
             subject,
             envelope: self.envelope,
             ack_timeout: self.ack_timeout,
@@ -232,6 +513,13 @@ impl NatsBuilder {
             context: Reconnect::new(),
         })
     }
+}
+
+/// The TLS handshake failure inside a connection error (the client refused the server's certificate, or the
+/// server refused the client's), which async-nats reports as an I/O error.
+fn tls_refusal(error: &async_nats::ConnectError) -> Option<String> {
+    let source = std::error::Error::source(error)?;
+    is_tls_refusal(source).then(|| format!("TLS handshake failed: {source}"))
 }
 
 fn percent_decoded(value: &str) -> String {
@@ -316,6 +604,8 @@ impl fmt::Debug for NatsPublisher {
         f.debug_struct("NatsPublisher")
             .field("url", &masked(&self.url))
             .field("subject", &self.subject.as_str())
+            .field("require_tls", &self.require_tls)
+            .field("create_destinations", &self.create_destinations)
             .field("envelope", &self.envelope)
             .field("ack_timeout", &self.ack_timeout)
             .finish_non_exhaustive()

@@ -6,7 +6,11 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::cloudevents::{Binding, CloudEvents};
-use super::destination::{masked, Naming, Query, Reconnect, Template};
+use super::name_template::{Naming, Template};
+use super::reconnect::Reconnect;
+use super::secret_source::{take_secret, Secret};
+use super::tls_options::{is_tls_refusal, readable, TlsFiles};
+use super::url_options::{masked, Query};
 use super::{Message, Outcome, Publisher};
 use crate::{Error, Result};
 
@@ -22,6 +26,13 @@ use crate::{Error, Result};
 /// and `appendfsync` settings). A connection failure or timeout is transient (the connection is re-established
 /// at the next batch); a key holding another type (`WRONGTYPE`), a refused permission, or a message over
 /// [`max_message_bytes`](RedisBuilder::max_message_bytes) is permanent.
+///
+/// **TLS**: `rediss://`, with `tls_ca=PATH` (authorities to trust instead of the system's) and
+/// `tls_cert=PATH` + `tls_key=PATH` (client certificate); the server's certificate is verified against the host
+/// name (a `#insecure` fragment, which would turn that off, is refused). **Authentication**: an ACL user and
+/// password in the URL (`rediss://relay:PASSWORD@host`), or the password from `password_file=PATH` /
+/// `password_env=VAR` (`rediss://relay@host?password_file=/run/secrets/redis`). [`connect`](RedisPublisher::connect)
+/// checks connectivity and credentials with a `PING` (a stream is created by its first `XADD`).
 ///
 /// # Example
 ///
@@ -52,6 +63,8 @@ pub struct RedisBuilder {
     maxlen: Option<u64>,
     max_message_bytes: Option<usize>,
     timeout: Duration,
+    password: Option<Secret>,
+    tls: TlsFiles,
 }
 
 impl RedisPublisher {
@@ -64,6 +77,8 @@ impl RedisPublisher {
             maxlen: None,
             max_message_bytes: None,
             timeout: Duration::from_secs(5),
+            password: None,
+            tls: TlsFiles::default(),
         }
     }
 
@@ -76,6 +91,8 @@ impl RedisPublisher {
     pub fn from_url(url: &url::Url) -> Result<Self> {
         let mut query = Query::new(url)?;
         let mut builder = Self::builder(url.clone()).cloud_events(CloudEvents::from_query(&mut query)?);
+        builder.tls = TlsFiles::from_query(&mut query)?;
+        builder.password = take_secret(&mut query, "password")?;
         if let Some(stream) = query.take("stream") {
             builder = builder.stream(stream);
         }
@@ -90,12 +107,25 @@ impl RedisPublisher {
         if let Some(timeout) = query.take_millis("timeout_ms")? {
             builder = builder.timeout(timeout);
         }
-        query.finish(&["stream", "maxlen", "max_message_bytes", "timeout_ms", "source", "schema_base", "mode"])?;
+        query.finish(&[
+            "stream",
+            "maxlen",
+            "max_message_bytes",
+            "timeout_ms",
+            "source",
+            "schema_base",
+            "mode",
+            "tls_ca",
+            "tls_cert",
+            "tls_key",
+            "password_file",
+            "password_env",
+        ])?;
         builder.build()
     }
 
     /// Connects now instead of at the first publish and sends a `PING`, so that a relay learns at start whether the
-    /// server takes it (`outbox relay` does this before it claims anything). The connection is kept for the first
+    /// server takes it (`outbox relay` does this before it reads anything). The connection is kept for the first
     /// batch.
     ///
     /// # Errors
@@ -106,7 +136,8 @@ impl RedisPublisher {
         let target = || format!("Redis at {}", masked(&self.url));
         let failed = |error: &redis::RedisError| {
             let refused = matches!(error.kind(), redis::ErrorKind::AuthenticationFailed)
-                || error.code().is_some_and(|code| matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM"));
+                || error.code().is_some_and(|code| matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM"))
+                || is_tls_refusal(error);
             let reason = describe(error);
             if refused {
                 Error::Refused { target: target(), reason }
@@ -198,17 +229,48 @@ impl RedisBuilder {
         self
     }
 
+    /// The password of the URL's user (instead of one in the URL).
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(Secret::new(password));
+        self
+    }
+
+    /// Trusts the certificate authorities of this PEM file instead of the system's (`rediss://` only).
+    pub fn tls_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.ca = Some(path.into());
+        self
+    }
+
+    /// Presents this PEM client certificate and key (`rediss://` only).
+    pub fn tls_client_certificate(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls.client = Some((cert.into(), key.into()));
+        self
+    }
+
     /// Validates the settings and builds the publisher. It connects at its first publish.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidSink`] when the URL is not `redis://host...`, the stream template is invalid, or the timeout
-    /// is zero.
+    /// [`Error::InvalidSink`] when the URL is not `redis://host...` or `rediss://host...`, the stream template
+    /// is invalid, the timeout is zero, TLS files are given without `rediss://` or cannot be read, or the URL
+    /// has a fragment (`#insecure` would turn certificate verification off).
     pub fn build(self) -> Result<RedisPublisher> {
         let url = self.url;
         let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
-        if url.scheme() != "redis" {
-            return Err(invalid("a Redis URL is `redis://[:password@]host[:port][/db]`"));
+        if !matches!(url.scheme(), "redis" | "rediss") {
+            return Err(invalid("a Redis URL is `redis://[user[:password]@]host[:port][/db]` or `rediss://...` (TLS)"));
+        }
+        if url.fragment().is_some() {
+            return Err(invalid(
+                "a Redis sink URL has no `#fragment` (`#insecure` would skip certificate verification)",
+            ));
+        }
+        if self.tls.any() && url.scheme() != "rediss" {
+            return Err(invalid("`tls_ca`, `tls_cert` and `tls_key` need TLS: use `rediss://`"));
         }
         if url.host_str().is_none_or(str::is_empty) {
             return Err(invalid("a Redis URL needs a host, e.g. `redis://127.0.0.1:6379`"));
@@ -219,8 +281,33 @@ impl RedisBuilder {
         }
         let mut connection_url = url.clone();
         connection_url.set_query(None);
-        let client = redis::Client::open(connection_url.as_str())
-            .map_err(|error| invalid(&format!("malformed Redis URL: {}", describe(&error))))?;
+        if let Some(password) = &self.password {
+            if url.password().is_some() {
+                return Err(invalid("give the password in the URL or in `password_file`/`password_env`, not both"));
+            }
+            connection_url
+                .set_password(Some(
+                    &url::form_urlencoded::byte_serialize(password.expose().as_bytes()).collect::<String>(),
+                ))
+                .map_err(|()| invalid("a Redis URL needs a host for a password"))?;
+        }
+        let malformed = |error: redis::RedisError| invalid(&format!("malformed Redis URL: {}", describe(&error)));
+        let client = if self.tls.any() {
+            let read = |path: &std::path::Path| {
+                readable(path).map_err(|reason| invalid(&reason))?;
+                std::fs::read(path)
+                    .map_err(|error| invalid(&format!("cannot read {}: {}", path.display(), error.kind())))
+            };
+            let root_cert = self.tls.ca.as_deref().map(read).transpose()?;
+            let client_tls = match &self.tls.client {
+                Some((cert, key)) => Some(redis::ClientTlsConfig { client_cert: read(cert)?, client_key: read(key)? }),
+                None => None,
+            };
+            redis::Client::build_with_tls(connection_url.as_str(), redis::TlsCertificates { client_tls, root_cert })
+                .map_err(malformed)?
+        } else {
+            redis::Client::open(connection_url.as_str()).map_err(malformed)?
+        };
         Ok(RedisPublisher {
             url,
             client,

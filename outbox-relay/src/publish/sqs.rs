@@ -1,4 +1,5 @@
-//! Amazon SQS (`sqs://` sinks): `SendMessageBatch` of up to 10 messages; FIFO queues get the aggregate id as
+//! Amazon SQS (`sqs://` sinks): `SendMessageBatch` of up to 10 messages, every request of a batch in flight at
+//! once; FIFO queues get the aggregate id as
 //! `MessageGroupId` (order per aggregate) and the event id as `MessageDeduplicationId` (a republished event
 //! within five minutes is dropped).
 
@@ -12,13 +13,17 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use aws_smithy_http_client::tls;
 
 use super::cloudevents::{Binding, CloudEvents};
-use super::destination::{masked, Naming, Query, Template};
-use super::{Message, Outcome, Publisher};
+use super::name_template::{Naming, Template};
+use super::url_options::{masked, Query};
+use super::{Message, Outcome, PublishError, Publisher};
 use crate::{Error, Result};
 
 /// SQS takes at most 10 messages per batch and 10 message attributes per message.
 const MAX_BATCH: usize = 10;
 const MAX_ATTRIBUTES: usize = 10;
+/// The message attribute that carries all of an event's headers, as a JSON object, when they do not fit one
+/// attribute each.
+pub(crate) const HEADERS_ATTRIBUTE: &str = "outbox_headers";
 /// SQS's default (and classic) size limit for one message and for one batch request.
 const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 
@@ -26,8 +31,10 @@ const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 ///
 /// Every event is sent to the queue URL rendered from a [`Template`] (the queue name, its last path segment, is
 /// checked: `a-z A-Z 0-9 _ -`, optionally `.fifo`). The body is the payload (or the structured-mode envelope);
-/// the CloudEvents attributes travel as `ce_`-prefixed string message attributes plus `traceparent` (SQS allows
-/// ten attributes: `tracestate` is left out). For a FIFO queue (`.fifo`), `MessageGroupId` is the aggregate id
+/// the CloudEvents attributes travel as `ce_`-prefixed string message attributes (eight, nine with a
+/// `dataschema`). The event's headers (`traceparent`, `tenant`, ...) follow as one string attribute each when
+/// they all fit within SQS's ten attributes per message; otherwise all of them travel as one JSON object in the
+/// attribute `outbox_headers` (`{"tenant":"acme","traceparent":"00-..."}`). For a FIFO queue (`.fifo`), `MessageGroupId` is the aggregate id
 /// and `MessageDeduplicationId` the event id; a standard queue neither orders nor deduplicates.
 ///
 /// Credentials come from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`; the region from
@@ -35,7 +42,15 @@ const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 ///
 /// Outcomes: an entry SQS accepted is published. An entry it refused as the sender's fault, a message over
 /// [`max_message_bytes`](SqsBuilder::max_message_bytes) (default 256 KiB), or a denied access is permanent;
-/// throttling, timeouts, connection failures and a missing queue (it may be being created) are transient.
+/// throttling, timeouts, connection failures and a missing queue (it may be being created) are transient. A
+/// throttled request that came with a `Retry-After` passes it on as
+/// [`PublishError::retry_after`](crate::PublishError::retry_after) (the SDK itself retries a throttled request
+/// once, with its own backoff).
+///
+/// **Destination**: [`connect`](SqsPublisher::connect) checks that a fixed queue exists (`GetQueueUrl`); with
+/// [`create_destinations`](SqsBuilder::create_destinations) it creates a missing one (`CreateQueue`: FIFO when
+/// its name ends in `.fifo`, with `queue_retention_s=SECONDS` as its message retention, SQS's default of four
+/// days otherwise). A queue URL template with placeholders is not checked.
 ///
 /// # Example
 ///
@@ -54,6 +69,8 @@ pub struct SqsPublisher {
     queue_url: Template,
     envelope: CloudEvents,
     max_message_bytes: usize,
+    create_destinations: bool,
+    retention: Option<u32>,
 }
 
 /// Settings of an [`SqsPublisher`], validated by [`build`](Self::build).
@@ -68,6 +85,8 @@ pub struct SqsBuilder {
     envelope: CloudEvents,
     timeout: Duration,
     max_message_bytes: usize,
+    create_destinations: bool,
+    retention: Option<u32>,
 }
 
 impl fmt::Debug for SqsBuilder {
@@ -93,6 +112,63 @@ impl SqsPublisher {
             envelope: CloudEvents::new(),
             timeout: Duration::from_secs(10),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            create_destinations: false,
+            retention: None,
+        }
+    }
+
+    /// The same publisher, creating a missing queue at [`connect`](Self::connect) when `create` is set (the
+    /// `outbox relay --create-destinations` flag; [`SqsBuilder::create_destinations`] before building).
+    #[must_use]
+    pub fn with_create_destinations(mut self, create: bool) -> Self {
+        self.create_destinations = create;
+        self
+    }
+
+    /// Checks that a fixed queue exists and that SQS takes the credentials (`GetQueueUrl`), creating the queue
+    /// with [`create_destinations`](SqsBuilder::create_destinations); `outbox relay` does this before it reads
+    /// anything. A queue URL template with placeholders is not checked.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unreachable`] when SQS does not answer (connection refused, timeout), [`Error::Refused`] when it
+    /// refuses the credentials or the queue does not exist (or cannot be created).
+    pub async fn connect(&self) -> Result<()> {
+        if !self.queue_url.is_fixed() {
+            return Ok(());
+        }
+        let target = || format!("SQS at {}", self.display);
+        let queue_url = self.queue_url.as_str();
+        let mut segments = queue_url.rsplit('/');
+        let name = segments.next().unwrap_or_default().to_owned();
+        let account = segments.next().filter(|a| a.len() == 12 && a.bytes().all(|b| b.is_ascii_digit()));
+        let lookup =
+            self.client.get_queue_url().queue_name(&name).set_queue_owner_aws_account_id(account.map(str::to_owned));
+        let missing = match lookup.send().await {
+            Ok(_) => return Ok(()),
+            Err(SdkError::ServiceError(service)) if service.err().is_queue_does_not_exist() => true,
+            Err(error) => return Err(start_failure(&error, target())),
+        };
+        if missing && !self.create_destinations {
+            return Err(Error::Refused {
+                target: target(),
+                reason: format!("the queue `{name}` does not exist (create it, or start with `--create-destinations`)"),
+            });
+        }
+        let mut create = self.client.create_queue().queue_name(&name);
+        if name.ends_with(".fifo") {
+            create = create.attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true");
+        }
+        if let Some(retention) = self.retention {
+            create = create
+                .attributes(aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod, retention.to_string());
+        }
+        match create.send().await {
+            Ok(_) => {
+                tracing::info!(queue = %name, "created the SQS queue");
+                Ok(())
+            }
+            Err(error) => Err(start_failure(&error, target())),
         }
     }
 
@@ -124,7 +200,13 @@ impl SqsPublisher {
         if let Some(max) = query.take_parsed("max_message_bytes", "a number of bytes", |v| v.parse().ok())? {
             builder = builder.max_message_bytes(max);
         }
+        if let Some(retention) = query.take_parsed("queue_retention_s", "60 to 1209600 seconds", |v| {
+            v.parse::<u32>().ok().filter(|s| (60..=1_209_600).contains(s))
+        })? {
+            builder = builder.queue_retention(Duration::from_secs(retention.into()));
+        }
         query.finish(&[
+            "queue_retention_s",
             "queue_url",
             "endpoint",
             "region",
@@ -147,11 +229,7 @@ impl SqsPublisher {
         if body.len() > self.max_message_bytes {
             return Err(Outcome::permanent(format!("message too large for SQS: {} bytes", body.len())));
         }
-        let mut attributes = self.envelope.headers(message, Binding::Underscore);
-        if attributes.len() > MAX_ATTRIBUTES {
-            attributes.retain(|(name, _)| name != "tracestate");
-            attributes.truncate(MAX_ATTRIBUTES);
-        }
+        let attributes = self.attributes(message);
         let mut entry = SendMessageBatchRequestEntry::builder().id(index.to_string()).message_body(body);
         for (name, value) in attributes {
             let value = MessageAttributeValue::builder()
@@ -167,14 +245,36 @@ impl SqsPublisher {
         entry.build().map_err(|_| Outcome::permanent("invalid SQS batch entry"))
     }
 
-    /// Sends one request of at most ten entries to `queue_url`; `indexes` are the entries' places in the batch.
+    /// The message attributes of `message`: the `ce_` attributes, then the event's headers, one attribute each
+    /// when they all fit within SQS's ten, or else all of them as one JSON object in the attribute
+    /// [`HEADERS_ATTRIBUTE`].
+    fn attributes(&self, message: &Message) -> Vec<(String, String)> {
+        let mut attributes = self.envelope.attribute_headers(message, Binding::Underscore);
+        let headers: std::collections::BTreeMap<&str, &str> = message.forwarded_headers().collect();
+        if attributes.len() + headers.len() <= MAX_ATTRIBUTES {
+            attributes.extend(headers.into_iter().map(|(name, value)| (name.to_owned(), value.to_owned())));
+        } else {
+            // Strings always serialize.
+            attributes.push((HEADERS_ATTRIBUTE.to_owned(), serde_json::to_string(&headers).unwrap_or_default()));
+        }
+        attributes
+    }
+
+    /// Sends one request of at most ten entries to `queue_url` and returns the outcome of each entry, by its
+    /// place in the batch.
     async fn send(
         &self,
         queue_url: &str,
         entries: Vec<(usize, SendMessageBatchRequestEntry)>,
-        outcomes: &mut [Outcome],
-    ) {
+    ) -> Vec<(usize, Outcome)> {
         let indexes: Vec<usize> = entries.iter().map(|(index, _)| *index).collect();
+        let mut outcomes: Vec<(usize, Outcome)> =
+            indexes.iter().map(|index| (*index, Outcome::transient("SQS did not answer for this entry"))).collect();
+        let mut set = |index: usize, outcome: Outcome| {
+            if let Some(slot) = outcomes.iter_mut().find(|(i, _)| *i == index) {
+                slot.1 = outcome;
+            }
+        };
         let request = self
             .client
             .send_message_batch()
@@ -182,33 +282,51 @@ impl SqsPublisher {
             .set_entries(Some(entries.into_iter().map(|(_, entry)| entry).collect()));
         match request.send().await {
             Ok(output) => {
-                for index in &indexes {
-                    outcomes[*index] = Outcome::transient("SQS did not answer for this entry");
-                }
                 for ok in output.successful() {
                     if let Ok(index) = ok.id().parse::<usize>() {
-                        if indexes.contains(&index) {
-                            outcomes[index] = Outcome::Published;
-                        }
+                        set(index, Outcome::Published);
                     }
                 }
                 for failed in output.failed() {
                     let Ok(index) = failed.id().parse::<usize>() else { continue };
-                    if !indexes.contains(&index) {
-                        continue;
-                    }
                     let reason = format!("SQS refused the message: {}", failed.code());
-                    outcomes[index] =
-                        if failed.sender_fault() { Outcome::permanent(reason) } else { Outcome::transient(reason) };
+                    set(
+                        index,
+                        if failed.sender_fault() { Outcome::permanent(reason) } else { Outcome::transient(reason) },
+                    );
                 }
             }
             Err(error) => {
                 let outcome = outcome_of(&error);
-                for index in indexes {
-                    outcomes[index] = outcome.clone();
+                for slot in &mut outcomes {
+                    slot.1 = outcome.clone();
                 }
             }
         }
+        outcomes
+    }
+}
+
+/// The start-up reading of a failed `GetQueueUrl` or `CreateQueue` call: refused credentials or permissions are
+/// fatal, the rest is waited for.
+fn start_failure<E, R>(error: &SdkError<E, R>, target: String) -> Error
+where
+    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match error {
+        SdkError::ServiceError(service) => {
+            let code = service.err().code().unwrap_or("unknown").to_owned();
+            let message = service.err().message().map(|m| format!(": {m}")).unwrap_or_default();
+            let reason = format!("{code}{message}");
+            if code.contains("Throttl") || code.contains("ServiceUnavailable") || code.contains("InternalFailure") {
+                Error::Unreachable { target, reason }
+            } else {
+                Error::Refused { target, reason }
+            }
+        }
+        SdkError::TimeoutError(_) => Error::Unreachable { target, reason: "timed out".to_owned() },
+        SdkError::DispatchFailure(_) => Error::Unreachable { target, reason: "cannot connect".to_owned() },
+        _ => Error::Unreachable { target, reason: "unreadable response".to_owned() },
     }
 }
 
@@ -224,7 +342,15 @@ fn outcome_of(error: &SdkError<SendMessageBatchError>) -> Outcome {
             match error {
                 SendMessageBatchError::QueueDoesNotExist(_) => Outcome::transient("the SQS queue does not exist"),
                 SendMessageBatchError::KmsThrottled(_) | SendMessageBatchError::RequestThrottled(_) => {
-                    Outcome::transient(format!("SQS throttled the request: {code}"))
+                    let error = PublishError::new(format!("SQS throttled the request: {code}"));
+                    let wait =
+                        service.raw().headers().get("retry-after").and_then(|value| {
+                            super::retry_after::parse_retry_after(value, std::time::SystemTime::now())
+                        });
+                    Outcome::Transient(match wait {
+                        Some(wait) => error.with_retry_after(wait),
+                        None => error,
+                    })
                 }
                 SendMessageBatchError::BatchRequestTooLong(_) => Outcome::transient("SQS batch too long"),
                 SendMessageBatchError::InvalidSecurity(_)
@@ -288,6 +414,19 @@ impl SqsBuilder {
         self
     }
 
+    /// Whether [`SqsPublisher::connect`] creates a missing fixed queue (default: no, it reports it).
+    pub fn create_destinations(mut self, create: bool) -> Self {
+        self.create_destinations = create;
+        self
+    }
+
+    /// The message retention of a queue [`create_destinations`](Self::create_destinations) creates (60 s to 14
+    /// days, whole seconds; default SQS's four days).
+    pub fn queue_retention(mut self, retention: Duration) -> Self {
+        self.retention = Some(u32::try_from(retention.as_secs()).unwrap_or(u32::MAX));
+        self
+    }
+
     /// Validates the settings and builds the publisher.
     ///
     /// # Errors
@@ -322,6 +461,9 @@ impl SqsBuilder {
         if self.timeout.is_zero() {
             return Err(invalid("the SQS timeout must be more than zero"));
         }
+        if self.retention.is_some_and(|seconds| !(60..=1_209_600).contains(&seconds)) {
+            return Err(invalid("an SQS queue's retention is 60 seconds to 14 days"));
+        }
         let http = aws_smithy_http_client::Builder::new()
             .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
             .build_https();
@@ -345,6 +487,8 @@ impl SqsBuilder {
             queue_url: template,
             envelope: self.envelope,
             max_message_bytes: self.max_message_bytes,
+            create_destinations: self.create_destinations,
+            retention: self.retention,
         })
     }
 }
@@ -377,21 +521,28 @@ impl Publisher for SqsPublisher {
                 Err(outcome) => outcomes[index] = outcome,
             }
         }
+        // Requests of at most ten entries and at most `max_message_bytes` of bodies, all sent at once, then awaited.
+        // With ordering on, a batch holds at most one event per aggregate (one per FIFO message group), so
+        // concurrent requests never reorder a group.
+        let mut requests = Vec::new();
         for (queue, entries) in queues {
-            // Requests of at most ten entries and at most `max_message_bytes` of bodies.
             let mut request = Vec::new();
             let mut bytes = 0;
             for (index, entry, size) in entries {
                 if !request.is_empty() && (request.len() == MAX_BATCH || bytes + size > self.max_message_bytes) {
-                    self.send(&queue, std::mem::take(&mut request), &mut outcomes).await;
+                    requests.push((queue.clone(), std::mem::take(&mut request)));
                     bytes = 0;
                 }
                 bytes += size;
                 request.push((index, entry));
             }
             if !request.is_empty() {
-                self.send(&queue, request, &mut outcomes).await;
+                requests.push((queue, request));
             }
+        }
+        let sent = requests.iter_mut().map(|(queue, request)| self.send(queue, std::mem::take(request)));
+        for (index, outcome) in futures_util::future::join_all(sent).await.into_iter().flatten() {
+            outcomes[index] = outcome;
         }
         outcomes
     }

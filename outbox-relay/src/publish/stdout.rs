@@ -39,4 +39,9 @@ impl Publisher for StdoutPublisher {
             Err(error) => vec![Outcome::transient(format!("writing to stdout: {error}")); batch.len()],
         }
     }
+
+    /// Each call is one write of the whole batch: it lands in order, or (on an error) not at all.
+    fn keeps_order(&self) -> bool {
+        true
+    }
 }

@@ -20,19 +20,23 @@ const WEBHOOK_ID: &str = "webhook-id";
 const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
 const WEBHOOK_SIGNATURE: &str = "webhook-signature";
 
-/// Trace context headers copied from the event's row into the request.
-const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
-
 /// Publishes events as signed HTTP `POST` requests.
 ///
 /// Each request carries a JSON body `{"id", "type", "version", "aggregate": {"type", "id"}, "timestamp",
-/// "data"}` (`data` is the payload as enqueued; a batch request sends a JSON array of them), `webhook-id` (the
-/// event id, so receivers deduplicate retries; for a batch, an id derived from its event ids),
-/// `webhook-timestamp`, `webhook-signature` (`v1,<base64 HMAC-SHA256>`), and the event's `traceparent` and
-/// `tracestate` when it has them.
+/// "data"}` (`data` is the payload as enqueued), `webhook-id` (the event id, so receivers deduplicate retries),
+/// `webhook-timestamp`, `webhook-signature` (`v1,<base64 HMAC-SHA256>`), and every header of the event
+/// (`traceparent`, `tracestate`, `tenant`, ...) as an HTTP header of the same name.
+///
+/// A batch request ([`batch`](WebhookBuilder::batch)) sends a JSON array of those bodies, each with the event's
+/// headers as a `headers` object (they differ per event, so they are not HTTP headers). Its `webhook-id` is
+/// `batch_` and a UUID v5 of the batch's event ids, sorted: a retry of the same events has the same id whatever
+/// their order, but a retry that groups events differently is a different message with a different id, so a
+/// receiver of batches deduplicates by each element's `id` (the event id), which never changes.
 ///
 /// A `2xx` answer publishes the event. `408`, `429`, `5xx`, timeouts and connection failures are transient (the
-/// relay retries with backoff); any other status is permanent (the event goes to `failed`). Redirects are not
+/// relay retries with backoff; a `Retry-After` of a `429` or `503`, in seconds or as an HTTP date, is passed on
+/// as [`PublishError::retry_after`](crate::PublishError::retry_after), and the relay waits at least that long,
+/// within its backoff's maximum); any other status is permanent (the event goes to `failed`). Redirects are not
 /// followed: configure the final URL. Response bodies are never read into errors or logs.
 ///
 /// # Example
@@ -75,17 +79,14 @@ impl WebhookPublisher {
     }
 
     async fn post_one(&self, message: &Message) -> Outcome {
-        let Ok(body) = serde_json::to_vec(&Body::of(message)) else {
+        let Ok(body) = serde_json::to_vec(&Body::of(message, false)) else {
             return Outcome::permanent("the payload is not valid JSON");
         };
-        let trace: Vec<(&'static str, &str)> = TRACE_HEADERS
-            .iter()
-            .filter_map(|name| message.headers.get(*name).map(|value| (*name, value.as_str())))
-            .collect();
-        self.post(&message.id.to_string(), body, &trace).await
+        let headers: Vec<(&str, &str)> = message.forwarded_headers().collect();
+        self.post(&message.id.to_string(), body, &headers).await
     }
 
-    async fn post(&self, id: &str, body: Vec<u8>, trace: &[(&'static str, &str)]) -> Outcome {
+    async fn post(&self, id: &str, body: Vec<u8>, event_headers: &[(&str, &str)]) -> Outcome {
         let timestamp = time::OffsetDateTime::now_utc().unix_timestamp();
         let signature = match self.signer.sign(id, timestamp, &body) {
             Ok(signature) => signature,
@@ -101,14 +102,22 @@ impl WebhookPublisher {
                 Err(_) => return Outcome::permanent(format!("`{name}` is not a valid header value")),
             };
         }
-        for (name, value) in trace {
-            // A malformed trace header is dropped rather than failing the event.
-            if let Ok(value) = HeaderValue::from_str(value) {
-                headers.insert(HeaderName::from_static(name), value);
+        for (name, value) in event_headers {
+            // Names and values passed `check_header` at enqueue; one HTTP still refuses is left out.
+            if let (Ok(name), Ok(value)) =
+                (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_bytes(value.as_bytes()))
+            {
+                headers.insert(name, value);
             }
         }
         match self.client.post(self.url.clone()).headers(headers).body(body).send().await {
-            Ok(response) => outcome_of_status(response.status()),
+            Ok(response) => {
+                let outcome = outcome_of_status(response.status());
+                match (outcome, retry_after(&response)) {
+                    (Outcome::Transient(error), Some(delay)) => Outcome::Transient(error.with_retry_after(delay)),
+                    (outcome, _) => outcome,
+                }
+            }
             Err(error) if error.is_timeout() => Outcome::transient("webhook timed out"),
             Err(error) => Outcome::transient(format!("webhook request failed: {}", error.without_url())),
         }
@@ -184,7 +193,7 @@ impl WebhookBuilder {
 impl Publisher for WebhookPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         if self.batch {
-            let bodies: Vec<Body<'_>> = batch.iter().map(Body::of).collect();
+            let bodies: Vec<Body<'_>> = batch.iter().map(|message| Body::of(message, true)).collect();
             let outcome = match serde_json::to_vec(&bodies) {
                 Ok(body) => self.post(&batch_id(batch), body, &[]).await,
                 Err(_) => Outcome::permanent("a payload in the batch is not valid JSON"),
@@ -222,6 +231,9 @@ struct Body<'a> {
     version: u32,
     aggregate: Aggregate<'a>,
     timestamp: String,
+    /// The event's headers, in a batch request only (a single request sends them as HTTP headers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    headers: Option<std::collections::BTreeMap<&'a str, &'a str>>,
     data: &'a serde_json::value::RawValue,
 }
 
@@ -233,7 +245,7 @@ struct Aggregate<'a> {
 }
 
 impl<'a> Body<'a> {
-    fn of(message: &'a Message) -> Self {
+    fn of(message: &'a Message, with_headers: bool) -> Self {
         let data =
             serde_json::from_str::<&serde_json::value::RawValue>(&message.payload).unwrap_or_else(|_| null_json());
         Body {
@@ -242,6 +254,7 @@ impl<'a> Body<'a> {
             version: message.version,
             aggregate: Aggregate { kind: &message.aggregate_type, id: &message.aggregate_id },
             timestamp: message.created_at.format(&Rfc3339).unwrap_or_default(),
+            headers: with_headers.then(|| message.forwarded_headers().collect()),
             data,
         }
     }
@@ -252,13 +265,25 @@ fn null_json() -> &'static serde_json::value::RawValue {
     serde_json::from_str("null").unwrap_or_else(|_| unreachable!("`null` is JSON"))
 }
 
-/// A batch's `webhook-id`: the same for the same events, so a retried batch is recognised as a duplicate.
+/// A batch's `webhook-id`: a UUID v5 of its event ids sorted, so the same events give the same id in any order
+/// (a retried batch is recognised as a duplicate) and other events another id.
 fn batch_id(batch: &[Message]) -> String {
-    let mut ids = Vec::with_capacity(batch.len() * 16);
-    for message in batch {
-        ids.extend_from_slice(message.id.as_bytes());
-    }
+    let mut sorted: Vec<Uuid> = batch.iter().map(|message| message.id).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let ids: Vec<u8> = sorted.iter().flat_map(|id| *id.as_bytes()).collect();
     format!("batch_{}", Uuid::new_v5(&Uuid::NAMESPACE_OID, &ids).simple())
+}
+
+/// The `Retry-After` of a `429` or `503` answer, in seconds or as an HTTP date (a date in the past is no wait),
+/// capped at a day. `None` for other statuses and for a missing or malformed header.
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    let status = response.status();
+    if status != StatusCode::TOO_MANY_REQUESTS && status != StatusCode::SERVICE_UNAVAILABLE {
+        return None;
+    }
+    let value = response.headers().get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    super::retry_after::parse_retry_after(value, std::time::SystemTime::now())
 }
 
 /// The relay's reading of an HTTP status.
@@ -279,7 +304,19 @@ fn outcome_of_status(status: StatusCode) -> Outcome {
 mod tests {
     use reqwest::StatusCode;
 
-    use super::{outcome_of_status, Outcome};
+    use super::{batch_id, outcome_of_status, Outcome};
+    use crate::Message;
+
+    #[test]
+    fn a_batch_id_depends_on_its_events_not_on_their_order() {
+        let message = |n: u128| Message::new(uuid::Uuid::from_u128(n), "order.placed", "order", "1", "{}");
+        let (a, b, c) = (message(1), message(2), message(3));
+        let id = batch_id(&[a.clone(), b.clone(), c.clone()]);
+        assert_eq!(batch_id(&[c.clone(), a.clone(), b.clone()]), id, "a retry in another order keeps the id");
+        assert_ne!(batch_id(&[a.clone(), b.clone()]), id, "other events, another id");
+        assert_ne!(batch_id(&[a, b, message(4)]), id);
+        assert!(id.starts_with("batch_"));
+    }
 
     #[test]
     fn statuses_map_to_the_documented_outcomes() {

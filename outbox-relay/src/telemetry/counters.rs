@@ -4,7 +4,6 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use outbox_core::store::ClaimedEvent;
 use time::OffsetDateTime;
 use tracing::Instrument;
 
@@ -29,6 +28,10 @@ impl Publisher for Instrumented {
         let _in_span = span.enter();
         record(batch, &outcomes, OffsetDateTime::now_utc());
         outcomes
+    }
+
+    fn keeps_order(&self) -> bool {
+        self.inner.keeps_order_erased()
     }
 }
 
@@ -67,7 +70,7 @@ fn record(batch: &[Message], outcomes: &[Outcome], now: OffsetDateTime) {
     }
 }
 
-/// Counts a claimed row that was failed without being published because it was corrupted by hand: a permanent
+/// Counts a row read that was failed without being published because it was corrupted by hand: a permanent
 /// failure, as the relay treats it.
 pub(crate) fn record_corrupted(event_type: &str) {
     failure(event_type.to_owned(), "permanent");
@@ -78,19 +81,24 @@ fn failure(event_type: String, kind: &'static str) {
         .increment(1);
 }
 
-/// The span of one claim statement. Debug level: an idle relay claims (and finds nothing) every poll interval.
-pub(crate) fn claim_span(limit: u32) -> tracing::Span {
-    tracing::debug_span!("outbox.claim", limit, events = tracing::field::Empty, event_types = tracing::field::Empty)
+/// The span of one read statement. Debug level: an idle relay reads (and finds nothing) every poll interval.
+pub(crate) fn read_span(ranges: usize) -> tracing::Span {
+    tracing::debug_span!("outbox.read", ranges, events = tracing::field::Empty, event_types = tracing::field::Empty)
 }
 
-/// Records a claimed (non-empty) batch: its size in [`names::BATCH_SIZE`] and on the claim span; returns the
+/// Records a (non-empty) batch: its size in [`names::BATCH_SIZE`] and on the read span; returns the
 /// `outbox.batch` span (events, event types) that its publish and mark spans run in.
-pub(crate) fn record_claim(claim_span: &tracing::Span, events: &[ClaimedEvent]) -> tracing::Span {
-    #[allow(clippy::cast_precision_loss)] // batches hold at most 10 000 events
-    metrics::histogram!(names::BATCH_SIZE).record(events.len() as f64);
-    let types = event_types(events.iter().map(|claimed| claimed.event.event_type.as_str()));
-    claim_span.record("event_types", types.as_str());
-    tracing::info_span!(parent: None, "outbox.batch", events = events.len(), event_types = %types)
+pub(crate) fn record_batch<'a>(
+    read_span: &tracing::Span,
+    types: impl Iterator<Item = &'a str>,
+    len: usize,
+) -> tracing::Span {
+    #[allow(clippy::cast_precision_loss)] // batches hold at most a few thousand events
+    metrics::histogram!(names::BATCH_SIZE).record(len as f64);
+    let types = event_types(types);
+    read_span.record("events", len);
+    read_span.record("event_types", types.as_str());
+    tracing::info_span!(parent: None, "outbox.batch", events = len, event_types = %types)
 }
 
 /// The distinct event types, sorted, comma-separated.
@@ -103,7 +111,7 @@ mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
     use super::{names, record};
-    use crate::{Message, Outcome};
+    use crate::publish::{Message, Outcome};
 
     #[test]
     fn outcomes_are_counted_by_event_type_and_kind() {

@@ -34,13 +34,13 @@ pub(crate) async fn refresh_backlog(store: Arc<dyn Store>, shutdown: Cancellatio
                 }
                 shown.show(&backlog);
             }
-            // The claim loop reports database trouble; the gauges keep their last values meanwhile.
+            // The read loop reports database trouble; the gauges keep their last values meanwhile.
             Err(error) => tracing::debug!(error = %error, "cannot refresh the backlog gauges"),
         }
     }
 }
 
-/// Sets the pause gauge (the claim loop calls it as soon as it sees a change).
+/// Sets the pause gauge (the read loop calls it as soon as it sees a change).
 pub(crate) fn set_paused(paused: bool) {
     metrics::gauge!(names::RELAY_PAUSED).set(if paused { 1.0 } else { 0.0 });
 }

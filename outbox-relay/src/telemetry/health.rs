@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::store::{
-    Backlog, CancelTarget, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, RetryTarget, SettleReport,
-    Settlement, StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, ReadBatch, ReadRequest,
+    RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
 };
 use uuid::Uuid;
 
@@ -94,21 +94,28 @@ impl Wakeups for WatchedWakeups {
 }
 
 impl Store for WatchedListener {
-    fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Claim> {
-        self.inner.claim(request)
+    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat<'a>) -> StoreFuture<'a, Membership> {
+        self.inner.heartbeat(beat)
     }
 
-    fn settle<'a>(
-        &'a self,
-        owner: Uuid,
-        settlements: &'a [Settlement],
-        delete_published: bool,
-    ) -> StoreFuture<'a, SettleReport> {
-        self.inner.settle(owner, settlements, delete_published)
+    fn leave(&self, relay: Uuid) -> StoreFuture<'_, ()> {
+        self.inner.leave(relay)
     }
 
-    fn reclaim_expired(&self) -> StoreFuture<'_, u64> {
-        self.inner.reclaim_expired()
+    fn read<'a>(&'a self, request: &'a ReadRequest) -> StoreFuture<'a, ReadBatch> {
+        self.inner.read(request)
+    }
+
+    fn blocked_aggregates<'a>(&'a self, partitions: &'a [u16]) -> StoreFuture<'a, Vec<BlockedAggregate>> {
+        self.inner.blocked_aggregates(partitions)
+    }
+
+    fn start_batch<'a>(&'a self, relay: Uuid, batch: Uuid, events: &'a [Uuid]) -> StoreFuture<'a, ()> {
+        self.inner.start_batch(relay, batch, events)
+    }
+
+    fn settle<'a>(&'a self, batch: &'a SettleBatch) -> StoreFuture<'a, SettleReport> {
+        self.inner.settle(batch)
     }
 
     fn delete_finished(&self, older_than: Duration, limit: u32) -> StoreFuture<'_, u64> {

@@ -35,7 +35,7 @@ pub(crate) fn producer_context(message: &Message) -> Option<SpanContext> {
 #[cfg(test)]
 mod tests {
     use super::producer_context;
-    use crate::Message;
+    use crate::publish::Message;
 
     #[test]
     fn traceparent_headers_parse_and_bad_ones_are_ignored() {

@@ -1,5 +1,6 @@
-//! What every broker test shares: 1,000 traced events over 50 aggregates enqueued in PostgreSQL, a relay running
-//! a broker publisher, bounded waits, and the checks on what an independent consumer received.
+//! What every broker test shares: 1,000 traced events over 50 aggregates enqueued in PostgreSQL (each with the
+//! custom headers `tenant` and `correlation-id`), a relay running a broker publisher, bounded waits, and the
+//! checks on what an independent consumer received.
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -50,6 +51,11 @@ pub struct Sent {
     pub traceparent: String,
 }
 
+/// The custom headers of an event: a `tenant` per aggregate and a `correlation-id` per event.
+pub fn custom_headers(aggregate: &str, n: u32) -> [(&'static str, String); 2] {
+    [("tenant", format!("tenant-of-{aggregate}")), ("correlation-id", format!("corr-{aggregate}-{n}"))]
+}
+
 /// A W3C traceparent unique to `(aggregate, n)`.
 pub fn traceparent(aggregate: u32, n: u32) -> String {
     format!("00-{:032x}-{:016x}-01", (u128::from(aggregate) << 32) | u128::from(n) | (1 << 100), u64::from(n) + 1)
@@ -65,7 +71,11 @@ pub async fn enqueue(pool: &PgPool, aggregates: u32, per_aggregate: u32) -> Vec<
         for a in 0..aggregates {
             let event = OrderPlaced { order: format!("order-{a}"), n, note: String::new() };
             let tp = traceparent(a, n);
-            events.push(NewEvent::new(&event).expect("serialize").with_header("traceparent", tp.clone()));
+            let mut new_event = NewEvent::new(&event).expect("serialize").with_header("traceparent", tp.clone());
+            for (name, value) in custom_headers(&event.order, n) {
+                new_event = new_event.with_header(name, value);
+            }
+            events.push(new_event);
             round.push((event.order, n, tp));
         }
         let mut tx = pool.begin().await.expect("begin");
@@ -169,9 +179,22 @@ pub struct Received {
     pub body: Vec<u8>,
 }
 
+impl outbox_core::Versioned for OrderPlaced {
+    type Previous = outbox_core::consume::NoPrevious;
+}
+
 impl Received {
     fn payload(&self) -> OrderPlaced {
         serde_json::from_slice(&self.body).expect("the body is the payload JSON")
+    }
+
+    /// The message read back as the consumer API reads it: `(event id, typed event)`.
+    pub fn decoded(&self) -> (Uuid, OrderPlaced) {
+        let headers = self.headers.iter().map(|(name, value)| (name.as_str(), value.as_str()));
+        outbox_core::consume::Received::new(&self.body)
+            .headers(headers)
+            .decode::<OrderPlaced>()
+            .unwrap_or_else(|error| panic!("the message does not decode: {error}; headers {:?}", self.headers))
     }
 }
 
@@ -182,7 +205,8 @@ pub struct Spelling {
 }
 
 /// Checks what a consumer received against what was enqueued: every event arrived (duplicates allowed unless
-/// `exact`), with its CloudEvents attributes and traceparent, and each aggregate's events in commit order.
+/// `exact`), with its CloudEvents attributes, traceparent and custom headers, and each aggregate's events in
+/// commit order.
 pub fn check(sent: &[Sent], received: &[Received], spelling: Spelling, exact: bool) {
     let by_id: HashMap<Uuid, &Sent> = sent.iter().map(|s| (s.id, s)).collect();
     let p = spelling.prefix;
@@ -206,8 +230,17 @@ pub fn check(sent: &[Sent], received: &[Received], spelling: Spelling, exact: bo
         assert_eq!(get("aggregatetype"), "order");
         assert!(time::OffsetDateTime::parse(get("time"), &time::format_description::well_known::Rfc3339).is_ok());
         assert_eq!(message.headers.get("traceparent"), Some(&expected.traceparent), "traceparent of {id}");
+        for (name, value) in custom_headers(&expected.aggregate, expected.n) {
+            assert_eq!(message.headers.get(name), Some(&value), "custom header `{name}` of {id}");
+        }
         let payload = message.payload();
         assert_eq!((payload.order.as_str(), payload.n), (expected.aggregate.as_str(), expected.n), "body of {id}");
+        let (decoded_id, decoded) = message.decoded();
+        assert_eq!(
+            (decoded_id, decoded.order.as_str(), decoded.n),
+            (id, expected.aggregate.as_str(), expected.n),
+            "the consumer API decodes {id}"
+        );
         let first = seen.insert(id);
         assert!(first || !exact, "event {id} received twice");
         if first {

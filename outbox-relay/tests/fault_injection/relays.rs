@@ -111,7 +111,7 @@ impl RelayProcess {
         self.lines().into_iter().filter(|line| line["message"].as_str().is_some_and(|m| m.contains(message))).collect()
     }
 
-    /// Waits until the relay logged `relay started` (at most `timeout`) and returns its id, the `lease_owner` of
+    /// Waits until the relay logged `relay started` (at most `timeout`) and returns its id, the owner of
     /// the rows it claims.
     pub(crate) async fn wait_started(&mut self, timeout: Duration) -> Uuid {
         let deadline = tokio::time::Instant::now() + timeout;

@@ -16,7 +16,6 @@ use crate::events;
 use crate::producers::Ledger;
 use crate::relays::{RelayProcess, RelaySpec};
 
-const ROLE_SQL: &str = include_str!("../../../migrations/roles/postgres_relay_role.sql");
 /// The relay role's password: it is in the relays' `DATABASE_URL`, and must never be printed.
 pub(crate) const RELAY_PASSWORD: &str = "pw-relay-c0ffee-7d1";
 
@@ -42,7 +41,7 @@ impl Scene {
         audit::run_cli(&db.url, &["migrate"], true);
         events::create_domain(&db.pool, aggregates).await;
         let role = format!("fault_relay_{}", Uuid::now_v7().simple());
-        sqlx::raw_sql(&ROLE_SQL.replace("outbox_relay", &role)).execute(&db.pool).await.expect("the relay role");
+        sqlx::raw_sql(&outbox_tests::pg::relay_role_sql(&role)).execute(&db.pool).await.expect("the relay role");
         sqlx::raw_sql(&format!("ALTER ROLE {role} LOGIN PASSWORD '{RELAY_PASSWORD}'"))
             .execute(&db.pool)
             .await

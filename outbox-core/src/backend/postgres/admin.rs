@@ -7,36 +7,56 @@ use super::inspect::{bind_filter, FILTER};
 use crate::store::{CancelTarget, EventFilter, RetryTarget};
 use crate::Result;
 
-const RETRY_IDS: &str = "\
-UPDATE outbox_events SET status = 'pending', attempts = 0, next_attempt_at = now()
- WHERE id = ANY($1) AND status = 'failed'
-RETURNING id";
+/// Every change also grows the generation of the partitions it touched, so their owners read them afresh (a
+/// retried or cancelled failed event unblocks its aggregate).
+macro_rules! bump_generations {
+    ($change:literal) => {
+        concat!(
+            "WITH changed AS (\n",
+            $change,
+            "\nRETURNING id, partition
+),
+bumped AS (
+UPDATE outbox_partitions SET generation = generation + 1
+ WHERE partition IN (SELECT DISTINCT partition FROM changed)
+)
+SELECT id FROM changed"
+        )
+    };
+}
 
-const RETRY_ALL_FAILED: &str = "\
-UPDATE outbox_events SET status = 'pending', attempts = 0, next_attempt_at = now()
- WHERE status = 'failed' AND ($1::text IS NULL OR event_type = $1)
-RETURNING id";
+const RETRY_IDS: &str = bump_generations!(
+    "UPDATE outbox_events SET status = 'pending', attempts = 0, next_attempt_at = now()
+ WHERE id = ANY($1) AND status = 'failed'"
+);
 
-const CANCEL: &str = "\
-UPDATE outbox_events SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL
- WHERE id = ANY($1) AND status IN ('pending', 'failed')
-RETURNING id";
+const RETRY_ALL_FAILED: &str = bump_generations!(
+    "UPDATE outbox_events SET status = 'pending', attempts = 0, next_attempt_at = now()
+ WHERE status = 'failed' AND ($1::text IS NULL OR event_type = $1)"
+);
 
-/// `SET` and the statuses it applies to, for the events of a filter: the rows [`list`](super::inspect::list)
-/// returns for it, locked (rows another session holds are skipped, as the relay's claim does), oldest first.
-fn matching(set: &str, statuses: &str) -> String {
-    format!(
-        "UPDATE outbox_events SET {set}
-          WHERE id IN (SELECT id FROM outbox_events
-                        WHERE status IN ({statuses}) AND {FILTER}
-                        ORDER BY seq LIMIT $6 FOR UPDATE SKIP LOCKED)
-            AND status IN ({statuses})
-         RETURNING id"
-    )
+/// Events in a batch being published are left alone.
+const CANCEL: &str = bump_generations!(
+    "UPDATE outbox_events e SET status = 'cancelled'
+ WHERE e.id = ANY($1) AND e.status IN ('pending', 'failed')
+   AND NOT EXISTS (SELECT 1 FROM outbox_batches b WHERE e.id = ANY(b.events))"
+);
+
+/// `SET` for the events of a filter in one of `statuses` (and `unless` does not exclude them): the rows
+/// [`list`](super::inspect::list) returns for it, locked (rows another session holds are skipped), oldest first.
+fn matching(set: &str, statuses: &str, unless: &str) -> String {
+    format!(bump_generations!(
+        "UPDATE outbox_events e SET {set}
+ WHERE e.id IN (SELECT id FROM outbox_events WHERE status IN ({statuses}) AND {FILTER}
+                 ORDER BY seq LIMIT $6 FOR UPDATE SKIP LOCKED)
+   AND e.status IN ({statuses}){unless}"
+    ))
 }
 
 const RETRY_SET: &str = "status = 'pending', attempts = 0, next_attempt_at = now()";
-const CANCEL_SET: &str = "status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL";
+const CANCEL_SET: &str = "status = 'cancelled'";
+/// Events in a batch being published are left alone.
+const NOT_IN_A_BATCH: &str = "\n   AND NOT EXISTS (SELECT 1 FROM outbox_batches b WHERE e.id = ANY(b.events))";
 
 pub(super) async fn retry(pool: &PgPool, target: &RetryTarget) -> Result<Vec<Uuid>> {
     let rows = match target {
@@ -44,7 +64,7 @@ pub(super) async fn retry(pool: &PgPool, target: &RetryTarget) -> Result<Vec<Uui
         RetryTarget::AllFailed { event_type } => {
             sqlx::query(RETRY_ALL_FAILED).bind(event_type.as_deref()).fetch_all(pool).await?
         }
-        RetryTarget::Matching(filter) => update_matching(pool, &matching(RETRY_SET, "'failed'"), filter).await?,
+        RetryTarget::Matching(filter) => update_matching(pool, &matching(RETRY_SET, "'failed'", ""), filter).await?,
     };
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
 }
@@ -53,7 +73,7 @@ pub(super) async fn cancel(pool: &PgPool, target: &CancelTarget) -> Result<Vec<U
     let rows = match target {
         CancelTarget::Ids(ids) => sqlx::query(CANCEL).bind(ids).fetch_all(pool).await?,
         CancelTarget::Matching(filter) => {
-            update_matching(pool, &matching(CANCEL_SET, "'pending', 'failed'"), filter).await?
+            update_matching(pool, &matching(CANCEL_SET, "'pending', 'failed'", NOT_IN_A_BATCH), filter).await?
         }
     };
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()

@@ -2,12 +2,13 @@
 
 mod admin;
 mod backlog;
-mod claim;
+mod batch;
 mod control;
 mod inbox;
 mod inspect;
-mod lease;
 mod listen;
+mod membership;
+mod read;
 mod retention;
 mod settle;
 mod store;
@@ -21,30 +22,34 @@ use crate::{NewEvent, Result};
 static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
 
 /// All rows of a batch go in one statement: arrays bound once, unnested in order.
-const INSERT: &str = "\
-INSERT INTO outbox_events
+///
+/// The `pg_current_xact_id()` filter gives the transaction its id before the first row takes its `seq`: the relay
+/// reads partitions by `seq` and, from its snapshot, waits for every transaction that was running to finish before
+/// it treats a range as complete, which holds only for transactions that had an id when they took a `seq`.
+macro_rules! insert_events {
+    () => {
+        "INSERT INTO outbox_events
     (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths)
 SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
        e.payload::jsonb, e.headers::jsonb, e.sensitive_paths::jsonb
   FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::text[])
        WITH ORDINALITY
        AS e(id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, n)
- ORDER BY e.n";
+ WHERE pg_current_xact_id() IS NOT NULL
+ ORDER BY e.n"
+    };
+}
+
+const INSERT: &str = insert_events!();
 
 /// The same insert, plus one `pg_notify` that PostgreSQL delivers only if the transaction commits.
-const INSERT_AND_NOTIFY: &str = "\
-WITH inserted AS (
-INSERT INTO outbox_events
-    (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths)
-SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
-       e.payload::jsonb, e.headers::jsonb, e.sensitive_paths::jsonb
-  FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::text[])
-       WITH ORDINALITY
-       AS e(id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, n)
- ORDER BY e.n
-RETURNING 1
+const INSERT_AND_NOTIFY: &str = concat!(
+    "WITH inserted AS (\n",
+    insert_events!(),
+    "\nRETURNING 1
 )
-SELECT pg_notify($9, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_row";
+SELECT pg_notify($9, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_row"
+);
 
 /// The bookkeeping of applied migrations, in [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE).
 const CREATE_MIGRATIONS_TABLE: &str = "\

@@ -4,28 +4,35 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{admin, backlog, claim, control, inspect, lease, listen, retention, settle};
+use super::{admin, backlog, batch, control, inspect, listen, membership, read, retention, settle};
 use crate::store::{
-    Backlog, CancelTarget, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, PgStore, RetryTarget,
-    SettleReport, Settlement, StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, PgStore, ReadBatch,
+    ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
 };
 
 impl Store for PgStore {
-    fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Claim> {
-        Box::pin(claim::claim(&self.pool, request))
+    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat<'a>) -> StoreFuture<'a, Membership> {
+        Box::pin(membership::heartbeat(&self.pool, beat))
     }
 
-    fn settle<'a>(
-        &'a self,
-        owner: Uuid,
-        settlements: &'a [Settlement],
-        delete_published: bool,
-    ) -> StoreFuture<'a, SettleReport> {
-        Box::pin(settle::settle(&self.pool, owner, settlements, delete_published))
+    fn leave(&self, relay: Uuid) -> StoreFuture<'_, ()> {
+        Box::pin(membership::leave(&self.pool, relay))
     }
 
-    fn reclaim_expired(&self) -> StoreFuture<'_, u64> {
-        Box::pin(lease::reclaim_expired(&self.pool))
+    fn read<'a>(&'a self, request: &'a ReadRequest) -> StoreFuture<'a, ReadBatch> {
+        Box::pin(read::read(&self.pool, request))
+    }
+
+    fn blocked_aggregates<'a>(&'a self, partitions: &'a [u16]) -> StoreFuture<'a, Vec<BlockedAggregate>> {
+        Box::pin(read::blocked_aggregates(&self.pool, partitions))
+    }
+
+    fn start_batch<'a>(&'a self, relay: Uuid, batch: Uuid, events: &'a [Uuid]) -> StoreFuture<'a, ()> {
+        Box::pin(batch::start_batch(&self.pool, relay, batch, events))
+    }
+
+    fn settle<'a>(&'a self, batch: &'a SettleBatch) -> StoreFuture<'a, SettleReport> {
+        Box::pin(settle::settle(&self.pool, batch))
     }
 
     fn delete_finished(&self, older_than: Duration, limit: u32) -> StoreFuture<'_, u64> {

@@ -20,31 +20,39 @@ const RETRY_ALL_FAILED: &str = concat!(
     " WHERE status = 'failed' AND (?1 IS NULL OR event_type = ?1) RETURNING id"
 );
 
+/// Events in a batch being published are left alone.
 const CANCEL: &str = "\
-UPDATE outbox_events SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL
+UPDATE outbox_events SET status = 'cancelled'
  WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('pending', 'failed')
+   AND id NOT IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j)
 RETURNING id";
+
+/// The owner of partition 0 reads it afresh after an operator changed rows (a retried or cancelled failed event
+/// unblocks its aggregate).
+const BUMP_GENERATION: &str = "UPDATE outbox_partitions SET generation = generation + 1";
 
 fn id_list(ids: &[Uuid]) -> String {
     let ids: Vec<String> = ids.iter().map(|id| id.hyphenated().to_string()).collect();
     serde_json::to_string(&ids).unwrap_or_else(|_| String::from("[]"))
 }
 
-/// `SET` and the statuses it applies to, for the events of a filter: the rows [`list`](super::inspect::list)
-/// returns for it, oldest first (one statement: SQLite has one writer at a time).
-fn matching(set: &str, statuses: &str) -> String {
+/// `SET` for the events of a filter in one of `statuses` (and `unless` does not exclude them): the rows
+/// [`list`](super::inspect::list) returns for it, oldest first (one statement: SQLite has one writer at a time).
+fn matching(set: &str, statuses: &str, unless: &str) -> String {
     format!(
         "UPDATE outbox_events SET {set}
           WHERE id IN (SELECT id FROM outbox_events
                         WHERE status IN ({statuses}) AND {FILTER}
                         ORDER BY seq LIMIT ?6)
-            AND status IN ({statuses})
+            AND status IN ({statuses}){unless}
          RETURNING id"
     )
 }
 
 const RETRY_SET: &str = concat!("status = 'pending', attempts = 0, next_attempt_at = ", now!());
-const CANCEL_SET: &str = "status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL";
+const CANCEL_SET: &str = "status = 'cancelled'";
+/// Events in a batch being published are left alone.
+const NOT_IN_A_BATCH: &str = "\n   AND id NOT IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j)";
 
 pub(super) async fn retry(pool: &SqlitePool, target: &RetryTarget) -> Result<Vec<Uuid>> {
     let rows = match target {
@@ -52,18 +60,27 @@ pub(super) async fn retry(pool: &SqlitePool, target: &RetryTarget) -> Result<Vec
         RetryTarget::AllFailed { event_type } => {
             sqlx::query(RETRY_ALL_FAILED).bind(event_type.as_deref()).fetch_all(pool).await?
         }
-        RetryTarget::Matching(filter) => update_matching(pool, &matching(RETRY_SET, "'failed'"), filter).await?,
+        RetryTarget::Matching(filter) => update_matching(pool, &matching(RETRY_SET, "'failed'", ""), filter).await?,
     };
+    bump(pool, rows.len()).await?;
     rows.iter().map(|row| clock::uuid(row.try_get("id")?)).collect()
+}
+
+async fn bump(pool: &SqlitePool, changed: usize) -> Result<()> {
+    if changed > 0 {
+        sqlx::query(BUMP_GENERATION).execute(pool).await?;
+    }
+    Ok(())
 }
 
 pub(super) async fn cancel(pool: &SqlitePool, target: &CancelTarget) -> Result<Vec<Uuid>> {
     let rows = match target {
         CancelTarget::Ids(ids) => sqlx::query(CANCEL).bind(id_list(ids)).fetch_all(pool).await?,
         CancelTarget::Matching(filter) => {
-            update_matching(pool, &matching(CANCEL_SET, "'pending', 'failed'"), filter).await?
+            update_matching(pool, &matching(CANCEL_SET, "'pending', 'failed'", NOT_IN_A_BATCH), filter).await?
         }
     };
+    bump(pool, rows.len()).await?;
     rows.iter().map(|row| clock::uuid(row.try_get("id")?)).collect()
 }
 

@@ -8,7 +8,9 @@ use uuid::Uuid;
 
 use super::clock::{self, now};
 use super::control;
-use crate::store::{Checked, EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, StatusReport};
+use crate::store::{
+    Checked, EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, RelayStatus, StatusReport,
+};
 use crate::Result;
 
 const PENDING_BY_TYPE: &str = concat!(
@@ -21,7 +23,7 @@ const PENDING_BY_TYPE: &str = concat!(
 );
 
 const COUNTS: &str = concat!(
-    "SELECT (SELECT count(*) FROM outbox_events WHERE status = 'in_flight') AS in_flight,
+    "SELECT (SELECT COALESCE(sum(json_array_length(events)), 0) FROM outbox_batches) AS in_flight,
             (SELECT count(*) FROM outbox_events WHERE status = 'failed') AS failed,
             (SELECT count(*) FROM outbox_events WHERE status = 'published'
                 AND COALESCE(published_at, created_at) >= ",
@@ -32,6 +34,22 @@ const COUNTS: &str = concat!(
     now!("'-1 hour'"),
     ") AS last_hour"
 );
+
+const RELAYS: &str = concat!(
+    "SELECT r.relay_id, r.host, r.started_at,
+            (julianday(",
+    now!(),
+    ") - julianday(r.heartbeat_at)) * 86400.0 AS heartbeat_secs,
+            EXISTS (SELECT 1 FROM outbox_partitions p WHERE p.owner = r.relay_id) AS owns,
+            (SELECT COALESCE(sum(json_array_length(b.events)), 0) FROM outbox_batches b WHERE b.relay_id = r.relay_id)
+                AS in_flight
+       FROM outbox_relays r WHERE r.expires_at >= ",
+    now!(),
+    " ORDER BY r.relay_id"
+);
+
+/// A pending row in a batch that a relay is publishing now is `in_flight`.
+const IN_BATCH: &str = "id IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j)";
 
 const SUMMARY_COLUMNS: &str = "id, seq, event_type, aggregate_type, aggregate_id, schema_version, status, attempts, \
 created_at, next_attempt_at, published_at, last_error";
@@ -51,13 +69,39 @@ pub(super) async fn status(pool: &SqlitePool) -> Result<StatusReport> {
     report.published_last_minute = row.try_get::<i64, _>("last_minute")?.unsigned_abs();
     report.published_last_hour = row.try_get::<i64, _>("last_hour")?.unsigned_abs();
     report.paused = control::is_paused(pool).await?;
+    report.partitions = 1;
+    let relays = sqlx::query(RELAYS).fetch_all(pool).await?;
+    for row in &relays {
+        let owns: bool = row.try_get("owns")?;
+        report.relays.push(RelayStatus {
+            relay_id: clock::uuid(row.try_get("relay_id")?)?,
+            host: row.try_get("host")?,
+            started_at: clock::parse(row.try_get("started_at")?)?,
+            heartbeat_age: Duration::try_from_secs_f64(row.try_get::<f64, _>("heartbeat_secs")?.max(0.0))
+                .unwrap_or_default(),
+            partitions: if owns { vec![0] } else { Vec::new() },
+            in_flight: row.try_get::<i64, _>("in_flight")?.unsigned_abs(),
+            pending: if owns { report.pending.iter().map(|p| p.pending).sum() } else { 0 },
+            oldest_pending_age: if owns {
+                report.pending.iter().map(|p| p.oldest_age).max().unwrap_or_default()
+            } else {
+                Duration::ZERO
+            },
+        });
+    }
+    if !report.relays.iter().any(|relay| relay.partitions.contains(&0)) {
+        report.unowned_partitions = vec![0];
+    }
     Ok(report)
 }
 
 /// The conditions of an [`EventFilter`], on parameters `?1`..`?5` bound by [`bind_filter`] (`?6` is the limit).
-/// The age compares stored UTC text with the current time in the same format, moved back by `?4`.
+/// The age compares stored UTC text with the current time in the same format, moved back by `?4`; `in_flight`
+/// matches the pending rows of the batch the relay is publishing now.
 pub(super) const FILTER: &str = concat!(
-    "(?1 IS NULL OR status = ?1)
+    "(?1 IS NULL OR status = ?1
+        OR (?1 = 'in_flight' AND status = 'pending'
+            AND id IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j)))
    AND (?2 IS NULL OR event_type = ?2)
    AND (?3 IS NULL OR aggregate_id = ?3)
    AND (?4 IS NULL OR created_at < ",
@@ -83,12 +127,18 @@ pub(super) fn bind_filter<'q>(
 pub(super) async fn list(pool: &SqlitePool, filter: &EventFilter) -> Result<Vec<EventSummary>> {
     let sql = format!("SELECT {SUMMARY_COLUMNS} FROM outbox_events WHERE {FILTER} ORDER BY seq LIMIT ?6");
     let rows = bind_filter(sqlx::query(&sql), filter).fetch_all(pool).await?;
-    rows.iter().map(summary).collect()
+    let mut events = rows.iter().map(summary).collect::<Result<Vec<_>>>()?;
+    if filter.status == Some(EventStatus::InFlight) {
+        events.iter_mut().for_each(|event| event.status = EventStatus::InFlight);
+    }
+    Ok(events)
 }
 
 pub(super) async fn show(pool: &SqlitePool, id: Uuid) -> Result<Option<EventDetail>> {
     let sql = format!(
-        "SELECT {SUMMARY_COLUMNS}, payload, headers, sensitive_paths, lease_owner, lease_expires_at, lease_epoch
+        "SELECT {SUMMARY_COLUMNS}, payload, headers, sensitive_paths,
+                (SELECT b.relay_id FROM outbox_batches b, json_each(b.events) j
+                  WHERE j.value = outbox_events.id AND outbox_events.status = 'pending' LIMIT 1) AS publishing_relay
            FROM outbox_events WHERE id = ?1"
     );
     let Some(row) = sqlx::query(&sql).bind(id.hyphenated().to_string()).fetch_optional(pool).await? else {
@@ -97,15 +147,18 @@ pub(super) async fn show(pool: &SqlitePool, id: Uuid) -> Result<Option<EventDeta
     let payload: String = row.try_get("payload")?;
     let headers: String = row.try_get("headers")?;
     let sensitive: String = row.try_get("sensitive_paths")?;
-    let lease_owner: Option<String> = row.try_get("lease_owner")?;
+    let publishing_relay: Option<String> = row.try_get("publishing_relay")?;
+    let mut summary = summary(&row)?;
+    if publishing_relay.is_some() {
+        summary.status = EventStatus::InFlight;
+    }
     Ok(Some(EventDetail {
-        summary: summary(&row)?,
+        summary,
         payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
         headers: Checked::from_json_text(&headers),
         sensitive_paths: Checked::from_json_text(&sensitive),
-        lease_owner: lease_owner.as_deref().map(clock::uuid).transpose()?,
-        lease_expires_at: clock::parse_optional(row.try_get::<Option<&str>, _>("lease_expires_at")?)?,
-        lease_epoch: row.try_get("lease_epoch")?,
+        partition: 0,
+        publishing_relay: publishing_relay.as_deref().map(clock::uuid).transpose()?,
     }))
 }
 

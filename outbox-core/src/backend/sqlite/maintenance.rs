@@ -1,4 +1,4 @@
-//! Expired leases and retention on SQLite.
+//! Retention on SQLite.
 
 use std::time::Duration;
 
@@ -6,16 +6,6 @@ use sqlx::SqlitePool;
 
 use super::clock::{self, now};
 use crate::Result;
-
-pub(super) async fn reclaim_expired(pool: &SqlitePool) -> Result<u64> {
-    let sql = concat!(
-        "UPDATE outbox_events
-            SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, lease_epoch = lease_epoch + 1
-          WHERE status = 'in_flight' AND lease_expires_at < ",
-        now!()
-    );
-    Ok(sqlx::query(sql).execute(pool).await?.rows_affected())
-}
 
 /// One small batch through the finished-rows index, so the write lock is held briefly.
 pub(super) async fn delete_finished(pool: &SqlitePool, older_than: Duration, limit: u32) -> Result<u64> {

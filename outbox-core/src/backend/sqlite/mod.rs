@@ -5,11 +5,13 @@
 
 mod admin;
 mod backlog;
-mod claim;
+mod batch;
 mod clock;
 mod control;
 mod inspect;
 mod maintenance;
+mod membership;
+mod read;
 mod settle;
 mod store;
 

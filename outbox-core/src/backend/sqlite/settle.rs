@@ -1,114 +1,107 @@
-//! Settling a claimed batch on SQLite: the outcomes as one JSON array, applied in one transaction, fenced by the
-//! lease owner and epoch.
+//! Settling a published batch on SQLite: the outcomes as one JSON array, applied in one transaction, fenced by the
+//! epoch of partition 0.
 
 use std::collections::HashMap;
 
 use serde::Serialize;
-use sqlx::{Row, SqlitePool};
-use uuid::Uuid;
+use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use super::clock::now;
-use crate::store::{SettleOutcome, SettleReport, Settlement};
+use crate::store::{short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
 use crate::Result;
 
 /// The settlements, one JSON object each, as a table.
-const SETTLEMENTS: &str = "(SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.epoch') AS epoch,
-        json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.error') AS error,
-        json_extract(value, '$.delay') AS delay
-   FROM json_each(?2))";
+const SETTLEMENTS: &str = "(SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.outcome') AS outcome,
+        json_extract(value, '$.error') AS error, json_extract(value, '$.delay') AS delay
+   FROM json_each(?1))";
 
-const DELETE_PUBLISHED: &str = concat!(
-    "DELETE FROM outbox_events AS e
-      WHERE e.status = 'in_flight' AND e.lease_owner = ?1
-        AND EXISTS (SELECT 1 FROM ",
-    "(SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.epoch') AS epoch,
-             json_extract(value, '$.outcome') AS outcome FROM json_each(?2))",
-    " s WHERE s.id = e.id AND s.epoch = e.lease_epoch AND s.outcome = 'published')
-      RETURNING id"
-);
-
-/// Errors are stored short: enough to diagnose, never a payload dump.
-const MAX_ERROR_CHARS: usize = 500;
+/// Whether the relay `?2` still holds partition 0 at epoch `?3`.
+const HELD: &str = "EXISTS (SELECT 1 FROM outbox_partitions p WHERE p.partition = 0 AND p.owner = ?2 AND p.epoch = ?3)";
 
 #[derive(Serialize)]
 struct Entry<'a> {
     id: String,
-    epoch: i64,
     outcome: &'a str,
     error: Option<String>,
     delay: String,
 }
 
-pub(super) async fn settle(
-    pool: &SqlitePool,
-    owner: Uuid,
-    settlements: &[Settlement],
-    delete_published: bool,
-) -> Result<SettleReport> {
-    if settlements.is_empty() {
-        return Ok(SettleReport::default());
-    }
+/// The settlements as the statements read them, and each id's outcome.
+fn entries(settlements: &[Settlement]) -> (String, HashMap<String, &'static str>) {
     let mut outcome_of = HashMap::with_capacity(settlements.len());
     let rows: Vec<Entry<'_>> = settlements
         .iter()
         .map(|settlement| {
             let (outcome, error, delay) = match &settlement.outcome {
                 SettleOutcome::Published => ("published", None, 0.0),
-                SettleOutcome::Retry { error, delay } => ("retry", Some(short(error)), delay.as_secs_f64()),
-                SettleOutcome::Failed { error } => ("failed", Some(short(error)), 0.0),
-                SettleOutcome::Release => ("release", None, 0.0),
+                SettleOutcome::Retry { error, delay } => ("retry", Some(short_error(error)), delay.as_secs_f64()),
+                SettleOutcome::Failed { error } => ("failed", Some(short_error(error)), 0.0),
             };
             let id = settlement.id.hyphenated().to_string();
             outcome_of.insert(id.clone(), outcome);
-            Entry { id, epoch: settlement.epoch, outcome, error, delay: format!("+{delay:.3} seconds") }
+            Entry { id, outcome, error, delay: format!("+{delay:.3} seconds") }
         })
         .collect();
-    let rows = serde_json::to_string(&rows).unwrap_or_else(|_| String::from("[]"));
-    let owner = owner.hyphenated().to_string();
+    (serde_json::to_string(&rows).unwrap_or_else(|_| String::from("[]")), outcome_of)
+}
 
-    let mut tx = pool.begin().await?;
-    let mut applied: Vec<String> = Vec::new();
-    if delete_published {
-        for row in sqlx::query(DELETE_PUBLISHED).bind(&owner).bind(&rows).fetch_all(&mut *tx).await? {
-            applied.push(row.try_get("id")?);
-        }
-    }
-    let update = format!(
+fn update(held: &str) -> String {
+    format!(
         "UPDATE outbox_events AS e
             SET status = CASE s.outcome WHEN 'published' THEN 'published' WHEN 'failed' THEN 'failed' ELSE 'pending' END,
                 published_at = CASE WHEN s.outcome = 'published' THEN {now} ELSE e.published_at END,
                 attempts = CASE WHEN s.outcome IN ('retry', 'failed') THEN e.attempts + 1 ELSE e.attempts END,
                 next_attempt_at = CASE WHEN s.outcome = 'retry' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', s.delay)
                                        ELSE e.next_attempt_at END,
-                last_error = CASE WHEN s.outcome IN ('retry', 'failed') THEN s.error ELSE e.last_error END,
-                lease_owner = NULL,
-                lease_expires_at = NULL
+                last_error = CASE WHEN s.outcome IN ('retry', 'failed') THEN s.error ELSE e.last_error END
            FROM {SETTLEMENTS} AS s
-          WHERE e.id = s.id AND e.lease_epoch = s.epoch AND e.lease_owner = ?1 AND e.status = 'in_flight'
+          WHERE e.id = s.id AND e.status = 'pending' AND {held}
           RETURNING id",
         now = now!(),
-    );
-    for row in sqlx::query(&update).bind(&owner).bind(&rows).fetch_all(&mut *tx).await? {
+    )
+}
+
+pub(super) async fn settle(pool: &SqlitePool, batch: &SettleBatch) -> Result<SettleReport> {
+    let (rows, outcome_of) = entries(&batch.settlements);
+    let relay = batch.relay.hyphenated().to_string();
+    let epoch = batch.leases.iter().find(|(p, _)| *p == 0).map_or(-1, |(_, e)| *e);
+    let mut tx = pool.begin().await?;
+    let mut applied: Vec<String> = Vec::new();
+    if batch.delete_published {
+        let delete = format!(
+            "DELETE FROM outbox_events AS e
+              WHERE e.status = 'pending' AND {HELD}
+                AND EXISTS (SELECT 1 FROM {SETTLEMENTS} s WHERE s.id = e.id AND s.outcome = 'published')
+              RETURNING id"
+        );
+        for row in sqlx::query(&delete).bind(&rows).bind(&relay).bind(epoch).fetch_all(&mut *tx).await? {
+            applied.push(row.try_get("id")?);
+        }
+    }
+    for row in sqlx::query(&update(HELD)).bind(&rows).bind(&relay).bind(epoch).fetch_all(&mut *tx).await? {
         applied.push(row.try_get("id")?);
     }
+    sqlx::query("DELETE FROM outbox_batches WHERE relay_id = ?1 AND batch_id = ?2")
+        .bind(&relay)
+        .bind(batch.batch.hyphenated().to_string())
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
-
     let mut report = SettleReport::default();
     for id in &applied {
         match outcome_of.get(id.as_str()).copied() {
             Some("published") => report.published += 1,
             Some("retry") => report.retried += 1,
-            Some("failed") => report.failed += 1,
-            _ => report.released += 1,
+            _ => report.failed += 1,
         }
     }
-    report.fenced = (settlements.len() as u64).saturating_sub(applied.len() as u64);
+    report.fenced = (batch.settlements.len() as u64).saturating_sub(applied.len() as u64);
     Ok(report)
 }
 
-fn short(error: &str) -> String {
-    match error.char_indices().nth(MAX_ERROR_CHARS) {
-        Some((end, _)) => format!("{}...", &error[..end]),
-        None => error.to_owned(),
-    }
+/// Applies retry and failure outcomes without a lease (a dead relay's batches); returns how many rows changed.
+pub(super) async fn apply_unfenced(conn: &mut SqliteConnection, settlements: &[Settlement]) -> Result<u64> {
+    let (rows, _) = entries(settlements);
+    let sql = update("s.outcome <> 'published'");
+    Ok(sqlx::query(&sql).bind(&rows).fetch_all(&mut *conn).await?.len() as u64)
 }

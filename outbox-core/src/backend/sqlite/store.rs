@@ -4,17 +4,17 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{admin, backlog, claim, control, inspect, maintenance, settle};
+use super::{admin, backlog, batch, control, inspect, maintenance, membership, read, settle};
 use crate::store::{
-    Backlog, CancelTarget, Claim, ClaimRequest, EventDetail, EventFilter, EventSummary, RetryTarget, SettleReport,
-    Settlement, StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, ReadBatch, ReadRequest,
+    RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
 };
 
 /// The [`Store`] of a SQLite database: the embedded backend, for a first run and small single-node services.
 ///
 /// Run one relay per database file. SQLite has one writer at a time and no `LISTEN/NOTIFY`: the relay polls
-/// (adaptive polling finds new events within a few milliseconds while they flow), and claims are single
-/// statements that need no `SKIP LOCKED`. Leases, fencing, retries and ordering work as on PostgreSQL.
+/// (adaptive polling finds new events within a few milliseconds while they flow). The database has one partition:
+/// membership, fencing, crash accounting, retries and ordering work as on PostgreSQL.
 ///
 /// Cheap to clone (it holds a pool).
 ///
@@ -59,21 +59,28 @@ impl Wakeups for NoWakeups {
 }
 
 impl Store for SqliteStore {
-    fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Claim> {
-        Box::pin(claim::claim(&self.pool, request))
+    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat<'a>) -> StoreFuture<'a, Membership> {
+        Box::pin(membership::heartbeat(&self.pool, beat))
     }
 
-    fn settle<'a>(
-        &'a self,
-        owner: Uuid,
-        settlements: &'a [Settlement],
-        delete_published: bool,
-    ) -> StoreFuture<'a, SettleReport> {
-        Box::pin(settle::settle(&self.pool, owner, settlements, delete_published))
+    fn leave(&self, relay: Uuid) -> StoreFuture<'_, ()> {
+        Box::pin(membership::leave(&self.pool, relay))
     }
 
-    fn reclaim_expired(&self) -> StoreFuture<'_, u64> {
-        Box::pin(maintenance::reclaim_expired(&self.pool))
+    fn read<'a>(&'a self, request: &'a ReadRequest) -> StoreFuture<'a, ReadBatch> {
+        Box::pin(read::read(&self.pool, request))
+    }
+
+    fn blocked_aggregates<'a>(&'a self, partitions: &'a [u16]) -> StoreFuture<'a, Vec<BlockedAggregate>> {
+        Box::pin(read::blocked_aggregates(&self.pool, partitions))
+    }
+
+    fn start_batch<'a>(&'a self, relay: Uuid, batch: Uuid, events: &'a [Uuid]) -> StoreFuture<'a, ()> {
+        Box::pin(batch::start_batch(&self.pool, relay, batch, events))
+    }
+
+    fn settle<'a>(&'a self, batch: &'a SettleBatch) -> StoreFuture<'a, SettleReport> {
+        Box::pin(settle::settle(&self.pool, batch))
     }
 
     fn delete_finished(&self, older_than: Duration, limit: u32) -> StoreFuture<'_, u64> {

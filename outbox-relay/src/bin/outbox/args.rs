@@ -52,7 +52,7 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: EventsCommand,
     },
-    /// Pause publishing: every relay on the database stops claiming (in-flight batches finish).
+    /// Pause publishing: every relay on the database stops reading new batches (in-flight batches finish).
     Pause,
     /// Resume publishing after `outbox pause`.
     Resume,
@@ -73,25 +73,42 @@ pub(crate) struct RelayArgs {
     /// `sqs://?queue_url=https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE[.fifo][&endpoint=URL&region=R]`
     /// (credentials from AWS_*), `redis://[:PASS@]HOST:PORT[/DB]?stream=outbox.{aggregate_type}[&maxlen=N]`.
     /// Broker URLs also take `source=`, `schema_base=` (dataschema base URI) and `mode=binary|structured`;
-    /// templates use {event_type}, {aggregate_type} and {version}.
+    /// templates use {event_type}, {aggregate_type} and {version}. TLS: the scheme `tls://` or `?tls=true`
+    /// (NATS), `amqps://`, `rediss://`, `kafka://...?security_protocol=ssl|sasl_ssl`, plus `tls_ca=PATH` (CA
+    /// bundle to trust), `tls_cert=PATH` and `tls_key=PATH` (client certificate); server certificates are always
+    /// verified. Secrets stay out of the query: `password_file=PATH` or `password_env=VAR` (for the URL's user),
+    /// `token_file=`/`token_env=`, `nkey_seed_file=`/`nkey_seed_env=`, `creds_file=PATH` (NATS); Kafka SASL:
+    /// `kafka://USER@...?sasl_mechanism=plain|scram-sha-256|scram-sha-512&password_env=VAR`.
     #[arg(long, value_parser = parse_sink, value_name = "URL")]
     pub(crate) sink: Sink,
 
-    /// The most events per batch (the relay grows batches up to it while a backlog lasts).
-    #[arg(long, default_value_t = 100, value_name = "N")]
+    /// Create a missing destination at start, with the settings of the sink URL, instead of stopping with an
+    /// error naming it: the JetStream stream of the subjects (`stream=OUTBOX`, `stream_storage=file|memory`,
+    /// `stream_replicas=1`), the RabbitMQ exchange (`exchange_type=topic|direct|fanout|headers`), the Kafka topic
+    /// (`partitions=3`, `replication_factor=1`), the SQS queue (FIFO for `.fifo`, `queue_retention_s=SECONDS`).
+    #[arg(long)]
+    pub(crate) create_destinations: bool,
+
+    /// The most events per batch (split evenly over the partitions a lane reads).
+    #[arg(long, default_value_t = 1000, value_name = "N")]
     pub(crate) batch_size: u32,
 
-    /// Batches published at once.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Lanes per relay: each reads, publishes and settles its share of the relay's partitions.
+    #[arg(long, default_value_t = 2, value_name = "N")]
     pub(crate) concurrency: usize,
 
-    /// The longest wait between two claims when idle (adaptive polling: tighter while events flow).
+    /// The longest wait between two reads when idle (adaptive polling: tighter while events flow).
     #[arg(long, value_parser = parse_duration, default_value = "20ms", value_name = "DURATION")]
     pub(crate) poll_interval: Duration,
 
-    /// How long claimed events are leased; after it, another relay may take them over.
-    #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DURATION")]
+    /// How long the relay stays a member without a heartbeat (sent every tenth of it, at most every second);
+    /// after it, the other relays take its partitions over.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
     pub(crate) lease: Duration,
+
+    /// How long one publish call may take before its events count a failed attempt.
+    #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
+    pub(crate) publish_timeout: Duration,
 
     /// Attempts before an event that keeps failing goes to `failed`.
     #[arg(long, default_value_t = 10, value_name = "N")]
@@ -118,7 +135,7 @@ pub(crate) struct RelayArgs {
     #[arg(long, value_name = "CHANNEL", num_args = 0..=1, default_missing_value = outbox_core::DEFAULT_CHANNEL)]
     pub(crate) notify: Option<String>,
 
-    /// How long shutdown waits for in-flight batches before releasing them.
+    /// How long shutdown waits for the batches in flight before handing the partitions over.
     #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
     pub(crate) shutdown_timeout: Duration,
 
@@ -296,8 +313,15 @@ mod tests {
 
     use super::{parse_duration, Cli, Command, RelayArgs};
 
-    const DURATION_FLAGS: [&str; 6] =
-        ["--poll-interval", "--lease", "--backoff-base", "--backoff-max", "--retention", "--shutdown-timeout"];
+    const DURATION_FLAGS: [&str; 7] = [
+        "--poll-interval",
+        "--lease",
+        "--backoff-base",
+        "--backoff-max",
+        "--retention",
+        "--shutdown-timeout",
+        "--publish-timeout",
+    ];
     const NUMBER_FLAGS: [&str; 3] = ["--batch-size", "--concurrency", "--max-attempts"];
 
     fn relay(flag: &str, value: &str) -> Result<RelayArgs, clap::Error> {
@@ -312,6 +336,7 @@ mod tests {
         match flag {
             "--poll-interval" => Some(args.poll_interval),
             "--lease" => Some(args.lease),
+            "--publish-timeout" => Some(args.publish_timeout),
             "--backoff-base" => Some(args.backoff_base),
             "--backoff-max" => Some(args.backoff_max),
             "--retention" => args.retention,

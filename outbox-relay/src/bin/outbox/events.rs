@@ -318,9 +318,8 @@ fn shown(detail: &EventDetail) -> Value {
     if let Value::Object(map) = &mut shown {
         map.insert("headers".into(), json!(detail.headers.valid()));
         map.insert("sensitive_paths".into(), json!(detail.sensitive_paths.valid()));
-        map.insert("lease_owner".into(), json!(detail.lease_owner));
-        map.insert("lease_expires_at".into(), json!(detail.lease_expires_at.map(timestamp)));
-        map.insert("lease_epoch".into(), json!(detail.lease_epoch));
+        map.insert("partition".into(), json!(detail.partition));
+        map.insert("publishing_relay".into(), json!(detail.publishing_relay));
         if let Err(problem) = detail.check() {
             map.insert("corrupted".into(), json!(problem.to_string()));
         }

@@ -5,7 +5,7 @@
 //! unknown sink scheme, a `file:` sink that cannot be written, a server refusing the credentials or permissions, a missing database, vhost or exchange.
 //! What may pass is waited for: while the database or the broker is unreachable (connection refused, timeout,
 //! server starting up) the relay logs a warning naming it (password masked) and tries again with a growing delay,
-//! claiming nothing until both answer.
+//! reading nothing until both answer.
 
 use std::future::Future;
 use std::time::Duration;
@@ -29,11 +29,12 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     if !wait_for(&shutdown, "the database", || connect::probe(&options, &target)).await? {
         return Ok(());
     }
-    let connections = u32::try_from(args.concurrency).unwrap_or(u32::MAX).saturating_add(3);
+    // Per lane: a read and up to two settles at once; plus the heartbeat, the gauges and the listener.
+    let connections = u32::try_from(args.concurrency).unwrap_or(u32::MAX).saturating_mul(3).saturating_add(3);
     let database = connect::open(database_url, connections).await?;
-    // A sink that cannot work (bad settings, a file that cannot be written) stops the relay before it claims
+    // A sink that cannot work (bad settings, a file that cannot be written) stops the relay before it reads
     // anything, so no event spends an attempt on it. Opened once the database is there: bad input creates no file.
-    let publisher = args.sink.open().map_err(|error| match error {
+    let publisher = args.sink.open_with(args.create_destinations).map_err(|error| match error {
         outbox_relay::Error::InvalidSink { .. } | outbox_relay::Error::OpenSink { .. } => {
             Failure::Usage(error.to_string())
         }
@@ -53,7 +54,7 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
         published = summary.published,
         retried = summary.retried,
         failed = summary.failed,
-        released = summary.released,
+        fenced = summary.fenced,
         "relay exited"
     );
     Ok(())
@@ -67,7 +68,8 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = outbox_relay::Result<()>>,
 {
-    let mut delay = FIRST_RETRY;
+    let backoff = outbox_relay::Backoff::new(FIRST_RETRY, LAST_RETRY).unwrap_or_default();
+    let mut failures = 0;
     loop {
         let result = tokio::select! {
             result = attempt() => result,
@@ -76,12 +78,13 @@ where
         match result {
             Ok(()) => return Ok(true),
             Err(error) if error.is_retryable() => {
+                let delay = backoff.ceiling(failures);
+                failures += 1;
                 tracing::warn!(retry_in = ?delay, error = %error, "cannot reach {what} at start; retrying");
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
                     () = shutdown.cancelled() => return Ok(false),
                 }
-                delay = (delay * 2).min(LAST_RETRY);
             }
             Err(error @ outbox_relay::Error::Refused { .. }) => return Err(Failure::Usage(error.to_string())),
             Err(error) => return Err(Failure::runtime(error)),
@@ -125,5 +128,6 @@ fn config(args: &RelayArgs) -> outbox_relay::Result<RelayConfig> {
         .retention(retention)
         .wakeup(wakeup)
         .shutdown_timeout(args.shutdown_timeout)
+        .publish_timeout(args.publish_timeout)
         .build()
 }

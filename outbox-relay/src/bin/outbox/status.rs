@@ -39,6 +39,17 @@ pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome
             "failed_by_type": failed,
             "published_last_minute": status.published_last_minute,
             "published_last_hour": status.published_last_hour,
+            "partitions": status.partitions,
+            "unowned_partitions": status.unowned_partitions,
+            "relays": status.relays.iter().map(|relay| json!({
+                "relay_id": relay.relay_id,
+                "host": relay.host,
+                "heartbeat_age_seconds": relay.heartbeat_age.as_secs_f64(),
+                "partitions": relay.partitions,
+                "in_flight": relay.in_flight,
+                "pending": relay.pending,
+                "oldest_pending_age_seconds": relay.oldest_pending_age.as_secs_f64(),
+            })).collect::<Vec<_>>(),
         });
         println!("{report}");
         return Ok(());
@@ -51,6 +62,32 @@ pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome
         "published:  {} in the last minute, {} in the last hour",
         status.published_last_minute, status.published_last_hour
     );
+    println!(
+        "relays:     {} live, {} partitions, {} unowned",
+        status.relays.len(),
+        status.partitions,
+        status.unowned_partitions.len()
+    );
+    if !status.relays.is_empty() {
+        println!();
+        println!(
+            "{:<36}  {:<24}  {:>10}  {:>9}  {:>9}  {:>14}  HEARTBEAT",
+            "RELAY", "HOST", "PARTITIONS", "IN FLIGHT", "PENDING", "OLDEST PENDING"
+        );
+        for relay in &status.relays {
+            println!(
+                "{:<36}  {:<24}  {:>10}  {:>9}  {:>9}  {:>14}  {} ago",
+                relay.relay_id,
+                relay.host,
+                partition_ranges(&relay.partitions),
+                relay.in_flight,
+                relay.pending,
+                humantime::format_duration(std::time::Duration::from_secs(relay.oldest_pending_age.as_secs()))
+                    .to_string(),
+                humantime::format_duration(std::time::Duration::from_millis(relay.heartbeat_age.as_millis() as u64)),
+            );
+        }
+    }
     // One row per event type with a backlog or dead letters.
     let mut rows: BTreeMap<&str, (u64, Option<std::time::Duration>, u64)> = BTreeMap::new();
     for p in &backlog.pending {
@@ -73,4 +110,23 @@ pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome
         }
     }
     Ok(())
+}
+
+/// Partitions as compact ranges: `0-63,128`.
+fn partition_ranges(partitions: &[u16]) -> String {
+    let mut ranges: Vec<String> = Vec::new();
+    let mut iter = partitions.iter().copied().peekable();
+    while let Some(start) = iter.next() {
+        let mut end = start;
+        while iter.peek() == Some(&(end + 1)) {
+            end += 1;
+            iter.next();
+        }
+        ranges.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+    }
+    if ranges.is_empty() {
+        "-".to_owned()
+    } else {
+        ranges.join(",")
+    }
 }

@@ -1,11 +1,9 @@
 //! Where a broker publisher sends each event: a name template (`outbox.{event_type}`) rendered per event and
-//! checked against the broker's naming rules; and the query options of broker sink URLs.
+//! checked against the broker's naming rules.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use super::Message;
-use crate::{Error, Result};
 
 /// The naming rules of one kind of broker destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,153 +235,9 @@ impl fmt::Display for Template {
     }
 }
 
-pub(crate) use crate::masked_url::masked_url as masked;
-
-/// The query options of a broker sink URL, taken one by one; [`finish`](Self::finish) refuses any left over, so
-/// a misspelt option is an error rather than silently ignored.
-pub(crate) struct Query<'u> {
-    url: &'u url::Url,
-    options: BTreeMap<String, String>,
-}
-
-impl<'u> Query<'u> {
-    /// The options of `url`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidSink`] when an option is given twice.
-    pub(crate) fn new(url: &'u url::Url) -> Result<Self> {
-        let mut options = BTreeMap::new();
-        for (name, value) in url.query_pairs() {
-            if options.insert(name.to_string(), value.to_string()).is_some() {
-                return Err(Error::InvalidSink { sink: masked(url), reason: format!("option `{name}` given twice") });
-            }
-        }
-        Ok(Self { url, options })
-    }
-
-    /// Takes option `name`.
-    pub(crate) fn take(&mut self, name: &str) -> Option<String> {
-        self.options.remove(name)
-    }
-
-    /// Takes option `name` and parses it with `parse`; `what` describes a valid value.
-    pub(crate) fn take_parsed<T>(
-        &mut self,
-        name: &str,
-        what: &str,
-        parse: impl FnOnce(&str) -> Option<T>,
-    ) -> Result<Option<T>> {
-        match self.take(name) {
-            None => Ok(None),
-            Some(value) => parse(&value).map(Some).ok_or_else(|| self.invalid(&format!("`{name}` must be {what}"))),
-        }
-    }
-
-    /// Takes a duration option in milliseconds (`timeout_ms=5000`), more than zero.
-    pub(crate) fn take_millis(&mut self, name: &str) -> Result<Option<std::time::Duration>> {
-        self.take_parsed(name, "a number of milliseconds above zero", |value| {
-            value.parse::<u64>().ok().filter(|ms| *ms > 0).map(std::time::Duration::from_millis)
-        })
-    }
-
-    /// An [`Error::InvalidSink`] for this URL, password masked.
-    pub(crate) fn invalid(&self, reason: &str) -> Error {
-        Error::InvalidSink { sink: masked(self.url), reason: reason.to_owned() }
-    }
-
-    /// Fails when options are left that nobody took; `known` lists the valid ones for the message.
-    pub(crate) fn finish(self, known: &[&str]) -> Result<()> {
-        match self.options.keys().next() {
-            None => Ok(()),
-            Some(name) => Err(self.invalid(&format!("unknown option `{name}` (known: {})", known.join(", ")))),
-        }
-    }
-}
-
-/// A broker connection opened lazily and reopened after a failure, with capped exponential backoff between
-/// attempts: while the broker is down, a publish fails fast (transient) instead of waiting for a connect timeout
-/// on every batch.
-#[cfg_attr(not(any(feature = "nats", feature = "rabbitmq", feature = "redis")), allow(dead_code))]
-pub(crate) struct Reconnect<C> {
-    state: tokio::sync::Mutex<ReconnectState<C>>,
-}
-
-struct ReconnectState<C> {
-    connection: Option<C>,
-    failures: u32,
-    next_try: Option<tokio::time::Instant>,
-    last_error: String,
-}
-
-#[cfg_attr(not(any(feature = "nats", feature = "rabbitmq", feature = "redis")), allow(dead_code))]
-impl<C: Clone> Reconnect<C> {
-    /// The longest wait between two connection attempts.
-    const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
-
-    pub(crate) fn new() -> Self {
-        Self {
-            state: tokio::sync::Mutex::new(ReconnectState {
-                connection: None,
-                failures: 0,
-                next_try: None,
-                last_error: String::new(),
-            }),
-        }
-    }
-
-    /// The open connection, or a new one from `connect` unless the last attempt failed too recently. The error
-    /// is a short description for [`Outcome::Transient`](super::Outcome::Transient).
-    pub(crate) async fn get<F, Fut>(&self, connect: F) -> std::result::Result<C, String>
-    where
-        F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = std::result::Result<C, String>>,
-    {
-        let mut state = self.state.lock().await;
-        if let Some(connection) = &state.connection {
-            return Ok(connection.clone());
-        }
-        let now = tokio::time::Instant::now();
-        if state.next_try.is_some_and(|next| next > now) {
-            return Err(format!("{} (reconnecting)", state.last_error));
-        }
-        match connect().await {
-            Ok(connection) => {
-                state.connection = Some(connection.clone());
-                state.failures = 0;
-                state.next_try = None;
-                Ok(connection)
-            }
-            Err(error) => {
-                state.failures = state.failures.saturating_add(1);
-                let delay = std::time::Duration::from_millis(100)
-                    .saturating_mul(1 << state.failures.min(10))
-                    .min(Self::MAX_DELAY);
-                state.next_try = Some(now + delay);
-                state.last_error.clone_from(&error);
-                Err(error)
-            }
-        }
-    }
-
-    /// Keeps `connection`, opened ahead of the first publish (the publisher's `connect`), for the next batches.
-    pub(crate) async fn put(&self, connection: C) {
-        let mut state = self.state.lock().await;
-        state.connection = Some(connection);
-        state.failures = 0;
-        state.next_try = None;
-    }
-
-    /// Forgets the connection after a connection-level failure: the next publish reconnects.
-    #[cfg_attr(not(any(feature = "rabbitmq", feature = "redis")), allow(dead_code))]
-    pub(crate) async fn reset(&self) {
-        self.state.lock().await.connection = None;
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{masked, Naming, Template};
+    use super::{Naming, Template};
     use crate::Message;
 
     fn message(event_type: &str) -> Message {
@@ -423,11 +277,5 @@ mod tests {
         assert_eq!(template.render(&message("x")).unwrap(), "q-order.fifo");
         let template = Template::parse("t.{event_type}", Naming::KafkaTopic).unwrap();
         assert!(template.render(&message("bad type")).unwrap_err().contains("invalid Kafka topic"));
-    }
-
-    #[test]
-    fn passwords_are_masked() {
-        let url = "amqp://user:hunter2@host/vhost".parse().unwrap();
-        assert_eq!(masked(&url), "amqp://user:***@host/vhost");
     }
 }

@@ -1,0 +1,159 @@
+//! Reading the pending rows of partitions: one plain `SELECT` (nothing written), one index range per partition.
+
+use sqlx::postgres::PgRow;
+use sqlx::{PgPool, Row};
+
+use crate::store::{Checked, ReadBatch, ReadRequest, ReadRow, Snapshot, StoredEvent};
+use crate::Result;
+
+/// The columns every range returns (only keys for a keys-only range), from `outbox_events e` of range `r`.
+macro_rules! read_columns {
+    () => {
+        "       SELECT e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
+              CASE WHEN r.keys_only THEN '{}' ELSE e.payload::text END AS payload,
+              CASE WHEN r.keys_only THEN '{}' ELSE e.headers::text END AS headers,
+              CASE WHEN r.keys_only THEN '[]' ELSE e.sensitive_paths::text END AS sensitive_paths,
+              e.created_at, e.attempts,
+              GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs
+         FROM outbox_events e
+"
+    };
+}
+
+/// Each range is one scan of `outbox_events_pending_idx` (`partition, seq`) in index order, from `after`, so a
+/// read costs what it returns (plus what an aggregate filter skips inside its range), never the backlog. The
+/// snapshot's bounds come back with the rows (see [`Snapshot`]); the outer `LEFT JOIN` returns one row when
+/// nothing was read, so the caller still learns the pause flag and the snapshot in the same round trip.
+const READ: &str = concat!(
+    "WITH ctl AS (
+SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
+       pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
+       pg_snapshot_xmax(pg_current_snapshot())::text AS xmax
+),
+r AS (
+SELECT * FROM UNNEST($1::int2[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int4[], $7::bool[], $8::int8[])
+       WITH ORDINALITY AS r(partition, after, through, aggregate_type, aggregate_id, lim, keys_only, since, n)
+),
+-- New rows: an open range, so the planner walks the index in order and stops at the limit (a bounded range with
+-- filters looks small enough to fetch whole and sort, which on a backlog costs the whole partition).
+found AS (
+SELECT r.n, e.*
+  FROM r
+ CROSS JOIN LATERAL (
+",
+    read_columns!(),
+    "        WHERE e.partition = r.partition AND e.status = 'pending' AND e.seq > r.after
+        ORDER BY e.seq
+        LIMIT r.lim) e
+ WHERE r.through IS NULL AND NOT (SELECT paused FROM ctl)
+UNION ALL
+-- Replays (one aggregate) and rechecks (rows written since a transaction), each bounded by `through`.
+SELECT r.n, e.*
+  FROM r
+ CROSS JOIN LATERAL (
+",
+    read_columns!(),
+    "        WHERE e.partition = r.partition AND e.status = 'pending' AND e.seq > r.after AND e.seq <= r.through
+          AND (r.aggregate_type IS NULL OR (e.aggregate_type = r.aggregate_type AND e.aggregate_id = r.aggregate_id))
+          -- Written since transaction `since`: its 32-bit id in the row, compared modulo 2^32 as PostgreSQL does.
+          AND (r.since IS NULL OR ((e.xmin::text::int8 - r.since) & 4294967295) < 2147483648)
+        ORDER BY e.seq
+        LIMIT r.lim) e
+ WHERE r.through IS NOT NULL AND NOT (SELECT paused FROM ctl)
+)
+SELECT ctl.paused, ctl.xmin, ctl.xmax, found.* FROM ctl LEFT JOIN found ON true"
+);
+
+pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBatch> {
+    let n = request.ranges.len();
+    let (mut partitions, mut after, mut through) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut types, mut ids, mut limits) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut keys_only, mut since) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for range in &request.ranges {
+        partitions.push(i16::try_from(range.partition).unwrap_or(i16::MAX));
+        after.push(range.after);
+        through.push(range.through);
+        types.push(range.aggregate.as_ref().map(|(t, _)| t.as_str()));
+        ids.push(range.aggregate.as_ref().map(|(_, i)| i.as_str()));
+        limits.push(i32::try_from(range.limit).unwrap_or(i32::MAX));
+        keys_only.push(range.keys_only);
+        // The low 32 bits: what a row's `xmin` holds.
+        since.push(range.written_since.map(|xid| (xid & 0xffff_ffff) as i64));
+    }
+    let rows = sqlx::query(READ)
+        .bind(partitions)
+        .bind(after)
+        .bind(through)
+        .bind(types)
+        .bind(ids)
+        .bind(limits)
+        .bind(keys_only)
+        .bind(since)
+        .fetch_all(pool)
+        .await?;
+    let mut batch = ReadBatch::default();
+    for row in &rows {
+        batch.paused = row.try_get("paused")?;
+        let xmin: String = row.try_get("xmin")?;
+        let xmax: String = row.try_get("xmax")?;
+        batch.snapshot = Some(Snapshot::new(xmin.parse().unwrap_or(0), xmax.parse().unwrap_or(u64::MAX)));
+        if let Some(read) = read_row(row)? {
+            batch.rows.push(read);
+        }
+    }
+    batch.rows.sort_by_key(|row| (row.range, row.event.seq));
+    Ok(batch)
+}
+
+fn read_row(row: &PgRow) -> Result<Option<ReadRow>> {
+    let Some(n) = row.try_get::<Option<i64>, _>("n")? else {
+        return Ok(None);
+    };
+    let headers: String = row.try_get("headers")?;
+    let sensitive: String = row.try_get("sensitive_paths")?;
+    let event = StoredEvent {
+        id: row.try_get("id")?,
+        seq: row.try_get("seq")?,
+        event_type: row.try_get("event_type")?,
+        aggregate_type: row.try_get("aggregate_type")?,
+        aggregate_id: row.try_get("aggregate_id")?,
+        version: row.try_get::<i32, _>("schema_version")?.unsigned_abs(),
+        payload: row.try_get("payload")?,
+        headers: Checked::from_json_text(&headers),
+        sensitive_paths: Checked::from_json_text(&sensitive),
+        created_at: row.try_get("created_at")?,
+        attempts: row.try_get::<i32, _>("attempts")?.unsigned_abs(),
+    };
+    Ok(Some(ReadRow {
+        range: usize::try_from(n - 1).unwrap_or(usize::MAX),
+        partition: row.try_get::<i16, _>("partition")?.unsigned_abs(),
+        wait: std::time::Duration::try_from_secs_f64(row.try_get("wait_secs")?).unwrap_or_default(),
+        event,
+    }))
+}
+
+/// Failed rows through the failed partial index, filtered to the partitions: the oldest failed event of each
+/// aggregate. Dead letters are few; a relay runs this once per partition it takes over.
+const BLOCKED: &str = "\
+SELECT partition, aggregate_type, aggregate_id, min(seq) AS seq
+  FROM outbox_events
+ WHERE status = 'failed' AND partition = ANY($1)
+ GROUP BY partition, aggregate_type, aggregate_id";
+
+pub(super) async fn blocked_aggregates(
+    pool: &PgPool,
+    partitions: &[u16],
+) -> Result<Vec<crate::store::BlockedAggregate>> {
+    let partitions: Vec<i16> = partitions.iter().map(|&p| i16::try_from(p).unwrap_or(i16::MAX)).collect();
+    let rows = sqlx::query(BLOCKED).bind(partitions).fetch_all(pool).await?;
+    rows.iter()
+        .map(|row| {
+            Ok(crate::store::BlockedAggregate {
+                partition: row.try_get::<i16, _>("partition")?.unsigned_abs(),
+                aggregate: (row.try_get("aggregate_type")?, row.try_get("aggregate_id")?),
+                seq: row.try_get("seq")?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,282 @@
+//! A PostgreSQL transaction that writes its events in the same round trip as its `COMMIT`.
+//!
+//! Enqueueing with [`Outbox::enqueue`] costs a round trip of its own. [`OutboxTransaction`] buffers the events
+//! instead (each one serialized and checked at once, so a bad event fails where it is enqueued) and sends them with
+//! the `COMMIT`, in one message: the commit costs what it costs without an outbox, plus the rows' own work. Its
+//! only way to commit writes the buffered events, and an error in that write rolls everything back; dropping it
+//! without committing rolls back too (the connection is closed rather than returned to the pool mid-transaction).
+
+use std::ops::{Deref, DerefMut};
+
+use sqlx::pool::PoolConnection;
+use sqlx::{Executor, PgConnection, PgPool, Postgres};
+use uuid::Uuid;
+
+use crate::enqueue::Outbox;
+use crate::error::Result;
+use crate::event::OutboxEvent;
+use crate::new_event::NewEvent;
+
+/// A transaction on a PostgreSQL pool whose events are written with its `COMMIT`, in one round trip. Run your
+/// domain statements on it (`&mut *tx` is a [`PgConnection`]), [`enqueue`](Self::enqueue) events (buffered, with
+/// their ids known at once), then [`commit`](Self::commit).
+///
+/// # Example
+///
+/// ```no_run
+/// # use outbox_core::{Outbox, OutboxEvent};
+/// # #[derive(serde::Serialize)] struct OrderPlaced { order_id: i64 }
+/// # impl OutboxEvent for OrderPlaced {
+/// #     const EVENT_TYPE: &'static str = "order.placed";
+/// #     const AGGREGATE_TYPE: &'static str = "order";
+/// #     const VERSION: u32 = 1;
+/// #     fn aggregate_id(&self) -> String { self.order_id.to_string() }
+/// # }
+/// # async fn run(pool: sqlx::PgPool) -> Result<(), outbox_core::Error> {
+/// let mut tx = Outbox::new().begin(&pool).await?;
+/// sqlx::query("UPDATE orders SET state = 'placed' WHERE id = $1").bind(1_i64).execute(&mut *tx).await?;
+/// let id = tx.enqueue(&OrderPlaced { order_id: 1 })?; // nothing sent yet
+/// tx.commit().await?; // the event's INSERT and the COMMIT, in one round trip
+/// # let _ = id;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "an OutboxTransaction rolls back when dropped: call `commit`"]
+pub struct OutboxTransaction {
+    connection: PoolConnection<Postgres>,
+    events: Vec<NewEvent>,
+    notify: Option<String>,
+    open: bool,
+}
+
+impl std::fmt::Debug for OutboxTransaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutboxTransaction")
+            .field("events", &self.events.len())
+            .field("notify", &self.notify)
+            .field("open", &self.open)
+            .finish()
+    }
+}
+
+impl Outbox {
+    /// Begins a transaction on `pool` that writes its events with its `COMMIT` ([`OutboxTransaction`]), with these
+    /// settings (notifications included).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database) when no connection can be had or `BEGIN` fails.
+    pub async fn begin(&self, pool: &PgPool) -> Result<OutboxTransaction> {
+        let mut connection = pool.acquire().await?;
+        connection.execute("BEGIN").await?;
+        Ok(OutboxTransaction {
+            connection,
+            events: Vec::new(),
+            notify: self.notify_channel().map(str::to_owned),
+            open: true,
+        })
+    }
+}
+
+impl OutboxTransaction {
+    /// Buffers one event and returns its id. Nothing is sent until [`commit`](Self::commit).
+    ///
+    /// # Errors
+    ///
+    /// The serialization and validation errors of [`NewEvent::new`]; the event is not buffered.
+    pub fn enqueue<E: OutboxEvent + ?Sized>(&mut self, event: &E) -> Result<Uuid> {
+        let event = NewEvent::new(event)?;
+        Ok(self.enqueue_event(event))
+    }
+
+    /// Buffers events of one type and returns their ids; if one fails, none is buffered.
+    ///
+    /// # Errors
+    ///
+    /// As [`enqueue`](Self::enqueue).
+    pub fn enqueue_all<'e, E, I>(&mut self, events: I) -> Result<Vec<Uuid>>
+    where
+        E: OutboxEvent + 'e,
+        I: IntoIterator<Item = &'e E>,
+    {
+        let events = events.into_iter().map(NewEvent::new).collect::<Result<Vec<_>>>()?;
+        Ok(events.into_iter().map(|event| self.enqueue_event(event)).collect())
+    }
+
+    /// Buffers an already built event (of any type, with headers) and returns its id.
+    pub fn enqueue_event(&mut self, event: NewEvent) -> Uuid {
+        let id = event.id();
+        self.events.push(event);
+        id
+    }
+
+    /// The events buffered so far.
+    pub fn buffered(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Writes the buffered events and commits, in one round trip; returns the events' ids.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database) when the write or the commit fails: then the whole transaction
+    /// is rolled back (the domain change with the events).
+    pub async fn commit(mut self) -> Result<Vec<Uuid>> {
+        let sql = commit_sql(&self.events, self.notify.as_deref());
+        // A string without arguments runs through the simple query protocol: several statements, one message.
+        let done = self.connection.execute(sql.as_str()).await;
+        match done {
+            Ok(_) => {
+                self.open = false;
+                Ok(self.events.iter().map(NewEvent::id).collect())
+            }
+            Err(error) => {
+                // The failed statement left the transaction aborted (or the connection broken): roll it back;
+                // if even that fails, dropping closes the connection, which rolls back on the server.
+                if self.connection.execute("ROLLBACK").await.is_ok() {
+                    self.open = false;
+                }
+                Err(error.into())
+            }
+        }
+    }
+
+    /// Rolls back the domain change and drops the buffered events.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database) when `ROLLBACK` fails (the connection is then closed, which
+    /// rolls back on the server).
+    pub async fn rollback(mut self) -> Result<()> {
+        self.connection.execute("ROLLBACK").await?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Deref for OutboxTransaction {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        &self.connection
+    }
+}
+
+impl DerefMut for OutboxTransaction {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.connection
+    }
+}
+
+impl Drop for OutboxTransaction {
+    fn drop(&mut self) {
+        if self.open {
+            // Never back to the pool inside a transaction: closing it rolls back on the server.
+            self.connection.close_on_drop();
+        }
+    }
+}
+
+/// `INSERT` of `events` (values as dollar-quoted literals, so the statement needs no parameters and can travel
+/// with the `COMMIT` in one simple-protocol message), the optional `pg_notify`, and `COMMIT`.
+fn commit_sql(events: &[NewEvent], notify: Option<&str>) -> String {
+    if events.is_empty() {
+        return "COMMIT".to_owned();
+    }
+    let tag = quote_tag(events);
+    let quote = |text: &str| format!("{tag}{text}{tag}");
+    let mut sql = String::with_capacity(256 + events.iter().map(|e| e.payload.len() + 160).sum::<usize>());
+    sql.push_str(
+        "INSERT INTO outbox_events \
+         (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths)\n\
+         SELECT v.id::uuid, v.aggregate_type, v.aggregate_id, v.event_type, v.schema_version::int4, v.payload::jsonb, \
+         v.headers::jsonb, v.sensitive_paths::jsonb FROM (VALUES ",
+    );
+    for (n, event) in events.iter().enumerate() {
+        if n > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!(
+            "({}, {}, {}, {}, {}, {}, {}, {}, {n})",
+            quote(&event.id.to_string()),
+            quote(event.aggregate_type),
+            quote(&event.aggregate_id),
+            quote(event.event_type),
+            event.version,
+            quote(&event.payload),
+            quote(&crate::backend::json_text(&event.headers)),
+            quote(&crate::backend::json_text(&event.sensitive_paths)),
+        ));
+    }
+    // As the parameterized insert: the transaction has its id before its first row takes a `seq`.
+    sql.push_str(
+        ") AS v(id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, n)\n\
+         WHERE pg_current_xact_id() IS NOT NULL ORDER BY v.n;\n",
+    );
+    if let Some(channel) = notify {
+        // A checked identifier ([`Outbox::with_notify_channel`]): quoting it as a literal is enough.
+        sql.push_str(&format!("SELECT pg_notify({}, '');\n", quote(channel)));
+    }
+    sql.push_str("COMMIT");
+    sql
+}
+
+/// A dollar-quote tag that occurs in none of the events' texts, so no value can end its literal early.
+fn quote_tag(events: &[NewEvent]) -> String {
+    let texts = |event: &NewEvent| {
+        [
+            event.aggregate_type.to_owned(),
+            event.aggregate_id.clone(),
+            event.event_type.to_owned(),
+            event.payload.clone(),
+        ]
+        .into_iter()
+        .chain([crate::backend::json_text(&event.headers), crate::backend::json_text(&event.sensitive_paths)])
+    };
+    let mut n: u64 = 0;
+    loop {
+        let tag = format!("$o{n:x}$");
+        if events.iter().all(|event| texts(event).all(|text| !text.contains(&tag))) {
+            return tag;
+        }
+        n += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{commit_sql, quote_tag};
+    use crate::NewEvent;
+
+    #[derive(serde::Serialize)]
+    struct Note {
+        id: String,
+        text: String,
+    }
+
+    impl crate::OutboxEvent for Note {
+        const EVENT_TYPE: &'static str = "note.written";
+        const AGGREGATE_TYPE: &'static str = "note";
+        const VERSION: u32 = 1;
+
+        fn aggregate_id(&self) -> String {
+            self.id.clone()
+        }
+    }
+
+    #[test]
+    fn no_value_can_end_its_literal() {
+        let hostile = Note { id: "$o0$'); DROP TABLE x; --".into(), text: "$o1$ $o2$".into() };
+        let events = vec![NewEvent::new(&hostile).unwrap()];
+        let tag = quote_tag(&events);
+        assert_eq!(tag, "$o3$");
+        let sql = commit_sql(&events, None);
+        assert!(sql.ends_with("COMMIT"));
+        assert_eq!(sql.matches("$o3$").count(), 14, "seven literals, each opened and closed once");
+    }
+
+    #[test]
+    fn an_empty_transaction_only_commits() {
+        assert_eq!(commit_sql(&[], Some("outbox_events")), "COMMIT");
+    }
+}

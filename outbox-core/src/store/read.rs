@@ -1,0 +1,137 @@
+//! Reading a partition's pending rows: a plain `SELECT`, no row written.
+
+use std::time::Duration;
+
+use super::stored::StoredEvent;
+
+/// How the relay keeps the events of one aggregate in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ordering {
+    /// Events of one aggregate (`aggregate_type`, `aggregate_id`) are published in insertion order, one after the
+    /// other: every aggregate lives in one partition, and the partition's owner publishes an aggregate's next
+    /// event only after the previous one was acknowledged. An event that is retrying or `failed` holds back the
+    /// later events of its aggregate, and only those.
+    #[default]
+    Aggregate,
+    /// No ordering: every due event is published as soon as it is read. Maximum throughput.
+    None,
+}
+
+/// The aggregate an event belongs to: `(aggregate_type, aggregate_id)`.
+pub type AggregateKey = (String, String);
+
+/// One range of one partition to read, in `seq` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadRange {
+    /// The partition.
+    pub partition: u16,
+    /// Only rows with a greater `seq`.
+    pub after: i64,
+    /// Only rows with a `seq` up to this one (`None`: no upper bound).
+    pub through: Option<i64>,
+    /// Only rows of this aggregate (to read again the events held back behind a retrying head).
+    pub aggregate: Option<AggregateKey>,
+    /// The most rows to return for this range.
+    pub limit: u32,
+    /// Return only each row's key (id, `seq`, aggregate, partition, attempts; the payload, headers and sensitive
+    /// paths come back empty): to check which rows exist without reading them.
+    pub keys_only: bool,
+    /// Only rows written by transactions that started at or after this one (a transaction id, as in
+    /// [`Snapshot::xmin`]): the rows that may have committed after an earlier read.
+    pub written_since: Option<u64>,
+}
+
+impl ReadRange {
+    /// Up to `limit` pending rows of `partition` after `after`.
+    pub fn new(partition: u16, after: i64, limit: u32) -> Self {
+        Self { partition, after, through: None, aggregate: None, limit, keys_only: false, written_since: None }
+    }
+
+    /// Only rows up to `through`.
+    #[must_use]
+    pub fn through(mut self, through: i64) -> Self {
+        self.through = Some(through);
+        self
+    }
+
+    /// Only rows of `aggregate`.
+    #[must_use]
+    pub fn aggregate(mut self, aggregate: AggregateKey) -> Self {
+        self.aggregate = Some(aggregate);
+        self
+    }
+
+    /// Only the rows' keys.
+    #[must_use]
+    pub fn keys_only(mut self) -> Self {
+        self.keys_only = true;
+        self
+    }
+
+    /// Only rows written by transactions that started at or after `xid`.
+    #[must_use]
+    pub fn written_since(mut self, xid: u64) -> Self {
+        self.written_since = Some(xid);
+        self
+    }
+}
+
+/// Which transactions were still running when a read took its snapshot (PostgreSQL's `pg_current_snapshot()`):
+/// rows they commit later may have a `seq` below what the read returned, so the relay reads such a range once
+/// more after every transaction below [`xmax`](Self::xmax) has finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// The oldest transaction still running (every older one has finished).
+    pub xmin: u64,
+    /// The first transaction id not yet assigned.
+    pub xmax: u64,
+}
+
+impl Snapshot {
+    /// A snapshot with these bounds.
+    pub fn new(xmin: u64, xmax: u64) -> Self {
+        Self { xmin, xmax }
+    }
+}
+
+/// One row of a read.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ReadRow {
+    /// The index of the [`ReadRange`] it answers.
+    pub range: usize,
+    /// The row's partition.
+    pub partition: u16,
+    /// How long until it is due (`next_attempt_at`); zero when it is. A row that is not due is a head in
+    /// backoff.
+    pub wait: Duration,
+    /// The event.
+    pub event: StoredEvent,
+}
+
+/// The result of a [`Store::read`](super::Store::read).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ReadBatch {
+    /// The rows, by range, each range in `seq` order.
+    pub rows: Vec<ReadRow>,
+    /// The read's snapshot, on backends where rows can commit out of `seq` order (PostgreSQL).
+    pub snapshot: Option<Snapshot>,
+    /// Whether publishing is paused (then `rows` is empty).
+    pub paused: bool,
+}
+
+/// The oldest unfinished event of an aggregate whose head has failed: the aggregate is blocked until an operator
+/// retries or cancels it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BlockedAggregate {
+    /// The partition.
+    pub partition: u16,
+    /// The aggregate.
+    pub aggregate: AggregateKey,
+    /// The `seq` of its oldest failed event.
+    pub seq: i64,
+}

@@ -1,0 +1,85 @@
+//! The `Debug` output (`{:?}` and `{:#?}`) of every public type that holds a payload masks its sensitive values:
+//! an event with `#[derive(RedactedDebug)]`, a nested type with it, `NewEvent`, and what the store gives back
+//! (`StoredEvent` in a `Claim`/`ClaimedEvent`, `EventDetail`) from a real SQLite database.
+
+use outbox_core::store::{ReadRange, ReadRequest, SqliteStore, Store};
+use outbox_core::{NewEvent, Outbox, OutboxEvent, Redact, RedactedDebug};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+const EMAIL: &str = "ana.leak-probe@example.com";
+const CARD: &str = "4111-LEAK-PROBE";
+const VISIBLE: &str = "visible-plan-name";
+
+#[derive(Serialize, JsonSchema, Redact, RedactedDebug)]
+struct Card {
+    #[outbox(sensitive)]
+    number: String,
+    brand: String,
+}
+
+#[derive(Serialize, JsonSchema, OutboxEvent, RedactedDebug)]
+#[outbox(event_type = "customer.subscribed", aggregate = "customer", version = 1)]
+struct CustomerSubscribed {
+    #[outbox(aggregate_id)]
+    customer_id: u64,
+    #[outbox(sensitive)]
+    email: String,
+    plan: String,
+    cards: Vec<Card>,
+}
+
+fn event() -> CustomerSubscribed {
+    CustomerSubscribed {
+        customer_id: 7,
+        email: EMAIL.to_owned(),
+        plan: VISIBLE.to_owned(),
+        cards: vec![Card { number: CARD.to_owned(), brand: "visa".to_owned() }],
+    }
+}
+
+/// Both forms of `value`'s `Debug` output hide the sensitive values and still show the rest.
+#[track_caller]
+fn assert_masked(what: &str, value: &impl std::fmt::Debug, visible: &str) {
+    for output in [format!("{value:?}"), format!("{value:#?}")] {
+        assert!(!output.contains(EMAIL) && !output.contains(CARD), "{what} leaks a sensitive value:\n{output}");
+        assert!(output.contains("[REDACTED]"), "{what} shows no redaction mark:\n{output}");
+        assert!(output.contains(visible), "{what} hides what is not sensitive ({visible}):\n{output}");
+    }
+}
+
+#[test]
+fn derived_redacted_debug_masks_the_event_and_nested_types() {
+    assert_masked("the event", &event(), VISIBLE);
+    assert_masked("a nested type", &Card { number: CARD.to_owned(), brand: "visa".to_owned() }, "visa");
+    assert_eq!(
+        format!("{:?}", Card { number: CARD.to_owned(), brand: "visa".to_owned() }),
+        r#"Card { number: "[REDACTED]", brand: "visa" }"#
+    );
+}
+
+#[test]
+fn new_event_debug_masks_the_payload() {
+    assert_masked("NewEvent", &NewEvent::new(&event()).unwrap(), VISIBLE);
+}
+
+#[tokio::test]
+async fn stored_read_and_detailed_events_mask_the_payload_in_debug_output() {
+    let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await.unwrap();
+    outbox_core::migrate(&pool).await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    Outbox::new().enqueue(&mut tx, &event()).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let store = SqliteStore::new(pool);
+    let read = store.read(&ReadRequest::new(vec![ReadRange::new(0, 0, 10)])).await.unwrap();
+    assert_eq!(read.rows.len(), 1, "the event was enqueued and is read");
+    let row = &read.rows[0];
+    assert!(row.event.payload.contains(EMAIL), "the stored payload itself is not redacted");
+    assert_masked("StoredEvent", &row.event, VISIBLE);
+    assert_masked("ReadRow", row, VISIBLE);
+    assert_masked("ReadBatch", &read, VISIBLE);
+
+    let detail = store.show(row.event.id).await.unwrap().expect("the event is shown");
+    assert_masked("EventDetail", &detail, VISIBLE);
+}

@@ -1,0 +1,17 @@
+use outbox_core::OutboxEvent;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, schemars::JsonSchema, OutboxEvent)]
+#[outbox(event_type = "seat.booked", aggregate = "seat", version = 1)]
+struct SeatBookedV0 {
+    #[outbox(aggregate_id)]
+    seat: u32,
+}
+
+#[derive(Serialize, Deserialize, schemars::JsonSchema, OutboxEvent)]
+#[outbox(event_type = "seat.booked", aggregate = "seat", version = 1, upcast_from = SeatBookedV0)]
+struct SeatBooked {
+    #[outbox(aggregate_id)]
+    seat: u32,
+}
+fn main() {}

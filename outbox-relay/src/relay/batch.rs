@@ -1,0 +1,197 @@
+//! Publishing one batch: in rounds of at most one event per aggregate (unless the publisher keeps a batch's
+//! order), with a timeout and a guard against a panicking publisher, each outcome turned into a settlement.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use outbox_core::store::{AggregateKey, CorruptedRow, Ordering, SettleOutcome, Settlement, StoredEvent};
+use uuid::Uuid;
+
+use super::retry;
+use super::Shared;
+use crate::publish::{Message, Outcome};
+
+/// One event of a batch.
+pub(crate) struct Item {
+    pub(crate) id: Uuid,
+    pub(crate) seq: i64,
+    pub(crate) partition: u16,
+    /// The partition's epoch when the event was read.
+    pub(crate) epoch: i64,
+    pub(crate) aggregate: AggregateKey,
+    pub(crate) attempts: u32,
+    content: Content,
+}
+
+/// What its row holds.
+enum Content {
+    /// A message to publish.
+    Ready(Message),
+    /// A row changed by hand that cannot be published ([`StoredEvent::check`]).
+    Corrupted { event_type: String, problem: CorruptedRow },
+}
+
+impl Item {
+    pub(crate) fn new(partition: u16, epoch: i64, event: StoredEvent) -> Self {
+        let (id, seq, attempts) = (event.id, event.seq, event.attempts);
+        let aggregate = (event.aggregate_type.clone(), event.aggregate_id.clone());
+        let content = match event.check() {
+            Ok(()) => Content::Ready(Message::from_checked(event)),
+            Err(problem) => Content::Corrupted { event_type: event.event_type, problem },
+        };
+        Self { id, seq, partition, epoch, aggregate, attempts, content }
+    }
+
+    pub(crate) fn event_type(&self) -> &str {
+        match &self.content {
+            Content::Ready(message) => &message.event_type,
+            Content::Corrupted { event_type, .. } => event_type,
+        }
+    }
+}
+
+/// What a batch came to: the settlements of the events attempted, and the aggregates to hold back (retrying or
+/// failed heads) with the `seq` of their head and the outcome. Events not attempted (behind a failed event of
+/// their aggregate) get no settlement: they stay pending, held back with their aggregate.
+#[derive(Debug, Default)]
+pub(crate) struct Published {
+    pub(crate) settlements: Vec<Settlement>,
+    pub(crate) held_back: Vec<(u16, AggregateKey, i64, SettleOutcome)>,
+}
+
+/// Publishes `items` (in `seq` order).
+pub(crate) async fn publish(shared: &Shared, items: &[Item]) -> Published {
+    let ordering = shared.config.ordering;
+    let keeps_order = shared.publisher.keeps_order_erased();
+    let mut done = Published::default();
+    let mut blocked: HashSet<&AggregateKey> = HashSet::new();
+    let mut left: Vec<&Item> = items.iter().collect();
+    while !left.is_empty() {
+        // This round: the next event of every aggregate (all of them, in order, when the publisher keeps order).
+        let mut round: Vec<&Item> = Vec::new();
+        let mut later: Vec<&Item> = Vec::new();
+        let mut in_round: HashSet<&AggregateKey> = HashSet::new();
+        for item in left {
+            if ordering == Ordering::Aggregate && blocked.contains(&item.aggregate) {
+                continue;
+            }
+            if ordering == Ordering::None || keeps_order || in_round.insert(&item.aggregate) {
+                round.push(item);
+            } else {
+                later.push(item);
+            }
+        }
+        left = later;
+        let mut ready: Vec<(&Item, &Message)> = Vec::with_capacity(round.len());
+        for item in round {
+            match &item.content {
+                Content::Ready(message) => ready.push((item, message)),
+                Content::Corrupted { event_type, problem } => {
+                    // Never published: moved to `failed` at once, and like any failure it holds back its aggregate.
+                    tracing::error!(
+                        event_id = %item.id, event_type = %event_type, aggregate_id = %item.aggregate.1,
+                        attempts = item.attempts + 1, error = %problem, "corrupted row; event moved to failed"
+                    );
+                    crate::telemetry::record_corrupted(event_type);
+                    let outcome = SettleOutcome::Failed { error: problem.to_string() };
+                    hold_back(&mut done, &mut blocked, item, ordering, &outcome);
+                    done.settlements.push(Settlement::new(item.id, outcome));
+                }
+            }
+        }
+        if ready.is_empty() {
+            continue;
+        }
+        let messages: Vec<Message> = ready.iter().map(|(_, message)| (*message).clone()).collect();
+        let outcomes = call(shared, messages).await;
+        for (index, (item, message)) in ready.iter().enumerate() {
+            if ordering == Ordering::Aggregate && blocked.contains(&item.aggregate) {
+                // An earlier event of its aggregate failed in this call: not settled, read again with it.
+                continue;
+            }
+            let outcome = outcomes.get(index).cloned().unwrap_or_else(|| {
+                Outcome::transient(format!(
+                    "the publisher returned {} outcomes for {} events",
+                    outcomes.len(),
+                    ready.len()
+                ))
+            });
+            let settled = settle_outcome(shared, item, message, outcome);
+            if settled != SettleOutcome::Published {
+                hold_back(&mut done, &mut blocked, item, ordering, &settled);
+            }
+            done.settlements.push(Settlement::new(item.id, settled));
+        }
+    }
+    done
+}
+
+/// A failure holds back the item's aggregate: with ordering, its later events wait for it; without, only a retry
+/// is read again later (a failed event blocks nothing).
+fn hold_back<'a>(
+    done: &mut Published,
+    blocked: &mut HashSet<&'a AggregateKey>,
+    item: &'a Item,
+    ordering: Ordering,
+    outcome: &SettleOutcome,
+) {
+    let holds = match ordering {
+        Ordering::Aggregate => true,
+        Ordering::None => matches!(outcome, SettleOutcome::Retry { .. }),
+    };
+    if holds {
+        blocked.insert(&item.aggregate);
+        done.held_back.push((item.partition, item.aggregate.clone(), item.seq, outcome.clone()));
+    }
+}
+
+/// One publisher call, in a task of its own (a panic is a failed attempt, not a dead relay) and under the
+/// publish timeout (a sink that hangs is a failed attempt too).
+async fn call(shared: &Shared, messages: Vec<Message>) -> Vec<Outcome> {
+    let count = messages.len();
+    let publisher = Arc::clone(&shared.publisher);
+    let task = tokio::spawn(async move { publisher.publish_boxed(&messages).await });
+    let abort = task.abort_handle();
+    match tokio::time::timeout(shared.config.publish_timeout, task).await {
+        Ok(Ok(outcomes)) => outcomes,
+        Ok(Err(error)) if error.is_panic() => {
+            tracing::error!(events = count, "the publisher panicked; the events count a failed attempt");
+            vec![Outcome::transient("the publisher panicked"); count]
+        }
+        Ok(Err(_)) => vec![Outcome::transient("the publish was cancelled"); count],
+        Err(_) => {
+            abort.abort();
+            let timeout = shared.config.publish_timeout;
+            tracing::error!(events = count, ?timeout, "the publish timed out; the events count a failed attempt");
+            vec![Outcome::transient(format!("the publish timed out after {timeout:?}")); count]
+        }
+    }
+}
+
+fn settle_outcome(shared: &Shared, item: &Item, message: &Message, outcome: Outcome) -> SettleOutcome {
+    let attempts = message.attempts + 1;
+    let retry_after = outcome.retry_after();
+    let (error, permanent) = match outcome {
+        Outcome::Published => return SettleOutcome::Published,
+        Outcome::Permanent(error) => (error, true),
+        Outcome::Transient(error) => (error, false),
+    };
+    let settled = retry::after_failure_waiting(
+        &shared.config,
+        message.attempts,
+        error.message().to_owned(),
+        permanent,
+        retry_after,
+    );
+    match &settled {
+        SettleOutcome::Retry { delay, .. } => tracing::warn!(
+            event_id = %item.id, event_type = %message.event_type, aggregate_id = %message.aggregate_id,
+            attempts, retry_in = ?delay, error = %error, "publish failed; will retry"
+        ),
+        _ => tracing::error!(
+            event_id = %item.id, event_type = %message.event_type, aggregate_id = %message.aggregate_id,
+            attempts, error = %error, "publish failed for good; event moved to failed"
+        ),
+    }
+    settled
+}

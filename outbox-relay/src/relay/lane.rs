@@ -1,0 +1,472 @@
+//! One lane of a relay: the read -> publish -> settle pipeline over its share of the relay's partitions.
+//!
+//! A lane reads with one plain `SELECT` (a range per partition), records the batch, publishes it, and hands the
+//! settle to a task of its own while it reads and publishes the next batch, so the database settles one batch while
+//! the next one is read and published. Batches of one lane publish one after the other, and a partition belongs to
+//! one lane, so the events of an aggregate are published in order; lanes never share an aggregate.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_core::store::{
+    AggregateKey, Ordering, ReadBatch, ReadRequest, SettleBatch, SettleOutcome, SettleReport, Snapshot,
+};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::batch::{self, Item};
+use super::membership::{Handover, Ownership};
+use super::partition::{PartitionState, Purpose};
+use super::settle;
+use super::{RunSummary, Shared};
+use crate::backoff::Backoff;
+use crate::config::Wakeup;
+use crate::error::Error;
+
+/// Settles in flight at once per lane: one batch settling while the next is read and published.
+const SETTLES_IN_FLIGHT: usize = 2;
+const BUSY_DELAY: Duration = Duration::from_millis(1);
+/// The most rows read from a partition that had no backlog at its last read.
+const IDLE_RANGE: u32 = 16;
+
+/// A read's rows, the purpose and limit of each of its ranges, and the partitions it read.
+type Read = (ReadBatch, Vec<(u16, Purpose, u32)>, BTreeSet<u16>);
+
+/// A settle task's result.
+struct Settled {
+    report: Option<SettleReport>,
+    /// Per partition: how many events of the batch (attempted or not).
+    partitions: BTreeMap<u16, usize>,
+    ids: Vec<Uuid>,
+    aggregates: Vec<(u16, AggregateKey)>,
+}
+
+pub(crate) struct Lane {
+    shared: Arc<Shared>,
+    index: usize,
+    lanes: usize,
+    handover: Arc<Handover>,
+    ownership: watch::Receiver<Ownership>,
+    partitions: BTreeMap<u16, PartitionState>,
+    /// Events read and not settled yet: a rescan or replay that finds one again skips it.
+    in_flight: HashSet<Uuid>,
+    /// Events in flight per aggregate: a held-back aggregate is read again only once none is.
+    in_flight_aggregates: HashMap<(u16, AggregateKey), usize>,
+    settles: JoinSet<Settled>,
+    latest: Option<Snapshot>,
+    paused: bool,
+    idle_delay: Duration,
+    summary: Arc<std::sync::Mutex<RunSummary>>,
+}
+
+impl Lane {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        index: usize,
+        lanes: usize,
+        handover: Arc<Handover>,
+        ownership: watch::Receiver<Ownership>,
+        summary: Arc<std::sync::Mutex<RunSummary>>,
+    ) -> Self {
+        Self {
+            shared,
+            index,
+            lanes,
+            handover,
+            ownership,
+            partitions: BTreeMap::new(),
+            in_flight: HashSet::new(),
+            in_flight_aggregates: HashMap::new(),
+            settles: JoinSet::new(),
+            latest: None,
+            paused: false,
+            idle_delay: BUSY_DELAY,
+            summary,
+        }
+    }
+
+    fn mine(&self, partition: u16) -> bool {
+        usize::from(partition) % self.lanes == self.index
+    }
+
+    /// Brings the partitions in line with the membership: new ones (or ones taken back at another epoch) start
+    /// afresh, lost ones are dropped (their settles in flight are fenced), and releasing ones stop being read.
+    fn sync_ownership(&mut self) {
+        let ownership = self.ownership.borrow_and_update().clone();
+        self.paused = ownership.paused;
+        let leases: BTreeMap<u16, _> =
+            ownership.leases.iter().filter(|(p, _)| self.mine(**p)).map(|(p, l)| (*p, *l)).collect();
+        self.partitions.retain(|p, state| leases.get(p).is_some_and(|l| l.epoch == state.lease.epoch));
+        for (partition, lease) in leases {
+            let state = self.partitions.entry(partition).or_insert_with(|| PartitionState::new(lease));
+            if state.lease.generation != lease.generation {
+                state.reset = true;
+            }
+            state.lease = lease;
+            state.releasing = ownership.releasing.contains(&partition);
+        }
+        self.restart_reset();
+    }
+
+    /// Partitions to read afresh start again once nothing of theirs is in flight.
+    fn restart_reset(&mut self) {
+        for state in self.partitions.values_mut() {
+            if state.reset && state.in_flight == 0 {
+                state.restart();
+            }
+        }
+    }
+
+    /// Runs until `shutdown`, then waits for its settles in flight.
+    pub(crate) async fn run(mut self, wake: Arc<Notify>, shutdown: CancellationToken) {
+        let read_retry = Backoff::new(Duration::from_millis(100), Duration::from_secs(10)).unwrap_or_default();
+        let mut failures = 0;
+        loop {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            self.sync_ownership();
+            while let Some(done) = self.settles.try_join_next() {
+                self.settled(done);
+            }
+            let read = match self.read().await {
+                Ok(read) => {
+                    failures = 0;
+                    read
+                }
+                Err(error) => {
+                    let wait = read_retry.ceiling(failures);
+                    failures += 1;
+                    tracing::warn!(retry_in = ?wait, error = %error, "cannot read pending events; retrying");
+                    self.wait(wait, &wake, &shutdown).await;
+                    continue;
+                }
+            };
+            let Some(read) = read else {
+                // Nothing to read: no partition, or all released or paused.
+                let wait = self.shared.config.poll_interval;
+                self.wait(wait, &wake, &shutdown).await;
+                continue;
+            };
+            let items = self.accept(read);
+            if items.is_empty() {
+                let notified = matches!(self.shared.config.wakeup, Wakeup::Notify { .. });
+                let wait = if notified || self.paused { self.shared.config.poll_interval } else { self.idle_delay };
+                self.idle_delay = (self.idle_delay * 2).min(self.shared.config.poll_interval);
+                self.wait(wait, &wake, &shutdown).await;
+                continue;
+            }
+            self.idle_delay = BUSY_DELAY;
+            self.publish(items, &shutdown).await;
+        }
+        self.drain().await;
+    }
+
+    /// Sleeps up to `wait`, or until woken (a notification, a changed membership, a settle done), or shutdown.
+    async fn wait(&mut self, wait: Duration, wake: &Notify, shutdown: &CancellationToken) {
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = wake.notified() => self.idle_delay = BUSY_DELAY,
+            _ = self.ownership.changed() => {}
+            Some(done) = self.settles.join_next(), if !self.settles.is_empty() => self.settled(done),
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+
+    /// One read over every readable partition; `None` when there is none.
+    async fn read(&mut self) -> Result<Option<Read>, Error> {
+        let aggregate_order = self.shared.config.ordering == Ordering::Aggregate;
+        let unloaded: Vec<u16> =
+            self.partitions.iter().filter(|(_, s)| s.readable() && !s.loaded).map(|(p, _)| *p).collect();
+        if !unloaded.is_empty() {
+            let blocked = if aggregate_order {
+                self.shared.store.blocked_aggregates(&unloaded).await.map_err(Error::from_store)?
+            } else {
+                Vec::new()
+            };
+            for partition in unloaded {
+                if let Some(state) = self.partitions.get_mut(&partition) {
+                    state.load_blocked(&blocked);
+                }
+            }
+        }
+        if self.paused {
+            return Ok(None);
+        }
+        // The read counts as in flight for its partitions (none is handed over while its rows are on their way),
+        // and a partition being handed over is not read.
+        let mut reading: BTreeSet<u16> = BTreeSet::new();
+        for (partition, state) in &self.partitions {
+            if state.readable() && self.handover.begin_read(*partition) {
+                reading.insert(*partition);
+            }
+        }
+        let readable = reading.len();
+        if readable == 0 {
+            return Ok(None);
+        }
+        // The batch is shared by the partitions whose last read came back full (a backlog); the others get a
+        // small range each, which grows to a full share as soon as it comes back full.
+        let batch = self.shared.config.batch_size;
+        let busy = self.partitions.iter().filter(|(p, s)| reading.contains(p) && s.busy()).count();
+        let busy_share = (batch / u32::try_from(busy.max(1)).unwrap_or(u32::MAX)).max(1);
+        let idle_share = (batch / u32::try_from(readable).unwrap_or(u32::MAX)).clamp(1, IDLE_RANGE);
+        let now = Instant::now();
+        let (mut ranges, mut purposes) = (Vec::new(), Vec::new());
+        for (partition, state) in self.partitions.iter_mut().filter(|(p, _)| reading.contains(p)) {
+            let in_flight = &self.in_flight_aggregates;
+            let share = if state.busy() { busy_share } else { idle_share };
+            for (range, purpose) in state.ranges(share, self.latest, now) {
+                if let Purpose::Replay(aggregate) = &purpose {
+                    // Read it again only once its events in flight are settled.
+                    if in_flight.contains_key(&(*partition, aggregate.clone())) {
+                        state.park(aggregate.clone(), range.after + 1, Some(now + BUSY_DELAY * 10));
+                        continue;
+                    }
+                }
+                purposes.push((*partition, purpose, range.limit));
+                ranges.push(range);
+            }
+        }
+        let span = crate::telemetry::read_span(ranges.len());
+        let request = ReadRequest::new(ranges);
+        let read = tracing::Instrument::instrument(self.shared.store.read(&request), span).await;
+        let read = match read {
+            Ok(read) => read,
+            Err(error) => {
+                for partition in &reading {
+                    self.handover.remove(*partition, 1);
+                }
+                return Err(Error::from_store(error));
+            }
+        };
+        Ok(Some((read, purposes, reading)))
+    }
+
+    /// Turns what a read returned into the next batch, and updates every partition's cursors and held-back
+    /// aggregates.
+    fn accept(&mut self, (read, purposes, reading): Read) -> Vec<Item> {
+        if let Some(snapshot) = read.snapshot {
+            self.latest = Some(snapshot);
+        }
+        if read.paused != self.paused {
+            self.paused = read.paused;
+        }
+        let now = Instant::now();
+        let aggregate_order = self.shared.config.ordering == Ordering::Aggregate;
+        let mut by_range: Vec<Vec<outbox_core::store::ReadRow>> = vec![Vec::new(); purposes.len()];
+        for row in read.rows {
+            if let Some(rows) = by_range.get_mut(row.range) {
+                rows.push(row);
+            }
+        }
+        // Rechecks first (a late commit holds its aggregate back before any later event of it is taken), then
+        // replays (one that completes in this read lets the same read's new rows of its aggregate in).
+        let mut order: Vec<usize> = (0..purposes.len()).collect();
+        order.sort_by_key(|&i| match purposes[i].1 {
+            Purpose::Recheck => 0,
+            Purpose::Replay(_) => 1,
+            Purpose::Next => 2,
+        });
+        let mut items = Vec::new();
+        for index in order {
+            let (partition, purpose, limit) = &purposes[index];
+            let rows = std::mem::take(&mut by_range[index]);
+            let Some(state) = self.partitions.get_mut(partition) else { continue };
+            let count = rows.len();
+            let last_seq = rows.last().map(|row| row.event.seq);
+            for row in rows {
+                let id = row.event.id;
+                if self.in_flight.contains(&id) {
+                    continue;
+                }
+                let aggregate = (row.event.aggregate_type.clone(), row.event.aggregate_id.clone());
+                if *purpose == Purpose::Recheck {
+                    let seen =
+                        state.held_back(&aggregate, row.event.seq) || state.replay_pending(&aggregate, row.event.seq);
+                    if !seen {
+                        // Not seen before: it committed after the read that passed its `seq`. Its aggregate waits
+                        // for it and is read again from it at once.
+                        tracing::debug!(event_id = %id, "a late commit; its aggregate is read again from it");
+                        state.park(aggregate, row.event.seq, Some(now));
+                    }
+                    continue;
+                }
+                if state.held_back(&aggregate, row.event.seq) {
+                    continue;
+                }
+                let replay = matches!(purpose, Purpose::Replay(_));
+                if aggregate_order && !replay && state.replay_pending(&aggregate, row.event.seq) {
+                    // Its aggregate is being read again from an earlier event: the replay reads this one in order.
+                    continue;
+                }
+                if !row.wait.is_zero() {
+                    // A head in backoff: it and the rest of its aggregate wait for it.
+                    state.park(aggregate, row.event.seq, Some(now + row.wait));
+                    continue;
+                }
+                items.push(Item::new(*partition, state.lease.epoch, row.event));
+            }
+            state.answered(purpose, count, *limit, last_seq, read.snapshot, now);
+        }
+        items.sort_by_key(|item| item.seq);
+        // The read's guard becomes the batch's events in flight (released by its settle).
+        for item in &items {
+            self.handover.add(item.partition, 1);
+        }
+        for partition in reading {
+            self.handover.remove(partition, 1);
+        }
+        items
+    }
+
+    /// Waits until a heartbeat sent within half a lease got through, then keeps the items of partitions still owned
+    /// at the epoch they were read with: a relay that was stopped past its lease publishes nothing its successor
+    /// owns. `None` on shutdown.
+    async fn still_owned(&mut self, mut items: Vec<Item>, shutdown: &CancellationToken) -> Option<Vec<Item>> {
+        let within = self.shared.config.lease / 2;
+        while !self.handover.fresh(within) {
+            let beaten = self.handover.beaten.notified();
+            self.handover.kick.notify_one();
+            tokio::select! {
+                () = shutdown.cancelled() => {
+                    self.drop_items(&items);
+                    return None;
+                }
+                () = beaten => {}
+                () = tokio::time::sleep(self.shared.config.heartbeat_interval()) => {}
+            }
+        }
+        self.sync_ownership();
+        let (kept, lost): (Vec<Item>, Vec<Item>) = items
+            .drain(..)
+            .partition(|item| self.partitions.get(&item.partition).is_some_and(|s| s.lease.epoch == item.epoch));
+        if !lost.is_empty() {
+            tracing::warn!(
+                events = lost.len(),
+                "partitions taken over while reading; their events are not published here"
+            );
+            self.drop_items(&lost);
+        }
+        Some(kept)
+    }
+
+    /// Items that will not be published: no longer in flight.
+    fn drop_items(&self, items: &[Item]) {
+        for item in items {
+            self.handover.remove(item.partition, 1);
+        }
+    }
+
+    /// Records the batch, publishes it, and hands its settle to a task.
+    async fn publish(&mut self, items: Vec<Item>, shutdown: &CancellationToken) {
+        let Some(items) = self.still_owned(items, shutdown).await else { return };
+        if items.is_empty() {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        let batch_id = Uuid::now_v7();
+        let ids: Vec<Uuid> = items.iter().map(|item| item.id).collect();
+        let span = crate::telemetry::read_span(0);
+        let batch_span = crate::telemetry::record_batch(&span, items.iter().map(Item::event_type), items.len());
+        if let Err(error) = shared.store.start_batch(shared.relay, batch_id, &ids).await {
+            tracing::warn!(error = %Error::from_store(error), "cannot record the batch; reading its partitions again");
+            for item in &items {
+                self.handover.remove(item.partition, 1);
+                if let Some(state) = self.partitions.get_mut(&item.partition) {
+                    state.reset = true;
+                }
+            }
+            return;
+        }
+        let mut partitions: BTreeMap<u16, usize> = BTreeMap::new();
+        let mut aggregates: BTreeSet<(u16, AggregateKey)> = BTreeSet::new();
+        for item in &items {
+            self.in_flight.insert(item.id);
+            *partitions.entry(item.partition).or_default() += 1;
+            aggregates.insert((item.partition, item.aggregate.clone()));
+        }
+        for (partition, count) in &partitions {
+            if let Some(state) = self.partitions.get_mut(partition) {
+                state.in_flight += count;
+            }
+        }
+        for key in &aggregates {
+            *self.in_flight_aggregates.entry(key.clone()).or_default() += 1;
+        }
+        self.summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner).batches += 1;
+        let published = tracing::Instrument::instrument(batch::publish(&shared, &items), batch_span.clone()).await;
+        let now = Instant::now();
+        for (partition, aggregate, seq, outcome) in published.held_back {
+            if let Some(state) = self.partitions.get_mut(&partition) {
+                let until = match outcome {
+                    SettleOutcome::Retry { delay, .. } => Some(now + delay),
+                    SettleOutcome::Failed { .. } | SettleOutcome::Published => None,
+                };
+                state.park(aggregate, seq, until);
+            }
+        }
+        let leases: Vec<(u16, i64)> =
+            partitions.keys().filter_map(|p| self.partitions.get(p).map(|state| (*p, state.lease.epoch))).collect();
+        let delete = shared.config.retention == crate::config::Retention::Immediately;
+        let settle = SettleBatch::new(shared.relay, batch_id, leases, published.settlements).delete_published(delete);
+        while self.settles.len() >= SETTLES_IN_FLIGHT {
+            if let Some(done) = self.settles.join_next().await {
+                self.settled(done);
+            }
+        }
+        let aggregates: Vec<(u16, AggregateKey)> = aggregates.into_iter().collect();
+        self.settles.spawn(tracing::Instrument::instrument(
+            async move {
+                let report = settle::settle(&shared, &settle).await;
+                Settled { report, partitions, ids, aggregates }
+            },
+            batch_span,
+        ));
+    }
+
+    fn settled(&mut self, done: Result<Settled, tokio::task::JoinError>) {
+        let Ok(done) = done else {
+            // A settle task never panics; if one did, its partitions are read again.
+            for state in self.partitions.values_mut() {
+                state.reset = true;
+            }
+            return;
+        };
+        for id in &done.ids {
+            self.in_flight.remove(id);
+        }
+        for key in done.aggregates {
+            if let Some(count) = self.in_flight_aggregates.get_mut(&key) {
+                *count -= 1;
+                if *count == 0 {
+                    self.in_flight_aggregates.remove(&key);
+                }
+            }
+        }
+        for (partition, count) in &done.partitions {
+            self.handover.remove(*partition, *count);
+            if let Some(state) = self.partitions.get_mut(partition) {
+                state.in_flight = state.in_flight.saturating_sub(*count);
+                if done.report.is_none() {
+                    state.reset = true;
+                }
+            }
+        }
+        if let Some(report) = done.report {
+            self.summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner).add(report);
+        }
+        self.restart_reset();
+    }
+
+    /// Shutdown: waits for the settles in flight (the relay bounds the whole shutdown by its timeout).
+    async fn drain(&mut self) {
+        while let Some(done) = self.settles.join_next().await {
+            self.settled(done);
+        }
+    }
+}

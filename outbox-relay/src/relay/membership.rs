@@ -1,0 +1,235 @@
+//! The relay's membership: a heartbeat that does not depend on publishing, so a publish longer than the lease
+//! keeps the partitions. Each beat renews the membership, removes dead relays (counting an attempt for the events
+//! they were publishing), hands over the partitions the lanes have drained, and takes free partitions up to the
+//! relay's fair share; the lanes learn the result through a watch channel.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use outbox_core::store::{CrashedEvent, Heartbeat, Membership, PartitionLease, SettleOutcome};
+use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
+
+use super::retry;
+use super::Shared;
+use crate::backoff::Backoff;
+use crate::error::{Error, Result};
+
+/// What the lanes read from the membership.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Ownership {
+    /// The partitions this relay owns, with their leases.
+    pub(crate) leases: BTreeMap<u16, PartitionLease>,
+    /// Owned partitions to hand over: the lanes stop reading them and report them drained.
+    pub(crate) releasing: BTreeSet<u16>,
+    /// Whether publishing is paused.
+    pub(crate) paused: bool,
+}
+
+/// What lanes and membership share: how busy each partition is (reads in progress and events not settled), so
+/// the heartbeat hands over a partition only once nothing of it is in flight, and no read starts on a partition
+/// being handed over.
+#[derive(Debug, Default)]
+pub(crate) struct Handover {
+    state: Mutex<Busy>,
+    /// Asks for a heartbeat now (a partition being handed over became idle, or a lane waits for a fresh one).
+    pub(crate) kick: Notify,
+    /// When the last heartbeat that got through was sent.
+    beat_at: Mutex<Option<tokio::time::Instant>>,
+    /// Told of every heartbeat that got through.
+    pub(crate) beaten: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Busy {
+    counts: BTreeMap<u16, usize>,
+    /// Partitions this heartbeat hands over: no lane reads them any more.
+    leaving: BTreeSet<u16>,
+}
+
+impl Handover {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Busy> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts a read of `partition`; false when it is being handed over (then the lane leaves it alone).
+    pub(crate) fn begin_read(&self, partition: u16) -> bool {
+        let mut busy = self.lock();
+        if busy.leaving.contains(&partition) {
+            return false;
+        }
+        *busy.counts.entry(partition).or_default() += 1;
+        true
+    }
+
+    /// `n` more events of `partition` in flight.
+    pub(crate) fn add(&self, partition: u16, n: usize) {
+        if n > 0 {
+            *self.lock().counts.entry(partition).or_default() += n;
+        }
+    }
+
+    /// `n` fewer reads or events in flight; kicks a heartbeat when the partition became idle.
+    pub(crate) fn remove(&self, partition: u16, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut busy = self.lock();
+        if let Some(count) = busy.counts.get_mut(&partition) {
+            *count = count.saturating_sub(n);
+            if *count == 0 {
+                busy.counts.remove(&partition);
+                self.kick.notify_one();
+            }
+        }
+    }
+
+    /// Of `releasing`, the partitions with nothing in flight, now closed to reads: this heartbeat hands them over.
+    fn take_idle(&self, releasing: &BTreeSet<u16>) -> Vec<u16> {
+        let mut busy = self.lock();
+        let idle: Vec<u16> = releasing.iter().copied().filter(|p| !busy.counts.contains_key(p)).collect();
+        busy.leaving.extend(idle.iter().copied());
+        idle
+    }
+
+    /// Whether a heartbeat sent less than `within` ago got through: the relay is surely still a member, and the
+    /// partitions it knows of are still its own. A relay that was stopped (SIGSTOP, a paused VM) past its lease
+    /// finds out here before it publishes anything.
+    pub(crate) fn fresh(&self, within: std::time::Duration) -> bool {
+        self.beat_at.lock().unwrap_or_else(PoisonError::into_inner).is_some_and(|at| at.elapsed() < within)
+    }
+
+    fn beat_got_through(&self, sent: tokio::time::Instant) {
+        *self.beat_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(sent);
+        self.beaten.notify_waiters();
+    }
+
+    /// Partitions owned (again) are open to reads.
+    fn owned(&self, owned: &BTreeMap<u16, PartitionLease>) {
+        let mut busy = self.lock();
+        busy.leaving.retain(|p| !owned.contains_key(p));
+    }
+}
+
+/// The membership task's side.
+pub(crate) struct Members {
+    shared: Arc<Shared>,
+    handover: Arc<Handover>,
+    ownership: watch::Sender<Ownership>,
+    host: String,
+}
+
+impl Members {
+    pub(crate) fn new(shared: Arc<Shared>, handover: Arc<Handover>) -> (Self, watch::Receiver<Ownership>) {
+        let (ownership, receiver) = watch::channel(Ownership::default());
+        let host = format!(
+            "{}:{}",
+            std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".to_owned()),
+            std::process::id()
+        );
+        (Self { shared, handover, ownership, host }, receiver)
+    }
+
+    /// One heartbeat; `take` is false while the relay shuts down.
+    pub(crate) async fn beat(&self, take: bool) -> Result<Membership> {
+        let releasing = self.ownership.borrow().releasing.clone();
+        let release = self.handover.take_idle(&releasing);
+        let config = &self.shared.config;
+        let on_crash = |event: &CrashedEvent| -> SettleOutcome {
+            retry::after_failure(config, event.attempts, "a relay stopped while publishing this event".into(), false)
+        };
+        let beat = Heartbeat::new(self.shared.relay, &self.host, config.lease, &on_crash).release(&release).take(take);
+        let sent = tokio::time::Instant::now();
+        let membership = self.shared.store.heartbeat(&beat).await.map_err(Error::from_store)?;
+        if membership.removed > 0 || membership.crashed > 0 {
+            tracing::warn!(
+                relays = membership.removed,
+                events = membership.crashed,
+                "removed relays whose heartbeat lapsed; counted an attempt for the events they were publishing"
+            );
+        }
+        self.publish(&membership);
+        self.handover.beat_got_through(sent);
+        Ok(membership)
+    }
+
+    /// Tells the lanes what this relay owns now, and which partitions beyond its share it hands over (the
+    /// highest, so the split converges without moving a partition twice).
+    fn publish(&self, membership: &Membership) {
+        let leases: BTreeMap<u16, PartitionLease> = membership.owned.iter().map(|l| (l.partition, *l)).collect();
+        let excess = leases.len().saturating_sub(usize::from(membership.share));
+        let releasing: BTreeSet<u16> = leases.keys().rev().take(excess).copied().collect();
+        self.handover.owned(&leases);
+        let next = Ownership { leases, releasing, paused: membership.paused };
+        self.ownership.send_if_modified(|current| {
+            if *current == next {
+                return false;
+            }
+            let before: BTreeSet<u16> = current.leases.keys().copied().collect();
+            let after: BTreeSet<u16> = next.leases.keys().copied().collect();
+            let taken = after.difference(&before).count();
+            let lost = before.difference(&after).count();
+            if taken > 0 || lost > 0 {
+                tracing::info!(
+                    relays = membership.relays.len(),
+                    owned = after.len(),
+                    taken,
+                    handed_over = lost,
+                    "partition ownership changed"
+                );
+            }
+            if next.paused != current.paused {
+                crate::telemetry::set_paused(next.paused);
+                if next.paused {
+                    tracing::info!("publishing is paused (`outbox resume` resumes it)");
+                } else {
+                    tracing::info!("publishing resumed");
+                }
+            }
+            *current = next;
+            true
+        });
+    }
+
+    /// Beats every heartbeat interval (or at once when a lane drained a partition) until `shutdown`. Database
+    /// errors are retried with backoff; a fatal one (the tables are gone, access denied) stops the relay.
+    pub(crate) async fn run(&self, shutdown: &CancellationToken) -> Result<()> {
+        let interval = self.shared.config.heartbeat_interval();
+        let backoff = Backoff::new(interval, self.shared.config.lease.max(interval)).unwrap_or_default();
+        let mut failures = 0;
+        loop {
+            let wait = match self.beat(true).await {
+                Ok(_) => {
+                    failures = 0;
+                    interval
+                }
+                Err(error) if !error.is_retryable() => {
+                    tracing::error!(error = %error, "cannot renew the relay's membership; stopping");
+                    return Err(error);
+                }
+                Err(error) => {
+                    failures += 1;
+                    let wait = backoff.ceiling(failures - 1);
+                    tracing::warn!(retry_in = ?wait, error = %error, "cannot renew the relay's membership; retrying");
+                    wait
+                }
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                () = self.handover.kick.notified() => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// A graceful exit: every partition handed over at once, the membership removed.
+    pub(crate) async fn leave(&self) {
+        match self.shared.store.leave(self.shared.relay).await {
+            Ok(()) => tracing::info!("partitions handed over"),
+            Err(error) => tracing::warn!(
+                error = %error,
+                "cannot hand the partitions over; other relays take them when this relay's lease expires"
+            ),
+        }
+    }
+}

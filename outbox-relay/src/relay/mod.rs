@@ -1,0 +1,280 @@
+//! The relay engine: membership and partition leases, lanes that read, publish and settle, one retry decision.
+//!
+//! - [`membership`]: a heartbeat task keeps the relay a member, takes its fair share of the partitions, hands over
+//!   what it should no longer own, and removes dead relays (counting an attempt for what they were publishing).
+//! - [`lane`]: the read -> publish -> settle pipeline of a share of the owned partitions.
+//! - [`partition`]: what the owner knows of one partition (cursors, held-back aggregates, ranges to read again).
+//! - [`batch`]: publishing one batch in order; [`settle`]: writing its outcomes; [`retry`]: what a failure leads to.
+
+mod batch;
+mod lane;
+mod membership;
+mod partition;
+mod retry;
+mod settle;
+
+use std::sync::Arc;
+
+use outbox_core::store::{SettleReport, Store};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::config::{RelayConfig, Wakeup};
+use crate::error::Result;
+use crate::publish::{ErasedPublisher, Publisher};
+
+/// What the relay's tasks share.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) publisher: Arc<dyn ErasedPublisher>,
+    pub(crate) config: RelayConfig,
+    pub(crate) relay: Uuid,
+}
+
+/// Totals of one [`Relay::run`], returned when it stops.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunSummary {
+    /// Batches published.
+    pub batches: u64,
+    /// Events marked published.
+    pub published: u64,
+    /// Events rescheduled after a transient failure.
+    pub retried: u64,
+    /// Events moved to `failed`.
+    pub failed: u64,
+    /// Outcomes not written because the partition was taken over (another relay publishes those events).
+    pub fenced: u64,
+}
+
+impl RunSummary {
+    fn add(&mut self, report: SettleReport) {
+        self.published += report.published;
+        self.retried += report.retried;
+        self.failed += report.failed;
+        self.fenced += report.fenced;
+    }
+}
+
+/// Publishes committed outbox events: joins the relays of the database, owns its share of the partitions, reads
+/// their pending rows without writing them, publishes them with a [`Publisher`] and settles each batch with one
+/// fenced statement, with retries, ordering, crash accounting and pause as described in the [crate docs](crate).
+///
+/// Run it in your API's binary next to the server, or in a worker of its own; run as many as you like on one
+/// database: they split the partitions. See the [crate docs](crate) for an example.
+pub struct Relay {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay").field("id", &self.shared.relay).field("config", &self.shared.config).finish()
+    }
+}
+
+impl Relay {
+    /// A relay publishing the events of `store` with `publisher`. It gets a fresh id (its membership).
+    pub fn new(store: impl Store, publisher: impl Publisher, config: RelayConfig) -> Self {
+        Self::from_parts(Arc::new(store), Arc::new(publisher), config)
+    }
+
+    /// Like [`new`](Self::new), with a store shared with other code.
+    pub fn with_shared_store(store: Arc<dyn Store>, publisher: impl Publisher, config: RelayConfig) -> Self {
+        Self::from_parts(store, Arc::new(publisher), config)
+    }
+
+    fn from_parts(store: Arc<dyn Store>, publisher: Arc<dyn ErasedPublisher>, config: RelayConfig) -> Self {
+        let publisher = Arc::new(crate::telemetry::Instrumented::new(publisher));
+        Self { shared: Arc::new(Shared { store, publisher, config, relay: Uuid::now_v7() }) }
+    }
+
+    /// The relay's id: the owner of the partitions it holds.
+    pub fn id(&self) -> Uuid {
+        self.shared.relay
+    }
+
+    /// The relay's settings.
+    pub fn config(&self) -> &RelayConfig {
+        &self.shared.config
+    }
+
+    /// Runs until SIGINT or SIGTERM, then shuts down gracefully (see [`run`](Self::run)).
+    ///
+    /// # Errors
+    ///
+    /// As [`run`](Self::run).
+    pub async fn run_until_signal(self) -> Result<RunSummary> {
+        let shutdown = CancellationToken::new();
+        let trigger = shutdown.clone();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("signal received; shutting down");
+            trigger.cancel();
+        });
+        self.run(shutdown).await
+    }
+
+    /// Runs until `shutdown` is cancelled, then stops reading, waits up to the
+    /// [shutdown timeout](crate::RelayConfigBuilder::shutdown_timeout) for the batches in flight, hands its
+    /// partitions over at once and returns the totals.
+    ///
+    /// Retryable database errors (the database restarting, a lost connection) are logged and retried with
+    /// backoff; the relay keeps going (and keeps its partitions while its heartbeat gets through).
+    ///
+    /// # Errors
+    ///
+    /// Fatal errors only: [`Error::Schema`] when the outbox tables are missing or older than this relay (run
+    /// `outbox migrate`) or the database denies access.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # use outbox_relay::{Relay, RelayConfig, StdoutPublisher};
+    /// # async fn run(pool: sqlx::PgPool) -> Result<(), outbox_relay::Error> {
+    /// let relay = Relay::new(outbox_core::store::PgStore::new(pool), StdoutPublisher::new(), RelayConfig::builder().build()?);
+    /// let shutdown = tokio_util::sync::CancellationToken::new();
+    /// let handle = tokio::spawn(relay.run(shutdown.clone()));
+    /// // ... later, e.g. when the API server stops:
+    /// shutdown.cancel();
+    /// let summary = handle.await.expect("relay task")?;
+    /// println!("published {} events", summary.published);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn run(self, shutdown: CancellationToken) -> Result<RunSummary> {
+        let shared = self.shared;
+        let config = &shared.config;
+        let handover = Arc::new(membership::Handover::default());
+        let (members, ownership) = membership::Members::new(Arc::clone(&shared), Arc::clone(&handover));
+        // The first heartbeat tells at once whether the tables are there and this relay may use them.
+        first_beat(&members, &shutdown).await?;
+        tracing::info!(
+            relay_id = %shared.relay, ordering = ?config.ordering, wakeup = ?config.wakeup, lanes = config.concurrency,
+            "relay started"
+        );
+        let background = CancellationToken::new();
+        let wake = Arc::new(Notify::new());
+        let mut tasks = JoinSet::new();
+        if let Wakeup::Notify { channel } = &config.wakeup {
+            let listener = crate::telemetry::WatchedListener::wrap(Arc::clone(&shared.store));
+            tasks.spawn(crate::wakeup::listen(listener, channel.clone(), Arc::clone(&wake), background.clone()));
+        }
+        tasks.spawn(crate::maintenance::run(Arc::clone(&shared.store), config.clone(), background.clone()));
+        tasks.spawn(crate::telemetry::refresh_backlog(Arc::clone(&shared.store), background.clone()));
+
+        let stop_lanes = CancellationToken::new();
+        let summary = Arc::new(std::sync::Mutex::new(RunSummary::default()));
+        // Every lane hears every notification (each keeps a permit while it is busy reading).
+        let lane_wakes: Vec<Arc<Notify>> = (0..config.concurrency).map(|_| Arc::new(Notify::new())).collect();
+        tasks.spawn(fan_out(Arc::clone(&wake), lane_wakes.clone(), background.clone()));
+        let mut lanes = JoinSet::new();
+        for (index, lane_wake) in lane_wakes.into_iter().enumerate() {
+            let lane = lane::Lane::new(
+                Arc::clone(&shared),
+                index,
+                config.concurrency,
+                Arc::clone(&handover),
+                ownership.clone(),
+                Arc::clone(&summary),
+            );
+            lanes.spawn(lane.run(lane_wake, stop_lanes.clone()));
+        }
+        let result = members.run(&shutdown).await;
+        // Shutdown: no more reads; the batches in flight finish within the shutdown timeout, or are abandoned
+        // (their events stay pending and are published by the relays that take the partitions).
+        stop_lanes.cancel();
+        let drained =
+            tokio::time::timeout(config.shutdown_timeout, async { while lanes.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!(
+                timeout = ?config.shutdown_timeout,
+                "batches in flight did not finish in time; their events will be published again"
+            );
+            lanes.abort_all();
+            while lanes.join_next().await.is_some() {}
+        }
+        members.leave().await;
+        let summary = *summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        background.cancel();
+        while tasks.join_next().await.is_some() {}
+        tracing::info!(relay_id = %shared.relay, published = summary.published, "relay stopped");
+        result.map(|()| summary)
+    }
+}
+
+/// Passes each wake-up on to every lane, until `shutdown`.
+async fn fan_out(wake: Arc<Notify>, lanes: Vec<Arc<Notify>>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = wake.notified() => lanes.iter().for_each(|lane| lane.notify_one()),
+        }
+    }
+}
+
+/// The first heartbeat: retried while the database is unreachable, fatal when the schema is wrong.
+async fn first_beat(members: &membership::Members, shutdown: &CancellationToken) -> Result<()> {
+    let backoff =
+        crate::backoff::Backoff::new(std::time::Duration::from_millis(100), std::time::Duration::from_secs(10))
+            .unwrap_or_default();
+    let mut failures = 0;
+    loop {
+        match members.beat(true).await {
+            Ok(_) => return Ok(()),
+            Err(error) if !error.is_retryable() => {
+                tracing::error!(error = %error, "cannot join the relays of this database; stopping");
+                return Err(error);
+            }
+            Err(error) => {
+                let wait = backoff.ceiling(failures);
+                failures += 1;
+                tracing::warn!(retry_in = ?wait, error = %error, "cannot join the relays of this database; retrying");
+                tokio::select! {
+                    () = shutdown.cancelled() => return Err(error),
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Completes at the first SIGTERM or SIGINT (Ctrl-C; SIGINT only where there is no SIGTERM): the signal a
+/// process manager sends to stop a relay. [`Relay::run_until_signal`] waits for it; a program that runs the
+/// relay next to other work can wait for it to cancel its own shutdown token.
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn run() {
+/// let shutdown = outbox_relay::CancellationToken::new();
+/// let trigger = shutdown.clone();
+/// tokio::spawn(async move {
+///     outbox_relay::shutdown_signal().await;
+///     trigger.cancel();
+/// });
+/// # }
+/// ```
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(error) => {
+                tracing::error!(error = %error, "cannot listen for SIGTERM; only SIGINT stops the relay");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

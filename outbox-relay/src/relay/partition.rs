@@ -1,0 +1,303 @@
+//! What the owner of a partition knows about it: how far it has read, which aggregates are held back, and which
+//! ranges it must read once more because a transaction that was running may still commit rows into them.
+//!
+//! Reading never writes. The owner reads each partition by `seq` after a cursor, so a read costs what it returns,
+//! and keeps in memory what the table would otherwise have to say with a write per event:
+//!
+//! - **Held-back aggregates.** When an aggregate's oldest unfinished event is retrying (pending, not due yet) or
+//!   `failed`, its later events are dropped from the batches as they are read, and only the aggregate's first
+//!   held-back `seq` is remembered. When the retry is due, the owner reads that aggregate again from there up to the
+//!   cursor (a *replay*, one range filtered to the aggregate), so skipping costs nothing per poll.
+//! - **Late commits.** `seq` is taken at insert, not at commit, so a transaction that is still running when a read
+//!   takes its snapshot may later commit rows below the cursor. Each read's range stays *open* until every
+//!   transaction of its snapshot has finished (the snapshot's `xmax` is at or below a later read's `xmin`) and a
+//!   short grace period has passed. While ranges are open, every read also *rechecks* them: the keys of the rows
+//!   written since the oldest open read's `xmin` (no payloads). A row found there that the owner has not seen
+//!   committed late: its aggregate is held back from it and read again at once, so it is published before any
+//!   later event of its aggregate, in commit order.
+//!
+//! A partition taken over (or reset after an operator changed its rows) starts from the beginning: its first reads
+//! find the retrying heads in order and rebuild the held-back aggregates, and the failed ones come from
+//! [`Store::blocked_aggregates`](outbox_core::store::Store::blocked_aggregates).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use outbox_core::store::{AggregateKey, BlockedAggregate, PartitionLease, ReadRange, Snapshot};
+use tokio::time::Instant;
+
+/// How long a read's range stays open at least, on top of its snapshot's transactions: covers a transaction that
+/// takes its `seq` before its transaction id (an insert by plain SQL that is its transaction's first write).
+pub(crate) const LATE_COMMIT_GRACE: Duration = Duration::from_secs(1);
+
+/// Why an aggregate is held back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Park {
+    /// The `seq` of its oldest held-back event.
+    pub(crate) first_seq: i64,
+    /// When its head is due again; `None` for a failed head (until an operator acts).
+    pub(crate) until: Option<Instant>,
+}
+
+/// A range read but not yet known to be complete.
+#[derive(Debug, Clone, Copy)]
+struct OpenRange {
+    through: i64,
+    xmin: u64,
+    xmax: u64,
+    read_at: Instant,
+}
+
+/// The most keys one recheck returns per partition.
+const RECHECK_LIMIT: u32 = 20_000;
+
+/// What a range of a read was for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// New rows after the cursor.
+    Next,
+    /// The keys of the rows of the open ranges written since their oldest snapshot: late commits are among them.
+    Recheck,
+    /// The held-back events of one aggregate, from its first held-back `seq`.
+    Replay(AggregateKey),
+}
+
+/// The owner's state of one partition.
+#[derive(Debug)]
+pub(crate) struct PartitionState {
+    pub(crate) lease: PartitionLease,
+    /// Every row up to here was read and no running transaction can still commit one below it.
+    safe: i64,
+    /// The highest `seq` read after `safe`.
+    cursor: i64,
+    open: VecDeque<OpenRange>,
+    pub(crate) parked: HashMap<AggregateKey, Park>,
+    /// Aggregates being read again, and after which `seq`.
+    replays: HashMap<AggregateKey, i64>,
+    /// Events of this partition in batches not settled yet.
+    pub(crate) in_flight: usize,
+    /// The membership asked to hand it over: no more reads; released once `in_flight` is 0.
+    pub(crate) releasing: bool,
+    /// Read it afresh once nothing is in flight (an operator changed its rows, or a settle failed).
+    pub(crate) reset: bool,
+    /// Whether the failed heads were loaded ([`Store::blocked_aggregates`]).
+    pub(crate) loaded: bool,
+    /// Whether the last read of `Next` returned a full range.
+    busy: bool,
+}
+
+impl PartitionState {
+    pub(crate) fn new(lease: PartitionLease) -> Self {
+        Self {
+            lease,
+            safe: 0,
+            cursor: 0,
+            open: VecDeque::new(),
+            parked: HashMap::new(),
+            replays: HashMap::new(),
+            in_flight: 0,
+            releasing: false,
+            reset: false,
+            loaded: false,
+            busy: true,
+        }
+    }
+
+    /// Starts again from the beginning, as a new owner does.
+    pub(crate) fn restart(&mut self) {
+        *self = Self::new(self.lease);
+    }
+
+    /// Whether the partition is read now.
+    pub(crate) fn readable(&self) -> bool {
+        !(self.releasing || (self.reset && self.in_flight > 0))
+    }
+
+    pub(crate) fn load_blocked(&mut self, blocked: &[BlockedAggregate]) {
+        let partition = self.lease.partition;
+        for aggregate in blocked.iter().filter(|b| b.partition == partition) {
+            self.park(aggregate.aggregate.clone(), aggregate.seq, None);
+        }
+        self.loaded = true;
+    }
+
+    /// Holds back `aggregate` from `seq` on, until `until` (forever with `None`).
+    pub(crate) fn park(&mut self, aggregate: AggregateKey, seq: i64, until: Option<Instant>) {
+        self.replays.remove(&aggregate);
+        let park = self.parked.entry(aggregate).or_insert(Park { first_seq: seq, until });
+        park.first_seq = park.first_seq.min(seq);
+        park.until = match (park.until, until) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+    }
+
+    /// Whether an event of `aggregate` at `seq` is held back: it comes after the aggregate's retrying or failed
+    /// event (an earlier one, committed late, goes first).
+    pub(crate) fn held_back(&self, aggregate: &AggregateKey, seq: i64) -> bool {
+        self.parked.get(aggregate).is_some_and(|park| seq >= park.first_seq)
+    }
+
+    /// Whether `aggregate` is being read again and its replay has not reached `seq` yet: the event waits for the
+    /// replay, which reads it in order (an event below the replay's position, committed late, goes at once).
+    pub(crate) fn replay_pending(&self, aggregate: &AggregateKey, seq: i64) -> bool {
+        self.replays.get(aggregate).is_some_and(|after| seq > *after)
+    }
+
+    /// Whether its last read of new rows came back full: it gets a larger share of the next batch.
+    pub(crate) fn busy(&self) -> bool {
+        self.busy
+    }
+
+    /// The ranges of the next read, each with its purpose: due replays, closed ranges to rescan, then new rows.
+    /// `limit` is this partition's share of the batch; `latest` is the newest snapshot seen.
+    pub(crate) fn ranges(&mut self, limit: u32, latest: Option<Snapshot>, now: Instant) -> Vec<(ReadRange, Purpose)> {
+        let partition = self.lease.partition;
+        let mut ranges = Vec::new();
+        let due: Vec<AggregateKey> = self
+            .parked
+            .iter()
+            .filter(|(_, park)| park.until.is_some_and(|t| t <= now))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for aggregate in due {
+            if let Some(park) = self.parked.remove(&aggregate) {
+                self.replays.insert(aggregate, park.first_seq - 1);
+            }
+        }
+        for (aggregate, after) in &self.replays {
+            let range = ReadRange::new(partition, *after, limit).through(self.cursor).aggregate(aggregate.clone());
+            ranges.push((range, Purpose::Replay(aggregate.clone())));
+        }
+        while let Some(open) = self.open.front() {
+            let finished = latest.is_none_or(|snapshot| snapshot.xmin >= open.xmax);
+            if !finished || now < open.read_at + LATE_COMMIT_GRACE {
+                break;
+            }
+            self.safe = self.safe.max(open.through);
+            self.open.pop_front();
+        }
+        if let Some(oldest) = self.open.front() {
+            let recheck = ReadRange::new(partition, self.safe, RECHECK_LIMIT)
+                .through(self.cursor)
+                .keys_only()
+                .written_since(oldest.xmin);
+            ranges.push((recheck, Purpose::Recheck));
+        }
+        ranges.push((ReadRange::new(partition, self.cursor, limit), Purpose::Next));
+        ranges
+    }
+
+    /// Notes what one range returned: `count` rows, the last at `last_seq`, out of `limit`.
+    pub(crate) fn answered(
+        &mut self,
+        purpose: &Purpose,
+        count: usize,
+        limit: u32,
+        last_seq: Option<i64>,
+        snapshot: Option<Snapshot>,
+        now: Instant,
+    ) {
+        let full = count >= limit as usize;
+        match purpose {
+            Purpose::Next => {
+                self.busy = full;
+                if let Some(last) = last_seq {
+                    self.cursor = self.cursor.max(last);
+                }
+                match snapshot {
+                    // Rows can commit out of `seq` order: this range stays open until its transactions finished.
+                    Some(snapshot) => {
+                        let through = self.cursor;
+                        match self.open.back_mut() {
+                            Some(back) if back.xmax == snapshot.xmax => {
+                                back.through = through;
+                                back.read_at = now;
+                            }
+                            _ => self.open.push_back(OpenRange {
+                                through,
+                                xmin: snapshot.xmin,
+                                xmax: snapshot.xmax,
+                                read_at: now,
+                            }),
+                        }
+                    }
+                    None => self.safe = self.cursor,
+                }
+            }
+            Purpose::Recheck => {}
+            Purpose::Replay(aggregate) => {
+                if full {
+                    if let (Some(after), Some(last)) = (self.replays.get_mut(aggregate), last_seq) {
+                        *after = last;
+                    }
+                } else {
+                    self.replays.remove(aggregate);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use outbox_core::store::{PartitionLease, Snapshot};
+    use tokio::time::Instant;
+
+    use super::{PartitionState, Purpose, LATE_COMMIT_GRACE};
+
+    fn key(id: &str) -> (String, String) {
+        ("order".to_owned(), id.to_owned())
+    }
+
+    #[test]
+    fn open_ranges_are_rechecked_until_their_transactions_finished_and_the_grace_passed() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let start = Instant::now();
+        let ranges = state.ranges(100, None, start);
+        assert_eq!(ranges.len(), 1);
+        state.answered(&Purpose::Next, 2, 100, Some(40), Some(Snapshot::new(10, 20)), start);
+        // Transaction 19 may still be running: the range is rechecked, for rows written since transaction 10.
+        let ranges = state.ranges(100, Some(Snapshot::new(15, 25)), start + LATE_COMMIT_GRACE);
+        let recheck = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Recheck).unwrap();
+        assert_eq!((recheck.0.after, recheck.0.through, recheck.0.written_since), (0, Some(40), Some(10)));
+        assert!(recheck.0.keys_only);
+        // Every transaction below 20 finished, but the grace has not passed: still rechecked.
+        let ranges = state.ranges(100, Some(Snapshot::new(20, 25)), start);
+        assert!(ranges.iter().any(|(_, purpose)| *purpose == Purpose::Recheck));
+        // Both: the range is complete, nothing left to recheck; new rows are read after it.
+        let ranges = state.ranges(100, Some(Snapshot::new(20, 25)), start + LATE_COMMIT_GRACE);
+        assert_eq!(ranges.len(), 1);
+        assert_eq!((ranges[0].1.clone(), ranges[0].0.after), (Purpose::Next, 40));
+    }
+
+    #[test]
+    fn a_held_back_aggregate_is_read_again_from_its_head_when_the_retry_is_due() {
+        let mut state = PartitionState::new(PartitionLease::new(0, 1, 0));
+        let now = Instant::now();
+        state.answered(&Purpose::Next, 3, 100, Some(90), None, now);
+        state.park(key("7"), 50, Some(now + LATE_COMMIT_GRACE));
+        assert!(state.held_back(&key("7"), 60));
+        assert!(state.held_back(&key("7"), 50));
+        assert!(!state.held_back(&key("7"), 49), "an earlier event is not held back by a later failure");
+        assert!(!state.held_back(&key("8"), 61));
+        assert!(state.ranges(100, None, now).iter().all(|(_, purpose)| *purpose == Purpose::Next));
+        let ranges = state.ranges(100, None, now + LATE_COMMIT_GRACE);
+        let replay = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Replay(key("7"))).unwrap();
+        assert_eq!((replay.0.after, replay.0.through, replay.0.aggregate.clone()), (49, Some(90), Some(key("7"))));
+        assert!(state.replay_pending(&key("7"), 60));
+        assert!(!state.replay_pending(&key("7"), 40), "an event before the replay's position goes at once");
+        state.answered(&Purpose::Replay(key("7")), 2, 100, Some(70), None, now);
+        assert!(!state.replay_pending(&key("7"), 60));
+    }
+
+    #[test]
+    fn a_failed_head_holds_its_aggregate_until_the_partition_is_read_afresh() {
+        let mut state = PartitionState::new(PartitionLease::new(0, 1, 0));
+        state.park(key("1"), 5, None);
+        let later = Instant::now() + std::time::Duration::from_secs(3600);
+        assert!(state.ranges(100, None, later).iter().all(|(_, purpose)| *purpose == Purpose::Next));
+        state.restart();
+        assert!(!state.held_back(&key("1"), 6));
+    }
+}

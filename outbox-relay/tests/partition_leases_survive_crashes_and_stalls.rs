@@ -1,0 +1,261 @@
+//! Partition leases: nothing stays open while publishing, a dead relay's partitions and events come back (with an
+//! attempt counted), a relay whose partitions were taken over cannot settle them, a publish longer than the lease
+//! keeps its partitions, several relays never share an event.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{count, enqueue, enqueue_interleaved, event, start, wait_until, Recorder};
+use outbox_core::store::{
+    CrashedEvent, Heartbeat, Ordering, PgStore, ReadRange, ReadRequest, SettleBatch, SettleOutcome, Settlement, Store,
+};
+use outbox_relay::{Message, Outcome, Publisher};
+use outbox_tests::pg::TestDatabase;
+use tokio::sync::{Notify, Semaphore};
+use uuid::Uuid;
+
+/// A publisher that blocks in `publish` until released, and says when a publish has started.
+#[derive(Clone)]
+struct Stalling {
+    started: Arc<Notify>,
+    release: Arc<Semaphore>,
+    published: Arc<std::sync::Mutex<Vec<Uuid>>>,
+}
+
+impl Default for Stalling {
+    fn default() -> Self {
+        Self { started: Arc::default(), release: Arc::new(Semaphore::new(0)), published: Arc::default() }
+    }
+}
+
+impl Publisher for Stalling {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        self.started.notify_one();
+        let _permit = self.release.acquire().await.expect("semaphore");
+        self.published.lock().unwrap().extend(batch.iter().map(|m| m.id));
+        vec![Outcome::Published; batch.len()]
+    }
+}
+
+#[tokio::test]
+async fn no_transaction_is_open_while_a_slow_sink_publishes() {
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &(0..20).map(|n| event(format!("a{n}"), 0)).collect::<Vec<_>>()).await;
+    let sink = Stalling::default();
+    let relay = start(&db, sink.clone(), common::config().build().unwrap());
+
+    tokio::time::timeout(Duration::from_secs(10), sink.started.notified()).await.expect("publish started");
+    // The publish is in progress now (it waits for the semaphore). The claim must be committed and no session
+    // of this database idle in a transaction.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let idle_in_transaction: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid()
+            AND (state LIKE 'idle in transaction%' OR backend_xid IS NOT NULL)",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(idle_in_transaction, 0, "a transaction is open while publishing");
+    assert!(batches_in_flight(&db).await > 0, "the batch record is not visible: was it committed?");
+
+    sink.release.add_permits(1000);
+    wait_until(Duration::from_secs(10), "all 20 are published", || async { count(&db.pool, "published").await == 20 })
+        .await;
+    relay.stop().await;
+}
+
+/// The batch records of relays publishing now.
+async fn batches_in_flight(db: &TestDatabase) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM outbox_batches").fetch_one(&db.pool).await.unwrap()
+}
+
+fn on_crash(event: &CrashedEvent) -> SettleOutcome {
+    SettleOutcome::Retry { error: format!("relay died (attempt {})", event.attempts + 1), delay: Duration::ZERO }
+}
+
+/// Every partition of `relay`'s membership, read in full.
+async fn read_all(store: &PgStore, owned: &[outbox_core::store::PartitionLease]) -> Vec<Uuid> {
+    let ranges = owned.iter().map(|l| ReadRange::new(l.partition, 0, 1000)).collect();
+    store.read(&ReadRequest::new(ranges)).await.unwrap().rows.iter().map(|r| r.event.id).collect()
+}
+
+#[tokio::test]
+async fn a_dead_relays_partitions_are_taken_over_and_its_batch_counts_an_attempt() {
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue(&db.pool, &(0..30).map(|n| event("one", n)).collect::<Vec<_>>()).await;
+    // A relay joins, reads, records its batch and then "dies": no more heartbeats, no settle.
+    let store = PgStore::new(db.pool.clone());
+    let dead = Uuid::now_v7();
+    let lease = Duration::from_millis(300);
+    let membership = store.heartbeat(&Heartbeat::new(dead, "test", lease, &on_crash)).await.unwrap();
+    assert_eq!(membership.owned.len(), 256, "a lone relay owns every partition");
+    let read = read_all(&store, &membership.owned).await;
+    assert_eq!(read.len(), 30);
+    store.start_batch(dead, Uuid::now_v7(), &read).await.unwrap();
+
+    let recorder = Recorder::new();
+    let relay = start(&db, recorder.for_relay(1), common::config().lease(Duration::from_secs(30)).build().unwrap());
+    wait_until(Duration::from_secs(20), "the dead relay's events are published", || async {
+        count(&db.pool, "published").await == 30
+    })
+    .await;
+    let summary = relay.stop().await;
+    assert_eq!(summary.published, 30);
+    let mut seen: Vec<Uuid> = recorder.seen().iter().map(|s| s.id).collect();
+    seen.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(seen, expected);
+    let attempts: Vec<i32> =
+        sqlx::query_scalar("SELECT attempts FROM outbox_events").fetch_all(&db.pool).await.unwrap();
+    assert!(attempts.iter().all(|&a| a == 1), "the crash counted one attempt for each event: {attempts:?}");
+    assert_eq!(batches_in_flight(&db).await, 0);
+}
+
+#[tokio::test]
+async fn a_relay_whose_partitions_were_taken_over_cannot_settle_them() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    enqueue(&db.pool, &(0..5).map(|n| event("fenced", n)).collect::<Vec<_>>()).await;
+
+    // Relay A owns everything, reads, then stalls past its lease; relay B removes it and takes the partitions.
+    let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+    let stale = store.heartbeat(&Heartbeat::new(a, "a", Duration::from_millis(200), &on_crash)).await.unwrap();
+    let stale_ids = read_all(&store, &stale.owned).await;
+    assert_eq!(stale_ids.len(), 5);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let fresh = store.heartbeat(&Heartbeat::new(b, "b", Duration::from_secs(30), &on_crash)).await.unwrap();
+    assert_eq!((fresh.removed, fresh.owned.len()), (1, 256));
+    assert!(fresh.owned.iter().zip(&stale.owned).all(|(f, s)| f.partition == s.partition && f.epoch > s.epoch));
+
+    // A wakes up and settles what it read at its old epochs: nothing changes.
+    let marks: Vec<Settlement> = stale_ids.iter().map(|id| Settlement::published(*id)).collect();
+    let old: Vec<(u16, i64)> = stale.owned.iter().map(|l| (l.partition, l.epoch)).collect();
+    let report = store.settle(&SettleBatch::new(a, Uuid::now_v7(), old.clone(), marks.clone())).await.unwrap();
+    assert_eq!((report.published, report.fenced), (0, 5));
+    assert_eq!(count(&db.pool, "pending").await, 5, "A's settle changed rows B owns");
+    // Nor does A with B's epochs, or B with A's.
+    let new: Vec<(u16, i64)> = fresh.owned.iter().map(|l| (l.partition, l.epoch)).collect();
+    let forged = store.settle(&SettleBatch::new(a, Uuid::now_v7(), new.clone(), marks.clone())).await.unwrap();
+    assert_eq!(forged.fenced, 5);
+    let stale_epochs = store.settle(&SettleBatch::new(b, Uuid::now_v7(), old, marks.clone())).await.unwrap();
+    assert_eq!(stale_epochs.fenced, 5);
+
+    let report = store.settle(&SettleBatch::new(b, Uuid::now_v7(), new, marks)).await.unwrap();
+    assert_eq!((report.published, report.fenced), (5, 0));
+}
+
+#[tokio::test]
+async fn a_takeover_never_slips_into_a_settle_in_progress() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    let ids = enqueue(&db.pool, &(0..3).map(|n| event("slow", n)).collect::<Vec<_>>()).await;
+    let a = Uuid::now_v7();
+    let held = store.heartbeat(&Heartbeat::new(a, "a", Duration::from_millis(200), &on_crash)).await.unwrap();
+    // A's settle is in progress: the FOR KEY SHARE lock its statement takes, in a transaction that stays open.
+    let mut settling = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM outbox_partitions WHERE owner = $1 FOR KEY SHARE")
+        .bind(a)
+        .execute(&mut *settling)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A's lease has expired: B removes it, but takes none of the partitions being settled.
+    let b = Uuid::now_v7();
+    let during = store.heartbeat(&Heartbeat::new(b, "b", Duration::from_secs(30), &on_crash)).await.unwrap();
+    assert_eq!((during.removed, during.owned.len()), (1, 0), "a takeover slipped into a settle in progress");
+    // A's settle goes through at its epochs; then B takes every partition, at new epochs.
+    let marks = ids.iter().map(|id| Settlement::published(*id)).collect();
+    let leases = held.owned.iter().map(|l| (l.partition, l.epoch)).collect();
+    let report = store.settle(&SettleBatch::new(a, Uuid::now_v7(), leases, marks)).await.unwrap();
+    settling.commit().await.unwrap();
+    assert_eq!(report.published, 3);
+    let after = store.heartbeat(&Heartbeat::new(b, "b", Duration::from_secs(30), &on_crash)).await.unwrap();
+    assert_eq!(after.owned.len(), 256);
+    assert!(after.owned.iter().zip(&held.owned).all(|(n, o)| n.epoch > o.epoch));
+}
+
+#[tokio::test]
+async fn a_publish_longer_than_the_lease_keeps_its_partitions() {
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &(0..40).map(|n| event(format!("s{n}"), 0)).collect::<Vec<_>>()).await;
+    let stalled = Stalling::default();
+    let lease = Duration::from_millis(500);
+    let relay_a = start(&db, stalled.clone(), common::config().lease(lease).build().unwrap());
+    tokio::time::timeout(Duration::from_secs(10), stalled.started.notified()).await.expect("A started publishing");
+    // A's publish lasts four leases; its heartbeat keeps it a member, and a second relay joins meanwhile.
+    let recorder = Recorder::new();
+    let relay_b = start(&db, recorder.for_relay(2), common::config().lease(lease).build().unwrap());
+    tokio::time::sleep(lease * 4).await;
+    let owners: Vec<Option<Uuid>> =
+        sqlx::query_scalar("SELECT DISTINCT owner FROM outbox_partitions").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(owners.len(), 2, "both relays own partitions: {owners:?}");
+    stalled.release.add_permits(1000);
+    wait_until(Duration::from_secs(20), "all 40 are published", || async { count(&db.pool, "published").await == 40 })
+        .await;
+    let summary_a = relay_a.stop().await;
+    let summary_b = relay_b.stop().await;
+    assert!(summary_a.published > 0, "A lost the partitions of its long publish: {summary_a:?}");
+    assert_eq!(summary_a.fenced, 0, "{summary_a:?}");
+    assert_eq!(summary_a.published + summary_b.published, 40);
+    let mut times: HashMap<Uuid, usize> = HashMap::new();
+    for id in stalled.published.lock().unwrap().iter().chain(recorder.seen().iter().map(|s| &s.id)) {
+        *times.entry(*id).or_default() += 1;
+    }
+    assert!(times.values().all(|&n| n == 1), "an event was published twice");
+}
+
+#[tokio::test]
+async fn three_relays_never_publish_an_event_twice() {
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue_interleaved(&db.pool, 100, 30).await;
+    let recorder = Recorder::new();
+    let relays: Vec<_> = (0..3)
+        .map(|r| {
+            let config = common::config().ordering(Ordering::None).batch_size(50).concurrency(2).build().unwrap();
+            start(&db, recorder.for_relay(r), config)
+        })
+        .collect();
+    wait_until(Duration::from_secs(60), "all 3000 are published", || async {
+        count(&db.pool, "published").await == 3000
+    })
+    .await;
+    let mut total = 0;
+    for relay in relays {
+        total += relay.stop().await.published;
+    }
+    assert_eq!(total, 3000);
+    let mut times: HashMap<Uuid, usize> = HashMap::new();
+    for seen in recorder.seen() {
+        *times.entry(seen.id).or_default() += 1;
+    }
+    assert_eq!(times.len(), ids.len());
+    let twice: Vec<_> = times.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "published more than once: {twice:?}");
+}
+
+#[tokio::test]
+async fn shutdown_abandons_batches_that_do_not_finish_in_time_and_hands_the_partitions_over() {
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &(0..8).map(|n| event(format!("x{n}"), 0)).collect::<Vec<_>>()).await;
+    let stalled = Stalling::default();
+    let relay =
+        start(&db, stalled.clone(), common::config().shutdown_timeout(Duration::from_millis(200)).build().unwrap());
+    tokio::time::timeout(Duration::from_secs(10), stalled.started.notified()).await.expect("publish started");
+    let summary = relay.stop().await;
+    assert_eq!(summary.published, 0);
+    assert_eq!(count(&db.pool, "pending").await, 8);
+    assert_eq!(batches_in_flight(&db).await, 0, "the abandoned batch is still recorded as in flight");
+    let owned: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_partitions WHERE owner IS NOT NULL")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(owned, 0, "the partitions were not handed over");
+    let attempts: i64 =
+        sqlx::query_scalar("SELECT sum(attempts) FROM outbox_events").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(attempts, 0, "a graceful stop counts no attempt");
+}

@@ -1,0 +1,293 @@
+//! Partitions: rows written by plain SQL are placed and published, a transaction that commits after a later one
+//! is not skipped, relays that join and leave under load keep every aggregate in order and lose nothing, an event
+//! that kills its relay every time reaches `failed`, and a database of the previous schema upgrades in place.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{count, enqueue, enqueue_interleaved, event, start, wait_until, Recorder};
+use outbox_core::store::{EventFilter, EventStatus, PgStore, Store};
+use outbox_relay::{Message, Outcome, Publisher};
+use outbox_tests::pg::TestDatabase;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+#[tokio::test]
+async fn rows_inserted_by_plain_sql_get_a_partition_and_are_published() {
+    let db = TestDatabase::migrated().await;
+    for n in 0..20 {
+        sqlx::query(
+            "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+             VALUES ($1, 'test', $2, 'test.happened', $3)",
+        )
+        .bind(Uuid::now_v7())
+        .bind(format!("plain-{}", n % 4))
+        .bind(serde_json::json!({"aggregate": format!("plain-{}", n % 4), "n": n / 4, "card_number": "x"}))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    }
+    let placed: Vec<(String, i16, i16)> = sqlx::query_as(
+        "SELECT aggregate_id, partition, outbox_partition_of(aggregate_type, aggregate_id) FROM outbox_events",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert!(placed.iter().all(|(_, p, expected)| p == expected && (0..256).contains(p)));
+    let mut by_aggregate: HashMap<String, i16> = HashMap::new();
+    for (aggregate, partition, _) in &placed {
+        assert_eq!(
+            *by_aggregate.entry(aggregate.clone()).or_insert(*partition),
+            *partition,
+            "one aggregate, one partition"
+        );
+    }
+    let recorder = Recorder::new();
+    let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
+    wait_until(Duration::from_secs(20), "all 20 are published", || async { count(&db.pool, "published").await == 20 })
+        .await;
+    relay.stop().await;
+    let mut order: HashMap<String, Vec<u32>> = HashMap::new();
+    for seen in recorder.seen() {
+        order.entry(seen.aggregate).or_default().push(seen.n);
+    }
+    assert!(order.values().all(|ns| ns == &[0, 1, 2, 3, 4]), "{order:?}");
+}
+
+#[tokio::test]
+async fn a_transaction_that_commits_after_a_later_one_is_still_published() {
+    let db = TestDatabase::migrated().await;
+    let recorder = Recorder::new();
+    let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
+    // The first transaction takes its `seq` first and commits last.
+    let mut early = db.pool.begin().await.unwrap();
+    let slow = outbox_core::Outbox::new().enqueue(&mut early, &event("late", 0)).await.unwrap();
+    let fast = enqueue(&db.pool, &[event("other", 0)]).await[0];
+    wait_until(Duration::from_secs(10), "the later transaction is published", || async {
+        recorder.seen().iter().any(|s| s.id == fast)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    early.commit().await.unwrap();
+    wait_until(Duration::from_secs(20), "the late commit is published", || async {
+        recorder.seen().iter().any(|s| s.id == slow)
+    })
+    .await;
+    relay.stop().await;
+    assert_eq!(count(&db.pool, "published").await, 2);
+}
+
+#[tokio::test]
+async fn relays_joining_and_leaving_under_load_keep_every_aggregate_in_order_and_lose_nothing() {
+    let db = TestDatabase::migrated().await;
+    let recorder = Recorder::new();
+    let config = || common::config().lease(Duration::from_secs(2)).batch_size(100).build().unwrap();
+    let first = start(&db, recorder.for_relay(0), config());
+    // Load all along: one round of 100 aggregates every 100ms, about four seconds.
+    let producer = {
+        let pool = db.pool.clone();
+        tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for n in 0..40 {
+                let round: Vec<_> = (0..100).map(|a| event(format!("agg-{a}"), n)).collect();
+                ids.extend(enqueue(&pool, &round).await);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            ids
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let second = start(&db, recorder.for_relay(1), config());
+    let third = start(&db, recorder.for_relay(2), config());
+    wait_until(Duration::from_secs(20), "the new relays own partitions", || async {
+        let owners: i64 = sqlx::query_scalar("SELECT count(DISTINCT owner) FROM outbox_partitions")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        owners == 3
+    })
+    .await;
+    // One relay leaves gracefully mid-stream, the others take its partitions.
+    second.stop().await;
+    let ids = producer.await.unwrap();
+    wait_until(Duration::from_secs(60), "all 4000 are published", || async {
+        count(&db.pool, "published").await == 4000
+    })
+    .await;
+    first.stop().await;
+    third.stop().await;
+    let mut by_aggregate: HashMap<String, Vec<u32>> = HashMap::new();
+    let mut relays = std::collections::HashSet::new();
+    for seen in recorder.seen() {
+        relays.insert(seen.relay);
+        let order = by_aggregate.entry(seen.aggregate).or_default();
+        // A duplicate (a batch settled by nobody) may repeat an event, never go back before it.
+        if order.last() != Some(&seen.n) {
+            order.push(seen.n);
+        }
+    }
+    assert_eq!(ids.len(), 4000);
+    assert_eq!(by_aggregate.len(), 100);
+    let expected: Vec<u32> = (0..40).collect();
+    for (aggregate, order) in &by_aggregate {
+        assert_eq!(order, &expected, "aggregate {aggregate} out of order");
+    }
+    assert!(relays.contains(&2), "the relay that joined under load got no work: {relays:?}");
+}
+
+/// A publisher that "kills its relay" when it meets the poison event: it signals the test, which aborts the relay's
+/// task (no settle, no graceful exit: what a crash leaves behind), and never returns.
+#[derive(Clone)]
+struct Killer {
+    poison: Uuid,
+    met: Arc<Notify>,
+    published: Arc<Mutex<Vec<Uuid>>>,
+}
+
+impl Publisher for Killer {
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        if batch.iter().any(|m| m.id == self.poison) {
+            self.met.notify_one();
+            std::future::pending::<()>().await;
+        }
+        self.published.lock().unwrap().extend(batch.iter().map(|m| m.id));
+        vec![Outcome::Published; batch.len()]
+    }
+}
+
+#[tokio::test]
+async fn an_event_that_kills_its_relay_every_time_reaches_failed_after_the_configured_attempts() {
+    let db = TestDatabase::migrated().await;
+    let poison = enqueue(&db.pool, &[event("poison", 0)]).await[0];
+    let killer = Killer { poison, met: Arc::default(), published: Arc::default() };
+    let config = || {
+        common::config()
+            .lease(Duration::from_millis(500))
+            .max_attempts(3)
+            .ordering(outbox_relay::Ordering::None)
+            .build()
+            .unwrap()
+    };
+    let attempts = || async {
+        sqlx::query_scalar::<_, i32>("SELECT attempts FROM outbox_events WHERE id = $1")
+            .bind(poison)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    };
+    let mut relay = start(&db, killer.clone(), config());
+    for crash in 1..=3 {
+        tokio::time::timeout(Duration::from_secs(20), killer.met.notified()).await.expect("the relay met the poison");
+        relay.handle.abort();
+        let _ = relay.handle.await;
+        assert_eq!(attempts().await, crash - 1, "a crash was counted before the relay that notices it ran");
+        // The next relay removes the dead one (counting the crash), then meets the event again.
+        relay = start(&db, killer.clone(), config());
+        wait_until(Duration::from_secs(20), "the crash is counted", || async { attempts().await == crash }).await;
+    }
+    wait_until(Duration::from_secs(20), "the poison event is failed", || async {
+        sqlx::query_scalar::<_, String>("SELECT status FROM outbox_events WHERE id = $1")
+            .bind(poison)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+            == "failed"
+    })
+    .await;
+    relay.stop().await;
+    let last_error: String = sqlx::query_scalar("SELECT last_error FROM outbox_events WHERE id = $1")
+        .bind(poison)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(last_error.contains("gave up after 3 attempts"), "{last_error}");
+    assert!(!killer.published.lock().unwrap().contains(&poison));
+}
+
+#[tokio::test]
+async fn status_shows_the_relays_their_partitions_and_the_batch_being_published() {
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue(&db.pool, &[event("held", 0)]).await;
+    let killer = Killer { poison: ids[0], met: Arc::default(), published: Arc::default() };
+    let relay = start(&db, killer.clone(), common::config().build().unwrap());
+    tokio::time::timeout(Duration::from_secs(20), killer.met.notified()).await.expect("publish started");
+    let store = PgStore::new(db.pool.clone());
+    let status = store.status().await.unwrap();
+    assert_eq!(status.partitions, 256);
+    assert_eq!(status.relays.len(), 1);
+    assert_eq!(status.relays[0].partitions.len(), 256);
+    assert_eq!(status.relays[0].in_flight, 1);
+    assert_eq!(status.in_flight, 1);
+    assert!(status.unowned_partitions.is_empty());
+    let in_flight = store.list(&EventFilter::new(EventStatus::InFlight)).await.unwrap();
+    assert_eq!(in_flight.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
+    assert_eq!(in_flight[0].status, EventStatus::InFlight);
+    let detail = store.show(ids[0]).await.unwrap().unwrap();
+    assert_eq!(detail.summary.status, EventStatus::InFlight);
+    assert!(detail.publishing_relay.is_some());
+    relay.handle.abort();
+}
+
+/// The previous design's schema (migrations 1 to 3, as that version applied them), with its bookkeeping.
+async fn previous_schema(db: &TestDatabase) {
+    for sql in [
+        include_str!("../../migrations/postgres/20260101000001_outbox_events.sql"),
+        include_str!("../../migrations/postgres/20260101000002_relay_control.sql"),
+        include_str!("../../migrations/postgres/20260101000003_drop_seq_index.sql"),
+    ] {
+        sqlx::raw_sql(sql).execute(&db.pool).await.unwrap();
+    }
+}
+
+/// The previous design's claim statement, as its relays run it.
+const PREVIOUS_CLAIM: &str = "\
+UPDATE outbox_events e SET status = 'in_flight', lease_owner = $1, lease_expires_at = now() + interval '30 seconds',
+       lease_epoch = e.lease_epoch + 1
+ WHERE e.id IN (SELECT id FROM outbox_events WHERE status = 'pending' ORDER BY next_attempt_at, seq LIMIT 10
+                FOR UPDATE SKIP LOCKED)";
+
+#[tokio::test]
+async fn upgrading_a_database_of_the_previous_schema_publishes_every_pending_and_in_flight_row() {
+    let db = TestDatabase::create().await;
+    previous_schema(&db).await;
+    // Events written by the previous version, some of them claimed by one of its relays.
+    let ids = enqueue_interleaved(&db.pool, 10, 5).await;
+    let claimed = sqlx::query(PREVIOUS_CLAIM).bind(Uuid::now_v7()).execute(&db.pool).await.unwrap().rows_affected();
+    assert_eq!(claimed, 10);
+    outbox_core::migrate(&db.pool).await.unwrap();
+    let recorder = Recorder::new();
+    let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
+    wait_until(Duration::from_secs(20), "all 50 are published", || async { count(&db.pool, "published").await == 50 })
+        .await;
+    relay.stop().await;
+    let mut seen: Vec<Uuid> = recorder.seen().iter().map(|s| s.id).collect();
+    seen.sort();
+    seen.dedup();
+    let mut expected = ids;
+    expected.sort();
+    assert_eq!(seen, expected, "every row of the previous version is published");
+}
+
+#[tokio::test]
+async fn a_relay_of_the_previous_design_is_refused_beside_the_new_relays() {
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("both", 0)]).await;
+    let error = sqlx::query(PREVIOUS_CLAIM).bind(Uuid::now_v7()).execute(&db.pool).await.unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("upgrade_relays_to_partition_leases"), "{message}");
+    assert_eq!(count(&db.pool, "pending").await, 1, "the refused claim changed nothing");
+}
+
+#[tokio::test]
+async fn a_relay_refuses_to_start_on_a_database_of_the_previous_schema() {
+    let db = TestDatabase::create().await;
+    previous_schema(&db).await;
+    let relay = start(&db, Recorder::new().for_relay(0), common::config().build().unwrap());
+    let result = tokio::time::timeout(Duration::from_secs(20), relay.handle).await.expect("it kept retrying").unwrap();
+    let error = result.expect_err("a relay started on the previous schema");
+    assert!(!error.is_retryable());
+    assert!(error.to_string().contains("outbox migrate"), "{error}");
+}

@@ -1,0 +1,116 @@
+//! `OutboxTransaction`: events buffered and written with the `COMMIT`, in one round trip, sharing the domain
+//! change's fate whatever happens.
+
+use outbox_core::{NewEvent, Outbox};
+use outbox_tests::pg::TestDatabase;
+use serde_json::json;
+use sqlx::Row;
+
+use crate::events::{count_events, create_payments, payment, payment_status};
+
+#[tokio::test]
+async fn commit_writes_the_domain_change_and_every_buffered_event() {
+    let db = TestDatabase::migrated().await;
+    create_payments(&db.pool, &[1, 2, 3, 7]).await;
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    sqlx::query("UPDATE payments SET status = \'paid\' WHERE id = 7").execute(&mut *tx).await.unwrap();
+    let first = tx.enqueue(&payment(7)).unwrap();
+    let more = tx.enqueue_all(&[payment(8), payment(9)]).unwrap();
+    assert_eq!(tx.buffered(), 3);
+    assert_eq!(count_events(&db.pool).await, 0, "nothing is written before the commit");
+    let ids = tx.commit().await.unwrap();
+    assert_eq!(ids, [vec![first], more].concat());
+    assert_eq!(payment_status(&db.pool, 7).await, "paid");
+    let rows = sqlx::query(
+        "SELECT id, aggregate_id, schema_version, payload, sensitive_paths, status, partition,
+                outbox_partition_of(aggregate_type, aggregate_id) AS expected_partition
+           FROM outbox_events ORDER BY seq",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.iter().map(|r| r.get::<uuid::Uuid, _>("id")).collect::<Vec<_>>(), ids, "in enqueue order");
+    let row = &rows[0];
+    assert_eq!(row.get::<String, _>("aggregate_id"), "7");
+    assert_eq!(row.get::<i32, _>("schema_version"), 2);
+    assert_eq!(
+        row.get::<serde_json::Value, _>("payload"),
+        json!({"payment_id": 7, "order_id": 70, "payer_email": "payer7@example.com"})
+    );
+    assert_eq!(row.get::<serde_json::Value, _>("sensitive_paths"), json!(["/payer_email"]));
+    assert_eq!(row.get::<String, _>("status"), "pending");
+    assert_eq!(row.get::<i16, _>("partition"), row.get::<i16, _>("expected_partition"));
+}
+
+#[tokio::test]
+async fn dropping_it_without_commit_rolls_everything_back() {
+    let db = TestDatabase::migrated().await;
+    create_payments(&db.pool, &[1, 2, 3, 7]).await;
+    {
+        let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+        sqlx::query("UPDATE payments SET status = \'paid\' WHERE id = 1").execute(&mut *tx).await.unwrap();
+        tx.enqueue(&payment(1)).unwrap();
+    }
+    assert_eq!(count_events(&db.pool).await, 0);
+    assert_eq!(payment_status(&db.pool, 1).await, "pending");
+    // The pool hands out no connection left inside the dropped transaction.
+    for _ in 0..5 {
+        let open: bool = sqlx::query_scalar("SELECT pg_current_xact_id_if_assigned() IS NOT NULL")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert!(!open);
+    }
+}
+
+#[tokio::test]
+async fn rollback_discards_the_change_and_the_events() {
+    let db = TestDatabase::migrated().await;
+    create_payments(&db.pool, &[1, 2, 3, 7]).await;
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    sqlx::query("UPDATE payments SET status = \'paid\' WHERE id = 2").execute(&mut *tx).await.unwrap();
+    tx.enqueue(&payment(2)).unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!((count_events(&db.pool).await, payment_status(&db.pool, 2).await.as_str()), (0, "pending"));
+}
+
+#[tokio::test]
+async fn a_failing_event_write_rolls_the_domain_change_back() {
+    let db = TestDatabase::migrated().await;
+    create_payments(&db.pool, &[1, 2, 3, 7]).await;
+    sqlx::query("ALTER TABLE outbox_events ADD CONSTRAINT no_payment_3 CHECK (aggregate_id <> '3')")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    sqlx::query("UPDATE payments SET status = \'paid\' WHERE id = 3").execute(&mut *tx).await.unwrap();
+    tx.enqueue(&payment(3)).unwrap();
+    let error = tx.commit().await.unwrap_err();
+    assert!(error.to_string().contains("no_payment_3"), "{error}");
+    assert_eq!((count_events(&db.pool).await, payment_status(&db.pool, 3).await.as_str()), (0, "pending"));
+}
+
+#[tokio::test]
+async fn hostile_values_are_stored_exactly() {
+    let db = TestDatabase::migrated().await;
+    let hostile = "$o0$ '); DROP TABLE outbox_events; -- \\ $$ \u{e9}";
+    let event = NewEvent::new(&payment(4)).unwrap().with_header("x-note", hostile);
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    tx.enqueue_event(event);
+    tx.commit().await.unwrap();
+    let headers: serde_json::Value =
+        sqlx::query_scalar("SELECT headers FROM outbox_events").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(headers, json!({"x-note": hostile}));
+}
+
+#[tokio::test]
+async fn a_notifying_outbox_notifies_at_commit() {
+    let db = TestDatabase::migrated().await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool).await.unwrap();
+    listener.listen(outbox_core::DEFAULT_CHANNEL).await.unwrap();
+    let mut tx = Outbox::new().with_notify().begin(&db.pool).await.unwrap();
+    tx.enqueue(&payment(5)).unwrap();
+    tx.commit().await.unwrap();
+    let notification = tokio::time::timeout(std::time::Duration::from_secs(5), listener.recv()).await;
+    assert!(notification.is_ok(), "no notification after the commit");
+}
