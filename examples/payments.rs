@@ -1,10 +1,10 @@
-//! The seed's payment service: an HTTP API that confirms payments and enqueues `payment.paid` in the same
-//! transaction, a relay in the same binary that publishes the events as signed webhooks, and a consumer that
-//! records one receipt per event with the inbox.
+//! The payment service of the Go article (the reference design): an HTTP API that confirms payments and enqueues
+//! `payment.paid` in the same transaction, a relay in the same binary that publishes the events as signed
+//! webhooks, and a consumer that records one receipt per event with the inbox (cargo feature `service`).
 //!
 //! ```text
-//! cargo run -p outbox-examples --example payments            # SQLite file payments.db, port 3000
-//! DATABASE_URL=postgres://localhost/shop cargo run -p outbox-examples --example payments
+//! cargo run -p outbox-examples --features service --example payments   # SQLite file payments.db, port 3000
+//! DATABASE_URL=postgres://localhost/shop cargo run -p outbox-examples --features service --example payments
 //! curl -X POST localhost:3000/payments/1/confirm
 //! ```
 

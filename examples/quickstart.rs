@@ -1,4 +1,4 @@
-//! Quick start, with no server: a SQLite file, the seed's `ConfirmPayment` in transactions (one rolled back),
+//! Quick start, with no server: a SQLite file, the Go article's `ConfirmPayment` in transactions (one rolled back),
 //! and a relay that publishes the committed events to standard output.
 //!
 //! ```text

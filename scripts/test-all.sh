@@ -18,6 +18,9 @@ have_postgres_server() {
 # shellcheck source=lib/install.sh
 . "$SCRIPTS/lib/install.sh"
 
+# The build compiles C: the bundled SQLite, ring, and librdkafka (the Kafka publisher, from source).
+ensure_c_toolchain
+
 if [ -z "${DATABASE_URL:-}" ] && ! have_postgres_server; then
   apt_install postgresql
 fi
@@ -28,10 +31,9 @@ if ! command -v promtool >/dev/null 2>&1; then
 fi
 
 # The AsyncAPI test runs the official parser (@asyncapi/parser, pinned by tests/asyncapi/package-lock.json).
+# node_modules is not part of the repository: installed here when the parser is absent.
+ensure_node
 if [ ! -d tests/asyncapi/node_modules/@asyncapi/parser ]; then
-  if ! command -v npm >/dev/null 2>&1; then
-    apt_install nodejs npm
-  fi
   say "installing the AsyncAPI parser: npm ci --prefix tests/asyncapi"
   npm ci --prefix tests/asyncapi --no-audit --no-fund --loglevel=error >/dev/null
 fi

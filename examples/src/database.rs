@@ -56,9 +56,9 @@ impl Database {
     /// [`Error::Database`] when the URL is not one of these or the connection fails.
     pub async fn connect(url: &str) -> Result<Self, Error> {
         if url.starts_with("sqlite:") {
-            Ok(Database::Sqlite(SqlitePool::connect(url).await?))
+            Ok(Self::Sqlite(SqlitePool::connect(url).await?))
         } else {
-            Ok(Database::Postgres(PgPool::connect(url).await?))
+            Ok(Self::Postgres(PgPool::connect(url).await?))
         }
     }
 
@@ -94,7 +94,8 @@ impl Database {
         })
     }
 
-    /// The seed's `ConfirmPayment`: marks the payment paid and enqueues [`PaymentPaid`] in one transaction.
+    /// The Go article's `ConfirmPayment` (the reference design): marks the payment paid and enqueues
+    /// [`PaymentPaid`] in one transaction.
     ///
     /// # Errors
     ///
@@ -152,10 +153,11 @@ impl Database {
     }
 
     /// The outbox store of this database, for the relay.
+    #[must_use]
     pub fn store(&self) -> Arc<dyn Store> {
         match self {
-            Database::Postgres(pool) => Arc::new(PgStore::new(pool.clone())),
-            Database::Sqlite(pool) => Arc::new(SqliteStore::new(pool.clone())),
+            Self::Postgres(pool) => Arc::new(PgStore::new(pool.clone())),
+            Self::Sqlite(pool) => Arc::new(SqliteStore::new(pool.clone())),
         }
     }
 

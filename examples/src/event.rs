@@ -1,4 +1,4 @@
-//! The seed's event.
+//! The event of the Go article's payment service (the reference design): `payment.paid`.
 
 use outbox_core::schemars::JsonSchema;
 use outbox_core::OutboxEvent;

@@ -20,6 +20,16 @@ pub struct Service {
     poll_interval: Duration,
 }
 
+impl std::fmt::Debug for Service {
+    /// Everything but the webhook secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("db", &self.db)
+            .field("poll_interval", &self.poll_interval)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What the handlers share.
 #[derive(Clone)]
 pub(crate) struct Shared {
@@ -35,6 +45,7 @@ pub type ServiceError = Box<dyn std::error::Error + Send + Sync>;
 impl Service {
     /// The service on `db` (migrate it first), signing webhooks with `OUTBOX_WEBHOOK_SECRET` or an example
     /// secret.
+    #[must_use]
     pub fn new(db: Database) -> Self {
         let secret = std::env::var("OUTBOX_WEBHOOK_SECRET").unwrap_or_else(|_| EXAMPLE_SECRET.to_owned());
         Self { db, secret, poll_interval: Duration::from_millis(200) }

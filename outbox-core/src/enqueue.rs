@@ -40,6 +40,7 @@ pub struct Outbox {
 
 impl Outbox {
     /// Enqueue settings with notifications off: the relay finds new events by polling.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
@@ -65,6 +66,7 @@ impl Outbox {
     }
 
     /// The channel notified at commit, if any.
+    #[must_use]
     pub fn notify_channel(&self) -> Option<&str> {
         self.notify.as_deref()
     }

@@ -55,6 +55,7 @@ pub trait OutboxEvent: Serialize {
 
     /// JSON pointers (RFC 6901) to the payload's sensitive values. A segment `*` matches every element of an
     /// array (or every value of a map). These values never appear in anything the toolkit prints.
+    #[must_use]
     fn sensitive_paths() -> Vec<String> {
         Vec::new()
     }

@@ -52,6 +52,7 @@ impl Inbox {
     }
 
     /// The consumer name.
+    #[must_use]
     pub fn consumer(&self) -> &str {
         &self.consumer
     }

@@ -202,36 +202,43 @@ impl NewEvent {
     }
 
     /// The event's id (UUID v7, so ids sort by creation time). Consumers deduplicate by it.
+    #[must_use]
     pub fn id(&self) -> Uuid {
         self.id
     }
 
     /// The event type, e.g. `payment.paid`.
+    #[must_use]
     pub fn event_type(&self) -> &'static str {
         self.event_type
     }
 
     /// The aggregate type, e.g. `payment`.
+    #[must_use]
     pub fn aggregate_type(&self) -> &'static str {
         self.aggregate_type
     }
 
     /// The aggregate id the event is about.
+    #[must_use]
     pub fn aggregate_id(&self) -> &str {
         &self.aggregate_id
     }
 
     /// The payload's schema version.
+    #[must_use]
     pub fn version(&self) -> u32 {
         self.version.unsigned_abs()
     }
 
     /// The headers stored with the event.
+    #[must_use]
     pub fn headers(&self) -> &Headers {
         &self.headers
     }
 
     /// The JSON pointers of the payload's sensitive values.
+    #[must_use]
     pub fn sensitive_paths(&self) -> &[String] {
         &self.sensitive_paths
     }

@@ -37,7 +37,7 @@ impl std::error::Error for NonFinite {}
 
 impl ser::Error for NonFinite {
     fn custom<T: Display>(_msg: T) -> Self {
-        NonFinite(None)
+        Self(None)
     }
 }
 
@@ -46,7 +46,7 @@ impl FiniteCheck {
         self.path.iter().map(|segment| format!("/{}", segment.replace('~', "~0").replace('/', "~1"))).collect()
     }
 
-    fn float(&mut self, finite: bool) -> Result<(), NonFinite> {
+    fn float(&self, finite: bool) -> Result<(), NonFinite> {
         if finite {
             Ok(())
         } else {

@@ -26,11 +26,13 @@ pub trait EventSchema: OutboxEvent + schemars::JsonSchema {}
 impl<T: OutboxEvent + schemars::JsonSchema> EventSchema for T {}
 
 /// The registry entry of `E`, with the version it upcasts from.
+#[must_use]
 pub const fn descriptor<E: EventSchema + Versioned>(type_name: &'static str) -> EventDescriptor {
     EventDescriptor::of::<E>(type_name).upcasting_from(<E::Previous as Previous<E>>::VERSION)
 }
 
 /// `prefix` + each of `paths`.
+#[must_use]
 pub fn prefixed(prefix: &str, paths: Vec<String>) -> Vec<String> {
     crate::redact::prefixed(prefix, paths)
 }
@@ -56,9 +58,16 @@ impl<T: Display + ?Sized> AggregateId for T {
 /// `(&Probe::<T>::new()).redact_paths()` with `ViaRedact` and `Opaque` in scope (autoref specialization).
 pub struct Probe<T: ?Sized>(PhantomData<T>);
 
+impl<T: ?Sized> std::fmt::Debug for Probe<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Probe")
+    }
+}
+
 impl<T: ?Sized> Probe<T> {
     /// A probe for `T`.
     #[allow(clippy::new_without_default)]
+    #[must_use]
     pub const fn new() -> Self {
         Self(PhantomData)
     }

@@ -236,6 +236,7 @@ fn redact_at(value: &mut Value, segments: &[String]) {
 pub trait Redact {
     /// JSON pointers to the sensitive values inside a value of this type, relative to it (`""` is the whole
     /// value). The default: nothing is sensitive.
+    #[must_use]
     fn redact_paths() -> Vec<String> {
         Vec::new()
     }

@@ -28,6 +28,7 @@ inventory::collect!(EventDescriptor);
 
 impl EventDescriptor {
     /// The descriptor of `E`, named `type_name` in reports. `#[derive(OutboxEvent)]` registers it for you.
+    #[must_use]
     pub const fn of<E: OutboxEvent + JsonSchema>(type_name: &'static str) -> Self {
         Self {
             event_type: E::EVENT_TYPE,
@@ -52,26 +53,31 @@ impl EventDescriptor {
     }
 
     /// The event type, e.g. `payment.paid`.
+    #[must_use]
     pub fn event_type(&self) -> &'static str {
         self.event_type
     }
 
     /// The aggregate type, e.g. `payment`.
+    #[must_use]
     pub fn aggregate_type(&self) -> &'static str {
         self.aggregate_type
     }
 
     /// The schema version.
+    #[must_use]
     pub fn version(&self) -> u32 {
         self.version
     }
 
     /// The Rust type, with its module path, e.g. `shop::billing::PaymentPaid`.
+    #[must_use]
     pub fn type_name(&self) -> &'static str {
         self.type_name
     }
 
     /// The JSON pointers of the payload's sensitive values.
+    #[must_use]
     pub fn sensitive_paths(&self) -> Vec<String> {
         (self.sensitive_paths)()
     }
@@ -114,6 +120,7 @@ impl fmt::Debug for EventDescriptor {
 /// let events = outbox_core::registry::events();
 /// assert!(events.iter().any(|e| e.event_type() == "order.placed" && e.version() == 1));
 /// ```
+#[must_use]
 pub fn events() -> Vec<&'static EventDescriptor> {
     let mut events: Vec<_> = inventory::iter::<EventDescriptor>.into_iter().collect();
     events.sort_by_key(|e| (e.event_type, e.version, e.type_name));
@@ -121,6 +128,7 @@ pub fn events() -> Vec<&'static EventDescriptor> {
 }
 
 /// The registered events of type `event_type` and version `version`: one, unless [`check`] fails.
+#[must_use]
 pub fn find(event_type: &str, version: u32) -> Vec<&'static EventDescriptor> {
     events().into_iter().filter(|e| e.event_type == event_type && e.version == version).collect()
 }

@@ -36,6 +36,7 @@ pub enum SchemaError {
 }
 
 /// The schema generator the contracts use: JSON Schema 2020-12, serialize contract.
+#[must_use]
 pub fn generator() -> SchemaGenerator {
     SchemaSettings::draft2020_12().for_serialize().into_generator()
 }

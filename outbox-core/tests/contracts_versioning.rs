@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use outbox_core::contracts::{diff, diff_paths, Allow, ContractError, Contracts, DiffOptions, Mode, Rule, RESERVED};
 use serde_json::{json, Value};
 
-fn object(properties: Value, required: &[&str]) -> Value {
+fn object(properties: &Value, required: &[&str]) -> Value {
     json!({ "type": "object", "properties": properties, "required": required })
 }
 
@@ -45,7 +45,7 @@ fn write(path: &Path, text: &str) {
 
 #[test]
 fn deleting_a_committed_version_is_version_removed_in_every_mode() {
-    let v1 = object(json!({ "id": { "type": "integer" } }), &["id"]);
+    let v1 = object(&json!({ "id": { "type": "integer" } }), &["id"]);
     let old = set(&[(1, v1.clone()), (2, v1.clone())]);
     let new = set(&[(2, v1)]);
     for mode in [Mode::Backward, Mode::Forward, Mode::Full] {
@@ -57,16 +57,16 @@ fn deleting_a_committed_version_is_version_removed_in_every_mode() {
 
 #[test]
 fn a_break_under_the_same_version_fails() {
-    let old = set(&[(1, object(json!({ "id": { "type": "integer" } }), &["id"]))]);
-    let new = set(&[(1, object(json!({ "id": { "type": "string" } }), &["id"]))]);
+    let old = set(&[(1, object(&json!({ "id": { "type": "integer" } }), &["id"]))]);
+    let new = set(&[(1, object(&json!({ "id": { "type": "string" } }), &["id"]))]);
     let report = diff(&old, &new, &DiffOptions::default());
     assert_eq!(report.breaking_rules(), [Rule::TypeChanged]);
 }
 
 #[test]
 fn a_break_with_a_version_bump_is_listed_as_notes() {
-    let v1 = object(json!({ "id": { "type": "integer" } }), &["id"]);
-    let v2 = object(json!({ "id": { "type": "string" }, "email": { "type": "string" } }), &["id", "email"]);
+    let v1 = object(&json!({ "id": { "type": "integer" } }), &["id"]);
+    let v2 = object(&json!({ "id": { "type": "string" }, "email": { "type": "string" } }), &["id", "email"]);
     let report = diff(&set(&[(1, v1.clone())]), &set(&[(1, v1), (2, v2)]), &DiffOptions::default());
     assert!(report.is_compatible(), "{report}");
     let rules: Vec<(Rule, u32, u32)> = report.findings.iter().map(|f| (f.rule, f.version, f.compared_with)).collect();
@@ -78,10 +78,10 @@ fn a_break_with_a_version_bump_is_listed_as_notes() {
 
 #[test]
 fn a_name_gone_for_a_version_and_back_with_another_type_is_reserved() {
-    let v1 = object(json!({ "id": { "type": "integer" }, "note": { "type": "string" } }), &["id"]);
-    let v2 = object(json!({ "id": { "type": "integer" } }), &["id"]);
-    let v3_clash = object(json!({ "id": { "type": "integer" }, "note": { "type": "integer" } }), &["id"]);
-    let v3_same = object(json!({ "id": { "type": "integer" }, "note": { "type": "string" } }), &["id"]);
+    let v1 = object(&json!({ "id": { "type": "integer" }, "note": { "type": "string" } }), &["id"]);
+    let v2 = object(&json!({ "id": { "type": "integer" } }), &["id"]);
+    let v3_clash = object(&json!({ "id": { "type": "integer" }, "note": { "type": "integer" } }), &["id"]);
+    let v3_same = object(&json!({ "id": { "type": "integer" }, "note": { "type": "string" } }), &["id"]);
     let old = set(&[(1, v1.clone()), (2, v2.clone())]);
 
     let report = diff(&old, &set(&[(1, v1.clone()), (2, v2.clone()), (3, v3_clash)]), &DiffOptions::default());
@@ -98,9 +98,9 @@ fn a_name_gone_for_a_version_and_back_with_another_type_is_reserved() {
 
 #[test]
 fn a_name_removed_in_place_is_remembered_under_x_outbox_reserved() {
-    let mut v1 = object(json!({ "id": { "type": "integer" } }), &["id"]);
+    let mut v1 = object(&json!({ "id": { "type": "integer" } }), &["id"]);
     v1[RESERVED] = json!({ "/properties/note": { "type": "string" } });
-    let readded = object(json!({ "id": { "type": "integer" }, "note": { "type": "boolean" } }), &["id"]);
+    let readded = object(&json!({ "id": { "type": "integer" }, "note": { "type": "boolean" } }), &["id"]);
     let report = diff(&set(&[(1, v1)]), &set(&[(1, readded)]), &DiffOptions::default());
     assert_eq!(report.breaking_rules(), [Rule::ReservedPropertyReused], "{report}");
 }
@@ -109,9 +109,9 @@ fn a_name_removed_in_place_is_remembered_under_x_outbox_reserved() {
 fn transitive_mode_catches_a_new_break_against_an_older_version() {
     // v1 -> v2 made `a` optional (a declared break); now `a` is removed from v2 in place: compatible with v2 as
     // committed, but v1's readers, which require `a`, lose it.
-    let v1 = object(json!({ "a": { "type": "integer" }, "b": { "type": "string" } }), &["a", "b"]);
-    let v2 = object(json!({ "a": { "type": "integer" }, "b": { "type": "string" } }), &["b"]);
-    let v2_changed = object(json!({ "b": { "type": "string" } }), &["b"]);
+    let v1 = object(&json!({ "a": { "type": "integer" }, "b": { "type": "string" } }), &["a", "b"]);
+    let v2 = object(&json!({ "a": { "type": "integer" }, "b": { "type": "string" } }), &["b"]);
+    let v2_changed = object(&json!({ "b": { "type": "string" } }), &["b"]);
     let old = set(&[(1, v1.clone()), (2, v2)]);
     let new = set(&[(1, v1), (2, v2_changed)]);
 
@@ -126,8 +126,8 @@ fn transitive_mode_catches_a_new_break_against_an_older_version() {
 #[test]
 fn an_accepted_break_passes_and_is_marked() {
     let old =
-        set(&[(1, object(json!({ "id": { "type": "integer" }, "note": { "type": "string" } }), &["id", "note"]))]);
-    let new = set(&[(1, object(json!({ "id": { "type": "integer" } }), &["id"]))]);
+        set(&[(1, object(&json!({ "id": { "type": "integer" }, "note": { "type": "string" } }), &["id", "note"]))]);
+    let new = set(&[(1, object(&json!({ "id": { "type": "integer" } }), &["id"]))]);
     let mut options = DiffOptions::default();
     options.allow = vec!["REQUIRED_PROPERTY_REMOVED order.placed v1 /properties/note".parse().unwrap()];
     let report = diff(&old, &new, &options);

@@ -86,9 +86,10 @@ pub(crate) fn container(derive: Derive, attrs: &[Attribute], errors: &mut Errors
                 "version" => set(&mut container.version, integer(&meta, errors)?, &meta, errors),
                 "upcast_from" => set(&mut container.upcast_from, type_path(&meta, errors)?, &meta, errors),
                 _ => {
-                    let path = string(&meta, errors)?.and_then(|lit| match lit.parse::<syn::Path>() {
-                        Ok(path) => Some(path),
-                        Err(_) => {
+                    let path = string(&meta, errors)?.and_then(|lit| {
+                        if let Ok(path) = lit.parse::<syn::Path>() {
+                            Some(path)
+                        } else {
                             errors.push(syn::Error::new_spanned(
                                 &lit,
                                 "`crate` must name a path to outbox_core, e.g. `crate = \"my_app::outbox_core\"`",

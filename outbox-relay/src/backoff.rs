@@ -54,22 +54,26 @@ impl Backoff {
     }
 
     /// The first delay's ceiling.
+    #[must_use]
     pub fn base(&self) -> Duration {
         self.base
     }
 
     /// The largest delay.
+    #[must_use]
     pub fn max(&self) -> Duration {
         self.max
     }
 
     /// The upper bound of the delay after failure number `failures` (0 for the first): `min(max, base * 2^n)`.
+    #[must_use]
     pub fn ceiling(&self, failures: u32) -> Duration {
         let factor = 2u32.checked_pow(failures.min(31)).unwrap_or(u32::MAX);
         self.base.checked_mul(factor).map_or(self.max, |d| d.min(self.max))
     }
 
     /// A random delay in `[0, ceiling(failures)]`.
+    #[must_use]
     pub fn delay(&self, failures: u32) -> Duration {
         let ceiling = self.ceiling(failures);
         let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 /// How the relay learns that new events were committed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Wakeup {
-    /// Adaptive polling (the default): claim again at once while batches come back full, every millisecond or
+    /// Adaptive polling (the default): read again at once while batches come back full, every millisecond or
     /// so while events trickle in, and back off (doubling) to the poll interval when idle. Costs producers
     /// nothing; an idle relay runs one cheap query on the pending partial index per poll interval.
     #[default]
@@ -83,58 +83,69 @@ impl RelayConfig {
     /// A builder with the defaults: batches of up to 1000, 2 lanes, 20ms idle poll interval, 10s lease, 10
     /// attempts, [`Backoff::default`], ordering by aggregate, polling, no retention, 10s shutdown, 60s publish
     /// timeout.
+    #[must_use]
     pub fn builder() -> RelayConfigBuilder {
         RelayConfigBuilder::default()
     }
 
-    /// The most events claimed and published in one batch.
+    /// The most events read and published in one batch.
+    #[must_use]
     pub fn batch_size(&self) -> u32 {
         self.batch_size
     }
 
     /// How many lanes one relay runs: each reads, publishes and settles the batches of its share of the relay's
     /// partitions, so lanes never hold events of the same aggregate.
+    #[must_use]
     pub fn concurrency(&self) -> usize {
         self.concurrency
     }
 
-    /// The longest wait between two claims when idle.
+    /// The longest wait between two reads when idle.
+    #[must_use]
     pub fn poll_interval(&self) -> Duration {
         self.poll_interval
     }
 
     /// How long a relay stays a member without a heartbeat (it sends one every `lease / 10`, at most every
     /// second); after it, the relay's partitions are taken over by the others.
+    #[must_use]
     pub fn lease(&self) -> Duration {
         self.lease
     }
 
     /// Attempts before an event with transient failures goes to `failed`.
+    #[must_use]
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts
     }
 
     /// The retry backoff.
+    #[must_use]
     pub fn backoff(&self) -> Backoff {
         self.backoff
     }
 
     /// The ordering mode.
+    #[must_use]
     pub fn ordering(&self) -> Ordering {
         self.ordering
     }
 
     /// The wake-up mode.
+    #[must_use]
     pub fn wakeup(&self) -> &Wakeup {
         &self.wakeup
     }
 
     /// The retention of published rows.
+    #[must_use]
     pub fn retention(&self) -> Retention {
         self.retention
     }
 
     /// How long shutdown waits for in-flight batches before releasing them.
+    #[must_use]
     pub fn shutdown_timeout(&self) -> Duration {
         self.shutdown_timeout
     }
@@ -202,15 +213,16 @@ impl RelayConfigBuilder {
         self
     }
 
-    /// The longest wait between claims when idle (1ms to 1h).
+    /// The longest wait between reads when idle (1ms to 1h).
     #[must_use]
     pub fn poll_interval(mut self, poll_interval: Duration) -> Self {
         self.poll_interval = poll_interval;
         self
     }
 
-    /// How long claimed rows stay leased (100ms to 24h). Must exceed the publisher's longest publish; after it
-    /// expires, another relay may claim the rows and this one can no longer mark them.
+    /// How long the relay stays a member without a heartbeat (100ms to 24h); after it, the other relays take its
+    /// partitions over and it can no longer mark their rows. Heartbeats do not wait for publishing, so a publish
+    /// may take longer than the lease.
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
@@ -312,7 +324,7 @@ impl RelayConfigBuilder {
     }
 }
 
-fn in_range<T: PartialOrd + std::fmt::Display>(field: &'static str, value: T, min: T, max: T) -> Result<()> {
+fn in_range<T: PartialOrd + std::fmt::Display + Copy>(field: &'static str, value: T, min: T, max: T) -> Result<()> {
     if value < min || value > max {
         return Err(Error::config(field, format!("must be between {min} and {max}, got {value}")));
     }

@@ -92,8 +92,9 @@ impl Error {
     /// let error = outbox_relay::Error::InvalidConfig { field: "batch_size", reason: "must be at least 1".into() };
     /// assert!(!error.is_retryable());
     /// ```
+    #[must_use]
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Database { .. } | Error::Unreachable { .. })
+        matches!(self, Self::Database { .. } | Self::Unreachable { .. })
     }
 
     /// Sorts a store error into fatal ([`Error::Schema`]) or retryable ([`Error::Database`]) by its SQLSTATE:
@@ -103,19 +104,20 @@ impl Error {
             outbox_core::Error::Database(sqlx::Error::Database(db)) => {
                 db.code().is_some_and(|code| code.starts_with("42") || code.starts_with("28") || code.starts_with("3D"))
             }
-            outbox_core::Error::Database(sqlx::Error::Configuration(_)) => true,
-            outbox_core::Error::Migrate(_) | outbox_core::Error::InvalidIdentifier(_) => true,
+            outbox_core::Error::Database(sqlx::Error::Configuration(_))
+            | outbox_core::Error::Migrate(_)
+            | outbox_core::Error::InvalidIdentifier(_) => true,
             _ => false,
         };
         if fatal {
-            Error::Schema { source }
+            Self::Schema { source }
         } else {
-            Error::Database { source }
+            Self::Database { source }
         }
     }
 
     pub(crate) fn config(field: &'static str, reason: impl Into<String>) -> Self {
-        Error::InvalidConfig { field, reason: reason.into() }
+        Self::InvalidConfig { field, reason: reason.into() }
     }
 }
 

@@ -18,24 +18,27 @@
 //!
 //! # How it works
 //!
-//! - **Claim**: one statement, its own short transaction, leases a batch of due events to the relay
-//!   (`FOR UPDATE SKIP LOCKED`, lease owner, expiry and a fencing epoch). The transaction is committed before
-//!   anything is published, so no transaction is open while a broker is slow.
-//! - **Publish**: the [`Publisher`] gets the batch and returns an [`Outcome`] per event.
-//! - **Settle**: one statement marks the batch: published, rescheduled with backoff ([`Backoff`]: exponential,
-//!   full jitter), moved to `failed` (permanent failure or attempts exhausted), or released. It changes only rows
-//!   still leased to this relay with the same epoch: a relay that stalled past its lease cannot mark rows that
-//!   another relay has claimed since (fencing). Expired leases are reclaimed, so a relay that dies loses nothing;
-//!   delivery is at least once and consumers deduplicate by event id.
-//! - **Ordering** ([`Ordering::Aggregate`], the default): an event is claimed only when every earlier event of its
-//!   aggregate is finished, so several relays publish one aggregate's events in order while different aggregates
-//!   flow in parallel. A failing event holds back the later events of its aggregate only.
+//! - **Partitions**: every event belongs to one of the database's partitions (256, by a hash of its aggregate that
+//!   the database computes). Live relays split the partitions between them through heartbeats
+//!   ([`Store::heartbeat`](outbox_core::store::Store::heartbeat)); each partition has one owner at a time and a
+//!   fencing epoch that grows at every change of owner.
+//! - **Read**: the owner reads its partitions' due events with a plain `SELECT`, one index range per partition,
+//!   writing nothing; before publishing it records the batch's ids (one small row), so that a relay that dies
+//!   mid-batch has an attempt counted for those events by the relay that takes its partitions over.
+//! - **Publish**: the [`Publisher`] gets the batch and returns an [`Outcome`] per event, within the publish timeout.
+//! - **Settle**: one statement marks the batch: published (or deleted), rescheduled with backoff ([`Backoff`]:
+//!   exponential, full jitter), or moved to `failed` (permanent failure or attempts exhausted). It changes rows only
+//!   in partitions the relay still holds at the epoch it read them with: a relay that stalled past its lease cannot
+//!   mark rows another relay publishes now. Delivery is at least once; consumers deduplicate by event id.
+//! - **Ordering** ([`Ordering::Aggregate`], the default): one owner per partition publishes each aggregate's
+//!   events in order; an aggregate whose head is retrying or failed is held back (in memory, rebuilt from the table
+//!   at a takeover) while the other aggregates flow. No query walks the backlog.
 //! - **Wake-up** ([`Wakeup`]): adaptive polling by default, `LISTEN/NOTIFY` on request.
-//! - **Pause**: a control row read by every claim; see [`Store::set_paused`](outbox_core::store::Store::set_paused).
+//! - **Pause**: a control row read by every heartbeat; see [`Store::set_paused`](outbox_core::store::Store::set_paused).
 //! - **Retention** ([`Retention`]): published rows deleted after an age, in small batches, or at once.
 //! - **Telemetry** ([`telemetry`]): counters, histograms and backlog gauges through the `metrics` facade (the
 //!   binary's `--metrics-addr` serves them to Prometheus with `/healthz` and `/readyz`), and `tracing` spans
-//!   `outbox.claim`, `outbox.publish` and `outbox.mark` whose per-event lines never carry a payload. With the
+//!   `outbox.read`, `outbox.batch`, `outbox.publish` and `outbox.mark` whose per-event lines never carry a payload. With the
 //!   `otel` feature, the publish span is linked to each event's producer span through its stored `traceparent`.
 //!
 //! # Writing a publisher

@@ -54,6 +54,7 @@ fn is_secret_option(name: &str) -> bool {
 /// assert_eq!(outbox_relay::masked_url("postgres://app:hunter2@db:5432/shop"), "postgres://app:***@db:5432/shop");
 /// assert_eq!(outbox_relay::masked_url("amqp://u:p@ss@host/%2f"), "amqp://u:***@host/%2f");
 /// ```
+#[must_use]
 pub fn masked_text(text: &str) -> String {
     if let Ok(url) = url::Url::parse(text) {
         return masked_url(&url);

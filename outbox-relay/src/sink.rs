@@ -55,7 +55,7 @@ impl FromStr for Sink {
         let invalid =
             |reason: &str| Error::InvalidSink { sink: crate::masked_url::masked_text(sink), reason: reason.to_owned() };
         if sink == "stdout" || sink == "stdout:" || sink == "-" {
-            return Ok(Sink::Stdout);
+            return Ok(Self::Stdout);
         }
         let Some((scheme, rest)) = sink.split_once(':') else {
             return Err(invalid(EXPECTED));
@@ -66,14 +66,14 @@ impl FromStr for Sink {
                 if path.is_empty() {
                     return Err(invalid("`file:` needs a path, e.g. `file:/var/log/outbox.jsonl`"));
                 }
-                Ok(Sink::File(PathBuf::from(path)))
+                Ok(Self::File(PathBuf::from(path)))
             }
             "http" | "https" => {
                 let url = url::Url::parse(sink).map_err(|e| invalid(&format!("malformed URL: {e}")))?;
                 if url.host_str().is_none_or(str::is_empty) {
                     return Err(invalid("malformed URL: no host"));
                 }
-                Ok(Sink::Webhook(url))
+                Ok(Self::Webhook(url))
             }
             "kafka" | "nats" | "tls" | "amqp" | "amqps" | "sqs" | "redis" | "rediss" => {
                 // The URL may hold a password: a malformed one is not echoed.
@@ -81,7 +81,7 @@ impl FromStr for Sink {
                     sink: format!("{scheme}://..."),
                     reason: format!("malformed URL: {e}"),
                 })?;
-                Ok(Sink::Broker(url))
+                Ok(Self::Broker(url))
             }
             other => Err(invalid(&format!("unknown sink scheme `{other}`: {EXPECTED}"))),
         }
@@ -95,9 +95,9 @@ const EXPECTED: &str = "expected `stdout`, `file:PATH`, `http://...` or `https:/
 impl fmt::Display for Sink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Sink::Stdout => f.write_str("stdout"),
-            Sink::File(path) => write!(f, "file:{}", path.display()),
-            Sink::Webhook(url) | Sink::Broker(url) => f.write_str(&crate::masked_url::masked_url(url)),
+            Self::Stdout => f.write_str("stdout"),
+            Self::File(path) => write!(f, "file:{}", path.display()),
+            Self::Webhook(url) | Self::Broker(url) => f.write_str(&crate::masked_url::masked_url(url)),
         }
     }
 }
@@ -122,12 +122,12 @@ impl Sink {
     /// As [`open`](Self::open).
     pub fn open_with(&self, create_destinations: bool) -> Result<SinkPublisher> {
         match self {
-            Sink::Stdout => Ok(SinkPublisher::Stdout(StdoutPublisher::new())),
-            Sink::File(path) => FilePublisher::open(path)
+            Self::Stdout => Ok(SinkPublisher::Stdout(StdoutPublisher::new())),
+            Self::File(path) => FilePublisher::open(path)
                 .map(SinkPublisher::File)
                 .map_err(|source| Error::OpenSink { sink: self.to_string(), source }),
             #[cfg(feature = "webhook")]
-            Sink::Webhook(url) => {
+            Self::Webhook(url) => {
                 let secret = std::env::var(WEBHOOK_SECRET_ENV).map_err(|_| Error::InvalidSink {
                     sink: self.to_string(),
                     reason: format!(
@@ -141,7 +141,7 @@ impl Sink {
                 sink: self.to_string(),
                 reason: "this build has no webhook sink (cargo feature `webhook`)".to_owned(),
             }),
-            Sink::Broker(url) => open_broker(self, url, create_destinations),
+            Self::Broker(url) => open_broker(self, url, create_destinations),
         }
     }
 }
@@ -216,7 +216,7 @@ impl SinkPublisher {
     /// Connects to the broker now instead of at the first publish, where the sink has a connection and credentials
     /// to check, and checks the destination: RabbitMQ (and its exchange), NATS (and the JetStream stream of the
     /// subjects), Redis, Kafka (and a fixed topic) and SQS (and a fixed queue). `outbox relay` calls it, and waits while the broker
-    /// is unreachable, before claiming anything, so no attempt is spent on a broker that is not there yet. The
+    /// is unreachable, before reading anything, so no attempt is spent on a broker that is not there yet. The
     /// other sinks are not probed (`stdout`, files, webhooks): their first failures are retried per event, with
     /// backoff.
     ///
@@ -226,15 +226,15 @@ impl SinkPublisher {
     pub async fn connect(&self) -> Result<()> {
         match self {
             #[cfg(feature = "nats")]
-            SinkPublisher::Nats(publisher) => publisher.connect().await,
+            Self::Nats(publisher) => publisher.connect().await,
             #[cfg(feature = "rabbitmq")]
-            SinkPublisher::Amqp(publisher) => publisher.connect().await,
+            Self::Amqp(publisher) => publisher.connect().await,
             #[cfg(feature = "redis")]
-            SinkPublisher::Redis(publisher) => publisher.connect().await,
+            Self::Redis(publisher) => publisher.connect().await,
             #[cfg(feature = "kafka")]
-            SinkPublisher::Kafka(publisher) => publisher.connect().await,
+            Self::Kafka(publisher) => publisher.connect().await,
             #[cfg(feature = "sqs")]
-            SinkPublisher::Sqs(publisher) => publisher.connect().await,
+            Self::Sqs(publisher) => publisher.connect().await,
             _ => Ok(()),
         }
     }
@@ -243,20 +243,20 @@ impl SinkPublisher {
 impl Publisher for SinkPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         match self {
-            SinkPublisher::Stdout(publisher) => publisher.publish(batch).await,
-            SinkPublisher::File(publisher) => publisher.publish(batch).await,
+            Self::Stdout(publisher) => publisher.publish(batch).await,
+            Self::File(publisher) => publisher.publish(batch).await,
             #[cfg(feature = "webhook")]
-            SinkPublisher::Webhook(publisher) => publisher.publish(batch).await,
+            Self::Webhook(publisher) => publisher.publish(batch).await,
             #[cfg(feature = "kafka")]
-            SinkPublisher::Kafka(publisher) => publisher.publish(batch).await,
+            Self::Kafka(publisher) => publisher.publish(batch).await,
             #[cfg(feature = "nats")]
-            SinkPublisher::Nats(publisher) => publisher.publish(batch).await,
+            Self::Nats(publisher) => publisher.publish(batch).await,
             #[cfg(feature = "rabbitmq")]
-            SinkPublisher::Amqp(publisher) => publisher.publish(batch).await,
+            Self::Amqp(publisher) => publisher.publish(batch).await,
             #[cfg(feature = "sqs")]
-            SinkPublisher::Sqs(publisher) => publisher.publish(batch).await,
+            Self::Sqs(publisher) => publisher.publish(batch).await,
             #[cfg(feature = "redis")]
-            SinkPublisher::Redis(publisher) => publisher.publish(batch).await,
+            Self::Redis(publisher) => publisher.publish(batch).await,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::{count, enqueue, enqueue_interleaved, event, start, status_of, wait_until, Recorder};
-use outbox_core::store::{Ordering, PgStore, RetryTarget, Store};
+use outbox_core::store::{CancelTarget, Ordering, PgStore, RetryTarget, Store};
 use outbox_tests::pg::TestDatabase;
 use time::OffsetDateTime;
 
@@ -91,7 +91,7 @@ async fn poison_event_fails_and_only_its_aggregate_waits() {
     }
 
     // Cancelling the poison event unblocks the aggregate.
-    assert_eq!(store.cancel(&[poison]).await.unwrap(), vec![poison]);
+    assert_eq!(store.cancel(&CancelTarget::Ids(vec![poison])).await.unwrap(), vec![poison]);
     wait_until(Duration::from_secs(30), "agg-3's remaining events are published", || async {
         count(&db.pool, "published").await == 20 * 5 - 1
     })

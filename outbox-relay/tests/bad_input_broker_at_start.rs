@@ -16,7 +16,7 @@ mod common;
 
 use std::time::Duration;
 
-use bad_input_support::{retry_delays, Outbox};
+use bad_input_support::{retry_delays, start};
 use common::{count, enqueue, event};
 use lapin::options::{BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
@@ -77,7 +77,7 @@ async fn a_broker_down_at_start_is_waited_for_with_growing_delays_and_then_gets_
     enqueue(&db.pool, &(0..10).map(|n| event(format!("agg-{}", n % 3), n)).collect::<Vec<_>>()).await;
 
     let sink = sink(&broker, "guest", "outbox");
-    let mut relay = Outbox::start(&db.url, &["relay", "--sink", &sink, "--poll-interval", "10ms"], &[]);
+    let mut relay = start(&db.url, &["relay", "--sink", &sink, "--poll-interval", "10ms"], &[]);
     let warnings = relay.wait_for_lines("cannot reach the sink", 4, Duration::from_secs(60)).await;
     for line in &warnings {
         assert!(line.contains("WARN"), "{line}");
@@ -114,7 +114,7 @@ async fn a_refused_password_or_a_missing_exchange_exits_2_at_once_with_one_line(
         (sink(&broker, "guest", "no_such_exchange"), "exchange `no_such_exchange`"),
     ] {
         let started = tokio::time::Instant::now();
-        let mut relay = Outbox::start(&db.url, &["relay", "--sink", &sink], &[]);
+        let mut relay = start(&db.url, &["relay", "--sink", &sink], &[]);
         let exit = relay.wait_for_exit(Duration::from_secs(30)).await;
         let stderr = relay.stderr();
         let last = stderr.lines().last().unwrap_or_default();
@@ -141,7 +141,7 @@ async fn malformed_or_unknown_sink_urls_with_a_password_exit_2_with_one_line_and
         (format!("gopher://relay:{PASSWORD}@127.0.0.1:70"), "unknown sink scheme `gopher`"),
         (format!("https://relay:{PASSWORD}@exa mple.com/hook"), "malformed URL"),
     ] {
-        let mut relay = Outbox::start(&db.url, &["relay", "--sink", &sink], &[]);
+        let mut relay = start(&db.url, &["relay", "--sink", &sink], &[]);
         let exit = relay.wait_for_exit(Duration::from_secs(30)).await;
         let stderr = relay.stderr();
         assert_eq!(exit.code(), Some(2), "{sink}: {stderr}");
@@ -172,7 +172,7 @@ async fn redis_refusing_the_password_or_its_absence_exits_2_at_once_with_one_lin
         (format!("redis://:{PASSWORD}@127.0.0.1:{port}/0?stream=outbox"), "authentication failed"),
         (format!("redis://127.0.0.1:{port}/0?stream=outbox"), "NOAUTH"),
     ] {
-        let mut relay = Outbox::start(&db.url, &["relay", "--sink", &sink], &[]);
+        let mut relay = start(&db.url, &["relay", "--sink", &sink], &[]);
         let exit = relay.wait_for_exit(Duration::from_secs(30)).await;
         let stderr = relay.stderr();
         let errors: Vec<&str> = stderr.lines().filter(|line| line.starts_with("error:")).collect();
@@ -183,7 +183,7 @@ async fn redis_refusing_the_password_or_its_absence_exits_2_at_once_with_one_lin
         assert!(!stderr.contains(PASSWORD), "the password was printed: {stderr}");
     }
     let right = format!("redis://:the-right-password@127.0.0.1:{port}/0?stream=outbox");
-    let mut relay = Outbox::start(&db.url, &["relay", "--sink", &right, "--poll-interval", "10ms"], &[]);
+    let mut relay = start(&db.url, &["relay", "--sink", &right, "--poll-interval", "10ms"], &[]);
     common::wait_until(Duration::from_secs(30), "the event is published", || async {
         count(&db.pool, "published").await == 1
     })

@@ -162,7 +162,7 @@ async fn the_binary_at_trace_level_never_logs_the_payload_of_a_returned_message(
     let db = TestDatabase::migrated().await;
     common::enqueue(&db.pool, &[common::event("a", 0), common::event("b", 0)]).await;
     let sink = format!("{}?exchange=outbox&routing_key={{event_type}}", broker.url());
-    let mut relay = bad_input_support::Outbox::start(
+    let mut relay = bad_input_support::start(
         &db.url,
         &["relay", "--sink", &sink, "--log-level", "trace", "--poll-interval", "10ms"],
         &[],

@@ -6,20 +6,14 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::{enqueue, event};
 use outbox_tests::pg::TestDatabase;
 use sqlx::PgPool;
 
 fn outbox(database_url: &str, args: &[String]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .env("DATABASE_URL", database_url)
-        .env_remove("OUTBOX_LOG")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run outbox")
+    outbox_tests::outbox!().database(database_url).run(args)
 }
 
 /// Everything about the rows that a command could change.

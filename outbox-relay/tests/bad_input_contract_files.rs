@@ -5,7 +5,6 @@
 //! `contracts_differ_never_panics.rs`.)
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use outbox_core::contracts::Contracts;
 use proptest::prelude::*;
@@ -83,11 +82,7 @@ fn files_that_are_not_json_or_not_schemas_exit_2_with_one_line_and_change_nothin
     let before = files(&root);
     for (new, problem) in &all {
         for (a, b) in [(old.as_path(), new.as_path()), (new.as_path(), old.as_path())] {
-            let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-                .args(["contracts", "diff"])
-                .args([a, b])
-                .output()
-                .expect("run outbox");
+            let output = outbox_tests::outbox!().run([Path::new("contracts"), Path::new("diff"), a, b]);
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert_eq!(output.status.code(), Some(2), "{}: {stderr}", b.display());
             assert_eq!(stderr.lines().count(), 1, "{}: not one line: {stderr}", b.display());

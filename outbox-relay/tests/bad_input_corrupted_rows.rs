@@ -10,7 +10,7 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use common::{config, event, wait_until, Recorder};
@@ -44,12 +44,7 @@ const SENSITIVE: &str = "corrupted row: sensitive_paths is not a JSON array of J
 const GOOD: usize = 10;
 
 fn outbox(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .env("DATABASE_URL", url)
-        .env("OUTBOX_LOG", "warn")
-        .output()
-        .expect("run outbox")
+    outbox_tests::outbox!().database(url).env("OUTBOX_LOG", "warn").run(args)
 }
 
 fn json_of(output: &Output) -> Value {

@@ -12,9 +12,10 @@ mod bad_input_support;
 
 use std::time::Duration;
 
-use bad_input_support::{closed_port, retry_delays, with_password, Outbox};
+use bad_input_support::{retry_delays, start, with_password};
 use outbox_core::Outbox as Producer;
 use outbox_tests::pg::{PrivateServer, TestDatabase};
+use outbox_tests::process::free_port;
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -66,7 +67,7 @@ async fn an_unreachable_database_is_waited_for_with_growing_delays_and_the_relay
     let file = dir.join("events.jsonl");
     let url = with_password(&db.url, PASSWORD);
     let sink = format!("file:{}", file.display());
-    let mut relay = Outbox::start(&url, &["relay", "--sink", &sink, "--poll-interval", "10ms"], &[]);
+    let mut relay = start(&url, &["relay", "--sink", &sink, "--poll-interval", "10ms"], &[]);
 
     let warnings = relay.wait_for_lines("cannot reach the database", 4, Duration::from_secs(60)).await;
     let port = url::Url::parse(&db.url).unwrap().port().unwrap();
@@ -102,9 +103,9 @@ async fn an_unreachable_database_is_waited_for_with_growing_delays_and_the_relay
 #[tokio::test]
 async fn a_relay_waiting_for_the_database_stops_on_sigterm_with_exit_0_and_writes_nothing() {
     let dir = std::env::temp_dir().join(format!("outbox-db-never-{}", uuid::Uuid::now_v7().simple()));
-    let url = format!("postgres://app:{PASSWORD}@127.0.0.1:{}/shop", closed_port());
+    let url = format!("postgres://app:{PASSWORD}@127.0.0.1:{}/shop", free_port());
     let sink = format!("file:{}/events.jsonl", dir.display());
-    let mut relay = Outbox::start(&url, &["relay", "--sink", &sink], &[]);
+    let mut relay = start(&url, &["relay", "--sink", &sink], &[]);
     let warnings = relay.wait_for_lines("cannot reach the database", 2, Duration::from_secs(30)).await;
     assert!(warnings.iter().all(|line| line.contains("app:***@127.0.0.1")), "{warnings:?}");
     assert_masked(&warnings, PASSWORD);
@@ -145,12 +146,12 @@ async fn wrong_database_credentials_exit_2_at_once_with_one_line_and_the_passwor
     let right = with_password(url.as_str(), "the-right-password");
     let wrong = with_password(url.as_str(), PASSWORD);
 
-    let mut status = Outbox::start(&right, &["status"], &[]);
+    let mut status = start(&right, &["status"], &[]);
     assert_eq!(status.wait_for_exit(Duration::from_secs(30)).await.code(), Some(0), "{}", status.stderr());
 
     for args in [vec!["relay", "--sink", "stdout"], vec!["status"], vec!["events", "list", "--status", "pending"]] {
         let started = tokio::time::Instant::now();
-        let mut command = Outbox::start(&wrong, &args, &[]);
+        let mut command = start(&wrong, &args, &[]);
         let exit = command.wait_for_exit(Duration::from_secs(30)).await;
         let stderr = command.stderr();
         assert_eq!(exit.code(), Some(2), "{args:?}: {stderr}");

@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{enqueue, event};
 use outbox_core::store::{PgStore, Store};
 use outbox_core::Outbox;
@@ -74,12 +72,8 @@ async fn the_cli_refuses_hostile_channel_names_with_exit_2_and_one_line() {
     enqueue(&db.pool, &[event("a", 0), event("b", 0), event("c", 0)]).await;
     // NUL cannot be passed in a process argument; every other name can.
     for name in hostile().into_iter().filter(|name| !name.contains('\0')) {
-        let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["relay", "--sink", "stdout", &format!("--notify={name}")])
-            .env("DATABASE_URL", &db.url)
-            .env_remove("OUTBOX_LOG")
-            .output()
-            .expect("run outbox");
+        let output =
+            outbox_tests::outbox!().database(&db.url).run(["relay", "--sink", "stdout", &format!("--notify={name}")]);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{name:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{name:?}: not one line: {stderr}");

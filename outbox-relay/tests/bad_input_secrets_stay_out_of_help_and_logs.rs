@@ -9,12 +9,12 @@
 mod bad_input_support;
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use bad_input_support::{closed_port, with_password, Outbox};
+use bad_input_support::{start, with_password};
 use common::{enqueue, event};
 use outbox_tests::pg::TestDatabase;
+use outbox_tests::process::free_port;
 
 const DB_PASSWORD: &str = "marker-db-password-3f1c";
 const SINK_PASSWORD: &str = "marker-sink-password-9a7e";
@@ -59,25 +59,21 @@ fn help_and_version_never_show_secret_environment_values() {
         vec!["contracts", "rules", "--help"],
     ];
     for args in commands {
-        let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(&args)
-            .env("DATABASE_URL", format!("postgres://app:{DB_PASSWORD}@db.example.com/shop"))
+        let output = outbox_tests::outbox!()
+            .database(&format!("postgres://app:{DB_PASSWORD}@db.example.com/shop"))
             .env("OUTBOX_WEBHOOK_SECRET", WEBHOOK_SECRET)
             .env("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
             .env("AWS_SESSION_TOKEN", AWS_SECRET)
-            .output()
-            .expect("run outbox");
+            .run(&args);
         let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
         assert_eq!(output.status.code(), Some(0), "{args:?}: {text}");
         assert!(text.contains("Usage: outbox") || args == ["--version"], "{args:?}: {text}");
         assert_no_secret(&format!("`outbox {}`", args.join(" ")), &text);
     }
     // The variable is still named where it is read, only its value is hidden.
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["relay", "--help"])
-        .env("DATABASE_URL", format!("postgres://app:{DB_PASSWORD}@db.example.com/shop"))
-        .output()
-        .unwrap();
+    let output = outbox_tests::outbox!()
+        .database(&format!("postgres://app:{DB_PASSWORD}@db.example.com/shop"))
+        .run(["relay", "--help"]);
     assert!(String::from_utf8_lossy(&output.stdout).contains("[env: DATABASE_URL]"));
 }
 
@@ -86,11 +82,11 @@ async fn a_relay_prints_its_database_and_sink_masked_at_every_log_level_and_in_i
     let db = TestDatabase::migrated().await;
     enqueue(&db.pool, &[event("a", 0), event("b", 0)]).await;
     let database_url = with_password(&db.url, DB_PASSWORD); // the test server trusts 127.0.0.1: any password works
-    let broker = format!("amqp://relay:{SINK_PASSWORD}@127.0.0.1:{}/%2f?exchange=outbox", closed_port());
-    let webhook = format!("http://relay:{SINK_PASSWORD}@127.0.0.1:{}/hook", closed_port());
+    let broker = format!("amqp://relay:{SINK_PASSWORD}@127.0.0.1:{}/%2f?exchange=outbox", free_port());
+    let webhook = format!("http://relay:{SINK_PASSWORD}@127.0.0.1:{}/hook", free_port());
     for format in ["text", "json"] {
         // A broker that is not there: waited for, with a warning naming it.
-        let mut relay = Outbox::start(
+        let mut relay = start(
             &database_url,
             &["relay", "--sink", &broker, "--log-level", "trace", "--log-format", format],
             &[("OUTBOX_WEBHOOK_SECRET", WEBHOOK_SECRET), ("AWS_SECRET_ACCESS_KEY", AWS_SECRET)],
@@ -103,7 +99,7 @@ async fn a_relay_prints_its_database_and_sink_masked_at_every_log_level_and_in_i
         assert_no_secret(&format!("the {format} log of a relay waiting for its broker"), &relay.stderr());
 
         // A webhook receiver that is not there: every event fails (transiently) with an error in the log.
-        let mut relay = Outbox::start(
+        let mut relay = start(
             &database_url,
             &["relay", "--sink", &webhook, "--log-level", "trace", "--log-format", format, "--poll-interval", "10ms"],
             &[("OUTBOX_WEBHOOK_SECRET", WEBHOOK_SECRET), ("AWS_SECRET_ACCESS_KEY", AWS_SECRET)],
@@ -117,7 +113,7 @@ async fn a_relay_prints_its_database_and_sink_masked_at_every_log_level_and_in_i
 
     // Refused at start: the error line names the database, masked.
     let missing = with_password(&db.url.replace(&db.name, &format!("{}_missing", db.name)), DB_PASSWORD);
-    let mut relay = Outbox::start(&missing, &["relay", "--sink", &broker], &[]);
+    let mut relay = start(&missing, &["relay", "--sink", &broker], &[]);
     assert_eq!(relay.wait_for_exit(Duration::from_secs(30)).await.code(), Some(2));
     let stderr = relay.stderr();
     assert!(stderr.contains("postgres:***@127.0.0.1") && stderr.contains("missing database"), "{stderr}");

@@ -3,19 +3,18 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::{count, enqueue, event, status_of};
 use outbox_tests::pg::TestDatabase;
 use serde_json::Value;
 
 fn outbox(database_url: Option<&str>, args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_outbox"));
-    command.args(args).env_remove("DATABASE_URL").env("OUTBOX_LOG", "warn");
-    if let Some(url) = database_url {
-        command.env("DATABASE_URL", url);
+    let outbox = outbox_tests::outbox!().env("OUTBOX_LOG", "warn");
+    match database_url {
+        Some(url) => outbox.database(url).run(args),
+        None => outbox.run(args),
     }
-    command.output().expect("run outbox")
 }
 
 fn stdout(output: &Output) -> String {

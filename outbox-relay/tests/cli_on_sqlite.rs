@@ -2,7 +2,7 @@
 //! `sqlite://` URL as they do on PostgreSQL.
 #![cfg(feature = "cli")]
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use outbox_core::{Outbox, OutboxEvent};
@@ -29,7 +29,7 @@ impl OutboxEvent for OrderPlaced {
 }
 
 fn outbox(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox")).args(args).env("DATABASE_URL", url).output().expect("run outbox")
+    outbox_tests::outbox!().database(url).run(args)
 }
 
 #[tokio::test]
@@ -57,20 +57,15 @@ async fn every_command_works_on_a_sqlite_database() {
     assert!(shown.contains("[REDACTED]") && !shown.contains("buyer1@example.com"), "{shown}");
 
     let sink = dir.join("events.jsonl");
-    let mut relay = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["relay", "--sink", &format!("file:{}", sink.display()), "--poll-interval", "10ms"])
-        .env("DATABASE_URL", &url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let sink_url = format!("file:{}", sink.display());
+    let mut relay =
+        outbox_tests::outbox!().database(&url).spawn(["relay", "--sink", &sink_url, "--poll-interval", "10ms"]);
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::fs::read_to_string(&sink).map(|s| s.lines().count()).unwrap_or(0) < 3 {
         assert!(Instant::now() < deadline, "the relay did not write 3 events within 30 s");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(Command::new("kill").args(["-TERM", &relay.id().to_string()]).status().unwrap().success());
-    let exit = relay.wait().unwrap();
+    let exit = relay.terminate().await;
     assert_eq!(exit.code(), Some(0), "SIGTERM stops the relay gracefully");
 
     let written: Vec<serde_json::Value> =
@@ -92,5 +87,117 @@ async fn every_command_works_on_a_sqlite_database() {
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("error: missing database"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A migrated SQLite file in a fresh directory with `events` pending `order.placed` events: the directory, the
+/// database URL and a pool on it.
+async fn backlog(name: &str, events: u32) -> (std::path::PathBuf, String, sqlx::SqlitePool) {
+    let dir = std::env::temp_dir().join(format!("outbox-{name}-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("outbox.db").display());
+    let created = outbox(&format!("{url}?mode=rwc"), &["migrate"]);
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let events: Vec<_> =
+        (1..=events).map(|order_id| OrderPlaced { order_id, email: format!("buyer{order_id}@example.com") }).collect();
+    let mut tx = pool.begin().await.unwrap();
+    Outbox::new().enqueue_all(&mut tx, &events).await.unwrap();
+    tx.commit().await.unwrap();
+    (dir, url, pool)
+}
+
+/// How many events are in each status, and the attempts spent in all.
+async fn statuses(pool: &sqlx::SqlitePool) -> (Vec<(String, i64)>, i64) {
+    let counts = sqlx::query_as("SELECT status, count(*) FROM outbox_events GROUP BY status ORDER BY status")
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    let attempts =
+        sqlx::query_scalar("SELECT coalesce(sum(attempts), 0) FROM outbox_events").fetch_one(pool).await.unwrap();
+    (counts, attempts)
+}
+
+#[tokio::test]
+async fn file_sink_on_dev_null_drains_a_backlog() {
+    let (dir, url, pool) = backlog("dev-null", 250).await;
+    let mut relay = outbox_tests::outbox!().database(&url).spawn([
+        "relay",
+        "--sink",
+        "file:/dev/null",
+        "--poll-interval",
+        "10ms",
+        "--max-attempts",
+        "2",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (counts, _) = statuses(&pool).await;
+        if counts == [("published".to_owned(), 250)] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the backlog did not drain into /dev/null within 30 s: {counts:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let exit = relay.terminate().await;
+    assert_eq!(exit.code(), Some(0), "SIGTERM stops the relay gracefully");
+    let stderr = relay.stderr();
+    assert!(!stderr.contains("Invalid argument") && !stderr.contains("WARN"), "{stderr}");
+    let (_, attempts) = statuses(&pool).await;
+    assert_eq!(attempts, 0, "no publish failed, so no attempt was spent");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn file_sink_on_dev_stdout_writes_the_events_to_the_relays_standard_output() {
+    let (dir, url, pool) = backlog("dev-stdout", 3).await;
+    // Standard output a pipe, as in `outbox relay --sink file:/dev/stdout | consumer`.
+    let mut relay = outbox_tests::outbox!()
+        .database(&url)
+        .command(["relay", "--sink", "file:/dev/stdout", "--poll-interval", "10ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start outbox relay");
+    let stdout = std::io::BufReader::new(relay.stdout.take().unwrap());
+    let lines =
+        std::thread::spawn(move || std::io::BufRead::lines(stdout).take(3).map(Result::unwrap).collect::<Vec<_>>());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !lines.is_finished() {
+        assert!(Instant::now() < deadline, "the relay did not write 3 events to its standard output within 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lines = lines.join().unwrap();
+    for line in &lines {
+        let event: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(event["type"], "order.placed", "{line}");
+    }
+    assert!(outbox_tests::process::send_signal(relay.id(), "-TERM"));
+    assert_eq!(relay.wait().unwrap().code(), Some(0));
+    assert_eq!(statuses(&pool).await, (vec![("published".to_owned(), 3)], 0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn unwritable_file_sink_stops_the_relay_at_start_with_exit_2_and_one_line() {
+    let (dir, url, pool) = backlog("unwritable-sink", 3).await;
+    let sinks = [
+        // A directory, a file in a directory that does not exist, and a path no one may create (sysfs refuses
+        // new files, also to root).
+        (dir.display().to_string(), "Is a directory"),
+        (dir.join("missing").join("events.jsonl").display().to_string(), "does not exist"),
+        ("/sys/outbox-events.jsonl".to_owned(), "ermission denied"),
+    ];
+    for (path, reason) in sinks {
+        let started = Instant::now();
+        let output = outbox(&url, &["relay", "--sink", &format!("file:{path}")]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "file:{path}: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(10), "file:{path} was not refused at start");
+        assert_eq!(stderr.lines().count(), 1, "one line for file:{path}: {stderr}");
+        assert!(stderr.starts_with(&format!("error: cannot open sink `file:{path}`")), "{stderr}");
+        assert!(stderr.contains(reason), "file:{path}: {stderr}");
+    }
+    assert_eq!(statuses(&pool).await, (vec![("pending".to_owned(), 3)], 0), "nothing was claimed");
     let _ = std::fs::remove_dir_all(&dir);
 }

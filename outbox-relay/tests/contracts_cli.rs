@@ -206,12 +206,11 @@ fn rules_lists_every_rule_with_its_doc() {
 
 /// The real binary: enable once `outbox contracts` is wired into `src/bin/outbox`.
 mod binary {
-    use std::process::Command;
 
     use super::{folders, NOTE_ADDED_LABEL, NOTE_REQUIRED};
 
     fn exit_code(args: &[&str]) -> i32 {
-        let output = Command::new(env!("CARGO_BIN_EXE_outbox")).args(args).output().unwrap();
+        let output = outbox_tests::outbox!().run(args);
         output.status.code().unwrap()
     }
 

@@ -5,24 +5,26 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{count, enqueue_interleaved, wait_until};
 use outbox_tests::pg::TestDatabase;
+use outbox_tests::process::OutboxProcess;
 use uuid::Uuid;
 
-fn relay(db: &TestDatabase, sink: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["relay", "--batch-size", "50", "--lease", "1s", "--poll-interval", "10ms", "--sink"])
-        .arg(format!("file:{}", sink.display()))
-        .env("DATABASE_URL", &db.url)
-        .env("OUTBOX_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn outbox relay")
+fn relay(db: &TestDatabase, sink: &Path) -> OutboxProcess {
+    let sink = format!("file:{}", sink.display());
+    outbox_tests::outbox!().database(&db.url).env("OUTBOX_LOG", "warn").spawn([
+        "relay",
+        "--batch-size",
+        "50",
+        "--lease",
+        "1s",
+        "--poll-interval",
+        "10ms",
+        "--sink",
+        &sink,
+    ])
 }
 
 fn lines(sink: &Path) -> Vec<serde_json::Value> {
@@ -37,8 +39,7 @@ fn lines(sink: &Path) -> Vec<serde_json::Value> {
 #[tokio::test]
 async fn killed_relay_loses_no_event_and_terminated_relay_exits_cleanly() {
     let db = TestDatabase::create().await;
-    let migrate =
-        Command::new(env!("CARGO_BIN_EXE_outbox")).arg("migrate").env("DATABASE_URL", &db.url).output().unwrap();
+    let migrate = outbox_tests::outbox!().database(&db.url).run(["migrate"]);
     assert!(migrate.status.success(), "outbox migrate: {}", String::from_utf8_lossy(&migrate.stderr));
     let ids = enqueue_interleaved(&db.pool, 300, 10).await;
     let dir = std::env::temp_dir().join(format!("outbox-kill-{}", Uuid::now_v7().simple()));
@@ -51,8 +52,7 @@ async fn killed_relay_loses_no_event_and_terminated_relay_exits_cleanly() {
         lines(&sink).len() >= 300
     })
     .await;
-    first.kill().expect("SIGKILL");
-    first.wait().unwrap();
+    first.kill();
     let published_before_restart = count(&db.pool, "published").await;
     assert!(published_before_restart < 3000, "the relay finished before it was killed: the test shows nothing");
 
@@ -61,17 +61,8 @@ async fn killed_relay_loses_no_event_and_terminated_relay_exits_cleanly() {
         count(&db.pool, "published").await == 3000
     })
     .await;
-    let terminate = Command::new("kill").args(["-TERM", &second.id().to_string()]).status().unwrap();
-    assert!(terminate.success());
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = second.try_wait().unwrap() {
-            break status;
-        }
-        assert!(std::time::Instant::now() < deadline, "relay did not exit within 30s of SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(0), "SIGTERM: {status:?}");
+    let status = second.terminate().await;
+    assert_eq!(status.code(), Some(0), "SIGTERM: {status:?}\n{}", second.stderr());
 
     let lines = lines(&sink);
     let written: HashSet<Uuid> = lines.iter().map(|line| line["id"].as_str().unwrap().parse().unwrap()).collect();

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{count, enqueue, event, start, wait_until, Recorder};
-use outbox_core::store::{PgStore, Store};
+use outbox_core::store::{CancelTarget, PgStore, Store};
 use outbox_core::Outbox;
 use outbox_relay::{Retention, Wakeup};
 use outbox_tests::pg::TestDatabase;
@@ -66,7 +66,7 @@ async fn retention_deletes_only_old_published_and_cancelled_rows() {
     wait_until(Duration::from_secs(20), "10 published", || async { count(&db.pool, "published").await == 10 }).await;
     relay.stop().await;
     let cancelled = enqueue(&db.pool, &[event("c", 0), event("c2", 0)]).await;
-    store.cancel(&cancelled).await.unwrap();
+    store.cancel(&CancelTarget::Ids(cancelled.clone())).await.unwrap();
     let pending = enqueue(&db.pool, &[event("q", 0)]).await;
     let failed = enqueue(&db.pool, &[event("f", 0)]).await;
     sqlx::query("UPDATE outbox_events SET status = 'failed' WHERE id = $1")

@@ -5,9 +5,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{enqueue, event, wait_until, TestEvent};
@@ -15,6 +13,7 @@ use outbox_core::store::{PgStore, Store};
 use outbox_core::OutboxEvent;
 use outbox_relay::telemetry::names;
 use outbox_tests::pg::{PrivateServer, TestDatabase};
+use outbox_tests::process::{free_addr, OutboxProcess};
 use serde_json::Value;
 
 /// The sensitive value every test event carries (`/card_number`).
@@ -22,33 +21,23 @@ const CARD_NUMBER: &str = "4111111111111111";
 /// The webhook signing secret: as sensitive as a payload value.
 const WEBHOOK_SECRET: &str = "whsec_b3V0Ym94LXRlc3Qtc2VjcmV0LWtleS0zMi1ieXRlcyE=";
 
-/// A running `outbox relay`, killed when dropped; stdout and stderr go to files.
-struct RelayProcess {
-    child: Child,
+/// A running `outbox relay` serving `--metrics-addr`, killed when dropped.
+struct ServingRelay {
+    process: OutboxProcess,
     metrics: SocketAddr,
-    dir: PathBuf,
 }
 
-impl RelayProcess {
+impl ServingRelay {
     fn start(database_url: &str, sink: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
-        let dir = std::env::temp_dir().join(format!("outbox-metrics-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
         let metrics = free_addr();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_outbox"));
-        command
-            .args(["relay", "--poll-interval", "10ms", "--sink", sink, "--metrics-addr", &metrics.to_string()])
-            .args(extra)
-            .env("DATABASE_URL", database_url)
-            .env_remove("OUTBOX_LOG")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(dir.join("stdout")).expect("stdout file"))
-            .stderr(std::fs::File::create(dir.join("stderr")).expect("stderr file"));
+        let mut outbox = outbox_tests::outbox!().database(database_url);
         for (name, value) in env {
-            command.env(name, value);
+            outbox = outbox.env(name, value);
         }
-        let child = command.spawn().expect("spawn outbox relay");
-        Self { child, metrics, dir }
+        let metrics_addr = metrics.to_string();
+        let args =
+            [&["relay", "--poll-interval", "10ms", "--sink", sink, "--metrics-addr", &metrics_addr], extra].concat();
+        Self { process: outbox.spawn(args), metrics }
     }
 
     fn url(&self, path: &str) -> String {
@@ -57,8 +46,7 @@ impl RelayProcess {
 
     /// Everything the process wrote to stdout and stderr so far.
     fn output(&self) -> String {
-        let read = |name: &str| std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
-        format!("{}{}", read("stdout"), read("stderr"))
+        self.process.output()
     }
 
     async fn get(&self, path: &str) -> Option<(u16, String)> {
@@ -70,7 +58,7 @@ impl RelayProcess {
     async fn wait_until_serving(&mut self) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while self.get("/healthz").await.is_none() {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Some(status) = self.process.exit_status() {
                 panic!("the relay exited with {status}: {}", self.output());
             }
             assert!(tokio::time::Instant::now() < deadline, "no /healthz after 30s: {}", self.output());
@@ -101,18 +89,6 @@ impl RelayProcess {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-}
-
-impl Drop for RelayProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1").local_addr().expect("local addr")
 }
 
 /// One `/metrics` scrape: every sample by name and labels.
@@ -162,12 +138,7 @@ impl Scrape {
 }
 
 fn outbox_status(database_url: &str) -> Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["status", "--json"])
-        .env("DATABASE_URL", database_url)
-        .env("OUTBOX_LOG", "warn")
-        .output()
-        .expect("run outbox status");
+    let output = outbox_tests::outbox!().database(database_url).env("OUTBOX_LOG", "warn").run(["status", "--json"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("status JSON")
 }
@@ -193,7 +164,7 @@ async fn metrics_count_published_events_and_the_gauges_match_outbox_status() {
     let dir = std::env::temp_dir().join(format!("outbox-metrics-sink-{}", uuid::Uuid::now_v7().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let sink = format!("file:{}", dir.join("events.jsonl").display());
-    let mut relay = RelayProcess::start(&db.url, &sink, &[], &[("RUST_LOG", "trace")]);
+    let mut relay = ServingRelay::start(&db.url, &sink, &[], &[("RUST_LOG", "trace")]);
     relay.wait_until_serving().await;
 
     // Paused: the backlog is visible in the gauges, readiness says why, and `outbox status` agrees.
@@ -237,7 +208,10 @@ async fn metrics_count_published_events_and_the_gauges_match_outbox_status() {
     assert_eq!(scrape.get(&format!("{}_sum", names::BATCH_SIZE), &[]), Some(5.0));
     assert!(scrape.get(&format!("{}_count", names::BATCH_SIZE), &[]).unwrap() >= 1.0);
     assert_eq!(scrape.by_type(names::OLDEST_PENDING_AGE_SECONDS), Some(0.0));
-    assert_eq!(scrape.get(names::PUBLISH_FAILURES_TOTAL, &[]), None, "nothing failed");
+    for kind in ["transient", "permanent"] {
+        let failures = scrape.get(names::PUBLISH_FAILURES_TOTAL, &[("event_type", "test.happened"), ("kind", kind)]);
+        assert_eq!(failures, Some(0.0), "nothing failed ({kind}): {}", scrape.text);
+    }
     assert!(scrape.text.contains("# HELP outbox_events_pending"), "{}", scrape.text);
     assert!(scrape.text.contains("# TYPE outbox_commit_to_publish_seconds histogram"), "{}", scrape.text);
     let status = outbox_status(&db.url);
@@ -263,6 +237,38 @@ async fn metrics_count_published_events_and_the_gauges_match_outbox_status() {
     // Everything the process logged at trace level: never the sensitive value.
     assert_never_sensitive(&relay.output(), "RUST_LOG=trace, text logs");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_scrape_right_after_start_lists_every_metric_family() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    // Paused, so nothing moves: what the scrape shows was registered at start, not recorded by activity.
+    store.set_paused(true).await.unwrap();
+    enqueue(&db.pool, &[event("agg-1", 1), event("agg-2", 1)]).await;
+    let mut relay = ServingRelay::start(&db.url, "file:/dev/null", &[], &[]);
+    relay.wait_until_serving().await;
+    let scrape = relay.scrape().await;
+    let families: std::collections::BTreeSet<&str> = scrape
+        .samples
+        .iter()
+        .map(|(name, _, _)| {
+            let family = ["_bucket", "_sum", "_count"].iter().find_map(|suffix| name.strip_suffix(suffix));
+            family.filter(|family| names::ALL.iter().any(|m| m.name == *family)).unwrap_or(name)
+        })
+        .collect();
+    for metric in names::ALL {
+        assert!(families.contains(metric.name), "{} is missing from the first scrape:\n{}", metric.name, scrape.text);
+        assert!(scrape.text.contains(&format!("# HELP {} ", metric.name)), "no HELP for {}", metric.name);
+    }
+    assert_eq!(scrape.by_type(names::EVENTS_PENDING), Some(2.0), "{}", scrape.text);
+    assert_eq!(scrape.get(names::RELAY_PAUSED, &[]), Some(1.0), "{}", scrape.text);
+    assert_eq!(scrape.by_type(names::EVENTS_PUBLISHED_TOTAL), Some(0.0), "{}", scrape.text);
+    for kind in ["transient", "permanent"] {
+        let failures = scrape.get(names::PUBLISH_FAILURES_TOTAL, &[("event_type", "test.happened"), ("kind", kind)]);
+        assert_eq!(failures, Some(0.0), "{kind} failures at zero: {}", scrape.text);
+    }
+    assert_eq!(scrape.by_type(&format!("{}_count", names::COMMIT_TO_PUBLISH_SECONDS)), Some(0.0), "{}", scrape.text);
 }
 
 /// Answers 500 to events of aggregate `flaky-aggregate` (transient) and 400 to those of `poison-aggregate`
@@ -295,7 +301,7 @@ async fn failures_are_counted_by_kind_and_json_logs_name_the_event_but_never_its
     let sink = format!("http://{hook}/hook");
     let args = ["--max-attempts", "2", "--backoff-base", "10ms", "--backoff-max", "20ms", "--log-format", "json"];
     let env = [("RUST_LOG", "trace"), ("OUTBOX_WEBHOOK_SECRET", WEBHOOK_SECRET)];
-    let mut relay = RelayProcess::start(&db.url, &sink, &args, &env);
+    let mut relay = ServingRelay::start(&db.url, &sink, &args, &env);
     relay.wait_until_serving().await;
     let failures = names::PUBLISH_FAILURES_TOTAL;
     let scrape = relay
@@ -339,7 +345,7 @@ async fn readyz_turns_unready_while_the_database_is_stopped() {
     std::fs::create_dir_all(&dir).unwrap();
     let sink = format!("file:{}", dir.join("events.jsonl").display());
     // With --notify, readiness also needs the LISTEN connection.
-    let mut relay = RelayProcess::start(&db.url, &sink, &["--notify"], &[("OUTBOX_LOG", "warn")]);
+    let mut relay = ServingRelay::start(&db.url, &sink, &["--notify"], &[("OUTBOX_LOG", "warn")]);
     relay.wait_until_serving().await;
     let ready = |want: u16| {
         let relay = &relay;

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,19 +32,17 @@ async fn an_explicit_traceparent_reaches_the_file_sink_of_the_real_binary() {
     let dir = std::env::temp_dir().join(format!("outbox-trace-{}", uuid::Uuid::now_v7().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let sink = dir.join("events.jsonl");
-    let mut relay = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["relay", "--poll-interval", "10ms", "--sink"])
-        .arg(format!("file:{}", sink.display()))
-        .env("DATABASE_URL", &db.url)
-        .env("OUTBOX_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn outbox relay");
+    let sink_url = format!("file:{}", sink.display());
+    let mut relay = outbox_tests::outbox!().database(&db.url).env("OUTBOX_LOG", "warn").spawn([
+        "relay",
+        "--poll-interval",
+        "10ms",
+        "--sink",
+        &sink_url,
+    ]);
     wait_until(Duration::from_secs(30), "the event is published", || async { count(&db.pool, "published").await == 1 })
         .await;
-    let _ = relay.kill();
-    let _ = relay.wait();
+    relay.kill();
     let line: serde_json::Value =
         serde_json::from_str(std::fs::read_to_string(&sink).unwrap().lines().next().unwrap()).unwrap();
     assert_eq!(line["id"], id.to_string());

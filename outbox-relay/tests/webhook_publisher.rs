@@ -242,8 +242,8 @@ async fn a_slow_or_unreachable_receiver_is_a_transient_failure() {
     let outcome = publisher(&url).publish(&[message(1)]).await.remove(0);
     assert_eq!(outcome, Outcome::transient("webhook timed out"));
 
-    // A port nobody listens on: bind one, then close it.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    // A port nobody listens on.
+    let closed = outbox_tests::process::free_addr();
     let url: url::Url = format!("http://{closed}/hooks").parse().unwrap();
     let outcome = publisher(&url).publish(&[message(1)]).await.remove(0);
     match outcome {

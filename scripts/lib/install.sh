@@ -25,3 +25,23 @@ apt_install() {
   if [ "$own_policy" -eq 1 ]; then rm -f "$policy"; fi
   return "$status"
 }
+
+# ensure_c_toolchain: a C compiler, make and the C library headers, which the bundled SQLite (libsqlite3-sys),
+# ring (rustls) and librdkafka (rdkafka, feature `kafka`, built from source with its configure script and make)
+# compile with. Installs Debian's build-essential when one of them is missing.
+ensure_c_toolchain() {
+  if command -v cc >/dev/null 2>&1 && command -v make >/dev/null 2>&1 && [ -e /usr/include/stdio.h ]; then
+    return 0
+  fi
+  apt_install build-essential
+}
+
+# ensure_node: Node.js and npm (the AsyncAPI test runs the official JavaScript parser).
+ensure_node() {
+  local missing=()
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    apt_install "${missing[@]}"
+  fi
+}

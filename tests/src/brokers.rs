@@ -8,7 +8,7 @@
 //! `$OUTBOX_TEST_VENV`, default `target/test-services/venv` of the workspace; `scripts/services.sh install`
 //! installs them all. A broker that cannot be found fails the test with a message saying how to install it.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -38,11 +38,11 @@ pub enum Kind {
 impl Kind {
     fn name(self) -> &'static str {
         match self {
-            Kind::Nats => "nats-server",
-            Kind::Redis => "redis-server",
-            Kind::RabbitMq => "rabbitmq-server",
-            Kind::Sqs => "moto_server",
-            Kind::Kafka => "tansu",
+            Self::Nats => "nats-server",
+            Self::Redis => "redis-server",
+            Self::RabbitMq => "rabbitmq-server",
+            Self::Sqs => "moto_server",
+            Self::Kafka => "tansu",
         }
     }
 }
@@ -81,6 +81,7 @@ impl Broker {
     /// # Panics
     ///
     /// When the broker is not installed (the message says how to install it) or does not start within 60 s.
+    #[must_use]
     pub fn start(kind: Kind) -> Self {
         Self::start_secured(kind, Security::default())
     }
@@ -98,8 +99,8 @@ impl Broker {
         let certificates = security.tls.then(|| Certificates::generate(&dir.join("tls"), "broker"));
         let broker = Self {
             kind,
-            port: free_port(),
-            dist_port: free_port(),
+            port: crate::process::free_port(),
+            dist_port: crate::process::free_port(),
             dir,
             program,
             security,
@@ -356,11 +357,7 @@ impl Drop for Broker {
 
 /// Kills the process group `pgid` (the broker and whatever it spawned: RabbitMQ is a shell around the Erlang VM).
 fn kill_group(pgid: u32) {
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pgid}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    crate::process::kill_group(pgid);
 }
 
 /// A shell that kills the broker's process group and removes its directory once this test process is gone.
@@ -381,10 +378,6 @@ fn watchdog(server: u32, dir: &Path) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port on 127.0.0.1")
 }
 
 /// The workspace's Python virtual environment for moto and tansu.

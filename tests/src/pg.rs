@@ -1,6 +1,5 @@
 //! A real PostgreSQL for tests: the server of `DATABASE_URL`, or a private throwaway cluster.
 
-use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -121,11 +120,6 @@ fn postgres_bin_dir() -> Result<PathBuf, String> {
     versions.pop().map(|(_, bin)| bin).ok_or_else(|| "PostgreSQL server binaries not found".to_owned())
 }
 
-fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind 127.0.0.1: {e}"))?;
-    listener.local_addr().map(|addr| addr.port()).map_err(|e| e.to_string())
-}
-
 fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
@@ -177,10 +171,11 @@ pub enum Durability {
 
 impl Durability {
     /// The server settings this durability adds to the defaults.
+    #[must_use]
     pub fn settings(self) -> &'static str {
         match self {
-            Durability::Throwaway => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-            Durability::Durable => "-c shared_preload_libraries=pg_stat_statements",
+            Self::Throwaway => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+            Self::Durable => "-c shared_preload_libraries=pg_stat_statements",
         }
     }
 }
@@ -195,7 +190,7 @@ impl Durability {
 pub fn start_server(durability: Durability) -> Result<String, String> {
     let bin = postgres_bin_dir()?;
     let dir = init_cluster(&bin, "outbox-test-pg")?;
-    let port = free_port()?;
+    let port = crate::process::free_port();
     let script = r#"
         "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$PG_PORT" -k "$PG_DIR" -c listen_addresses=127.0.0.1 \
             -c max_connections=300 -c shared_buffers=256MB $PG_SETTINGS >"$PG_DIR/server.log" 2>&1 &
@@ -249,7 +244,7 @@ impl PrivateServer {
     pub fn start() -> Result<Self, String> {
         let bin = postgres_bin_dir()?;
         let dir = init_cluster(&bin, "outbox-test-pg-private")?;
-        let port = free_port()?;
+        let port = crate::process::free_port();
         let watchdog = r#"
             while [ -d "/proc/$WATCHED_PID" ] && [ -d "$PG_DIR" ]; do sleep 0.5; done
             "$PG_BIN/pg_ctl" -D "$PG_DIR/data" stop -m immediate >/dev/null 2>&1

@@ -88,6 +88,6 @@ pub enum ContractError {
 impl ContractError {
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
-        move |source| ContractError::Io { action, path, source }
+        move |source| Self::Io { action, path, source }
     }
 }

@@ -95,6 +95,7 @@ impl Contracts {
     /// assert_eq!(files[Path::new("order.placed/v1.schema.json")], "{\n  \"type\": \"object\"\n}\n");
     /// assert!(files.contains_key(Path::new("asyncapi.json")));
     /// ```
+    #[must_use]
     pub fn files(&self) -> BTreeMap<PathBuf, String> {
         let mut files = BTreeMap::new();
         for (event_type, version, schema) in self.iter() {
@@ -162,6 +163,7 @@ pub fn export(dir: impl AsRef<Path>) -> Result<Contracts, ContractError> {
 /// let text = outbox_core::contracts::to_canonical_json(&serde_json::json!({ "b": 1, "a": [true] }));
 /// assert_eq!(text, "{\n  \"a\": [\n    true\n  ],\n  \"b\": 1\n}\n");
 /// ```
+#[must_use]
 pub fn to_canonical_json(value: &Value) -> String {
     let mut text = serde_json::to_string_pretty(&sorted(value)).unwrap_or_else(|_| "null".to_owned());
     text.push('\n');

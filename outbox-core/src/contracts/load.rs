@@ -35,6 +35,7 @@ pub struct Contracts {
 
 impl Contracts {
     /// No contracts.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
@@ -45,6 +46,7 @@ impl Contracts {
     }
 
     /// The schema of `event_type` version `version`.
+    #[must_use]
     pub fn get(&self, event_type: &str, version: u32) -> Option<&Value> {
         self.events.get(event_type)?.get(&version)
     }
@@ -82,11 +84,13 @@ impl Contracts {
     }
 
     /// Whether there is none.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.events.is_empty()
     }
 
     /// The breaks the folder's [`ALLOW_FILE`] accepts.
+    #[must_use]
     pub fn allowed(&self) -> &[Allow] {
         &self.allowed
     }

@@ -19,20 +19,22 @@ pub enum Mode {
 
 impl Mode {
     /// The mode's name on the command line: `backward`, `forward` or `full`.
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
-            Mode::Backward => "backward",
-            Mode::Forward => "forward",
-            Mode::Full => "full",
+            Self::Backward => "backward",
+            Self::Forward => "forward",
+            Self::Full => "full",
         }
     }
 
     /// Whether a change that breaks the given sides breaks this mode.
+    #[must_use]
     pub const fn is_broken_by(self, backward: bool, forward: bool) -> bool {
         match self {
-            Mode::Backward => backward,
-            Mode::Forward => forward,
-            Mode::Full => backward || forward,
+            Self::Backward => backward,
+            Self::Forward => forward,
+            Self::Full => backward || forward,
         }
     }
 }
@@ -59,10 +61,11 @@ pub enum ContentModel {
 
 impl ContentModel {
     /// The model's name in reports: `tolerant` or `strict`.
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
-            ContentModel::Tolerant => "tolerant",
-            ContentModel::Strict => "strict",
+            Self::Tolerant => "tolerant",
+            Self::Strict => "strict",
         }
     }
 }
@@ -92,11 +95,13 @@ pub struct Allow {
 
 impl Allow {
     /// Accepts every finding of `rule`.
+    #[must_use]
     pub fn rule(rule: Rule) -> Self {
         Self { rule, event_type: None, version: None, pointer: None }
     }
 
     /// Whether this entry accepts `finding`.
+    #[must_use]
     pub fn matches(&self, finding: &Finding) -> bool {
         self.rule == finding.rule
             && self.event_type.as_deref().is_none_or(|e| e == finding.event_type)

@@ -37,6 +37,7 @@ pub struct Finding {
 
 impl Finding {
     /// The finding as one report line: `RULE_ID  event_type vN  /json/pointer  old -> new`.
+    #[must_use]
     pub fn line(&self) -> String {
         let pointer = if self.pointer.is_empty() { "/" } else { &self.pointer };
         let mut line =
@@ -51,6 +52,7 @@ impl Finding {
     }
 
     /// The sides this finding breaks.
+    #[must_use]
     pub fn sides(&self) -> Vec<Side> {
         let mut sides = Vec::new();
         if self.breaks_backward {
@@ -97,6 +99,7 @@ pub struct Report {
 
 impl Report {
     /// No finding breaks the mode.
+    #[must_use]
     pub fn is_compatible(&self) -> bool {
         !self.findings.iter().any(|f| f.breaking)
     }
@@ -107,6 +110,7 @@ impl Report {
     }
 
     /// The ids of the breaking findings' rules, sorted and deduplicated: handy in tests.
+    #[must_use]
     pub fn breaking_rules(&self) -> Vec<Rule> {
         let mut rules: Vec<Rule> = self.breaking().map(|f| f.rule).collect();
         rules.sort();

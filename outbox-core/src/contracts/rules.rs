@@ -21,10 +21,11 @@ pub enum Side {
 
 impl Side {
     /// `backward` or `forward`.
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
-            Side::Backward => "backward",
-            Side::Forward => "forward",
+            Self::Backward => "backward",
+            Self::Forward => "forward",
         }
     }
 }
@@ -233,8 +234,9 @@ rules! {
 
 impl Rule {
     /// Whether the rule is a policy rule, reported as breaking in every mode.
+    #[must_use]
     pub const fn is_policy(self) -> bool {
-        matches!(self, Rule::SensitiveFlagRemoved | Rule::VersionRemoved | Rule::ReservedPropertyReused)
+        matches!(self, Self::SensitiveFlagRemoved | Self::VersionRemoved | Self::ReservedPropertyReused)
     }
 }
 
@@ -248,7 +250,7 @@ impl FromStr for Rule {
     type Err = super::ContractError;
 
     fn from_str(id: &str) -> Result<Self, Self::Err> {
-        Rule::ALL
+        Self::ALL
             .iter()
             .copied()
             .find(|rule| rule.id() == id)

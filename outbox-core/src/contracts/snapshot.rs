@@ -57,18 +57,17 @@ pub enum Outcome {
 
 impl Outcome {
     /// The comparison behind the outcome.
+    #[must_use]
     pub fn report(&self) -> &Report {
         match self {
-            Outcome::UpToDate(report)
-            | Outcome::Written(report)
-            | Outcome::OutOfDate(report)
-            | Outcome::Breaking(report) => report,
+            Self::UpToDate(report) | Self::Written(report) | Self::OutOfDate(report) | Self::Breaking(report) => report,
         }
     }
 
     /// Whether a test should pass: up to date, or written.
+    #[must_use]
     pub fn is_ok(&self) -> bool {
-        matches!(self, Outcome::UpToDate(_) | Outcome::Written(_))
+        matches!(self, Self::UpToDate(_) | Self::Written(_))
     }
 }
 
@@ -99,18 +98,21 @@ impl Snapshot {
     }
 
     /// Checks these contracts instead of the registry's.
+    #[must_use]
     pub fn contracts(mut self, contracts: Contracts) -> Self {
         self.contracts = Some(contracts);
         self
     }
 
     /// Compares under these options.
+    #[must_use]
     pub fn options(mut self, options: DiffOptions) -> Self {
         self.options = options;
         self
     }
 
     /// Overwrites (or not) whatever `OUTBOX_CONTRACTS` says.
+    #[must_use]
     pub fn overwrite(mut self, overwrite: bool) -> Self {
         self.overwrite = Some(overwrite);
         self

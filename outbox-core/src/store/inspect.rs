@@ -9,24 +9,60 @@ use super::status::EventStatus;
 use super::stored::{check_columns, Checked, CorruptedRow};
 use crate::new_event::Headers;
 
-/// Which events [`Store::list`] returns.
-#[derive(Debug, Clone)]
+/// Which events [`Store::list`] returns, and which ones [`RetryTarget::Matching`] and [`CancelTarget::Matching`]
+/// change: every condition set must hold; oldest first (insertion order), at most [`limit`](Self::limit).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use outbox_core::store::{EventFilter, EventStatus};
+///
+/// // The first page of payment events that failed more than an hour ago; the next page starts after its last id.
+/// let filter = EventFilter::new(EventStatus::Failed)
+///     .event_type("payment.paid")
+///     .older_than(Duration::from_secs(3600))
+///     .limit(50);
+/// # let _ = filter;
+/// ```
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct EventFilter {
-    /// Only events in this status.
-    pub status: EventStatus,
+    /// Only events in this status (`None`: every status). [`EventStatus::InFlight`] means the pending events of
+    /// the batches that relays are publishing right now.
+    pub status: Option<EventStatus>,
     /// Only events of this type.
     pub event_type: Option<String>,
     /// Only events of aggregates with this id.
     pub aggregate_id: Option<String>,
-    /// The most events to return, oldest first.
+    /// Only events enqueued more than this long ago (by the database's clock).
+    pub older_than: Option<Duration>,
+    /// Only events after this one in insertion order: the next page after a page that ended with it. An id that
+    /// does not exist matches nothing.
+    pub after: Option<Uuid>,
+    /// The most events to return (or change), oldest first.
     pub limit: u32,
+}
+
+impl Default for EventFilter {
+    /// Up to 100 events in any status.
+    fn default() -> Self {
+        Self { status: None, event_type: None, aggregate_id: None, older_than: None, after: None, limit: 100 }
+    }
 }
 
 impl EventFilter {
     /// Up to 100 events in `status`, oldest first.
+    #[must_use]
     pub fn new(status: EventStatus) -> Self {
-        Self { status, event_type: None, aggregate_id: None, limit: 100 }
+        Self { status: Some(status), ..Self::default() }
+    }
+
+    /// Only events in `status`, or in every status with `None`.
+    #[must_use]
+    pub fn status(mut self, status: Option<EventStatus>) -> Self {
+        self.status = status;
+        self
     }
 
     /// Only events of `event_type`.
@@ -40,6 +76,20 @@ impl EventFilter {
     #[must_use]
     pub fn aggregate_id(mut self, aggregate_id: impl Into<String>) -> Self {
         self.aggregate_id = Some(aggregate_id.into());
+        self
+    }
+
+    /// Only events enqueued more than `age` ago.
+    #[must_use]
+    pub fn older_than(mut self, age: Duration) -> Self {
+        self.older_than = Some(age);
+        self
+    }
+
+    /// Only events after the event `id` in insertion order (the next page).
+    #[must_use]
+    pub fn after(mut self, id: Uuid) -> Self {
+        self.after = Some(id);
         self
     }
 
@@ -234,6 +284,7 @@ impl Backlog {
 
 /// Which failed events [`Store::retry`] makes pending again.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum RetryTarget {
     /// These events, if they are `failed`.
     Ids(Vec<Uuid>),
@@ -242,4 +293,18 @@ pub enum RetryTarget {
         /// Only events of this type.
         event_type: Option<String>,
     },
+    /// The failed events that match the filter (a filter on another status matches nothing), oldest first, at
+    /// most its limit: the events [`Store::list`] returns for it.
+    Matching(EventFilter),
+}
+
+/// Which pending or failed events [`Store::cancel`] cancels.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum CancelTarget {
+    /// These events, if they are `pending` or `failed`.
+    Ids(Vec<Uuid>),
+    /// The pending or failed events that match the filter (a filter on another status matches nothing), oldest
+    /// first, at most its limit: the events [`Store::list`] returns for it.
+    Matching(EventFilter),
 }

@@ -49,7 +49,7 @@ mod stored;
 
 pub use crate::backend::SqliteStore;
 pub use inspect::{
-    Backlog, EventDetail, EventFilter, EventSummary, FailedByType, PendingByType, RelayStatus, RetryTarget,
+    Backlog, CancelTarget, EventDetail, EventFilter, EventSummary, FailedByType, PendingByType, RelayStatus, RetryTarget,
     StatusReport,
 };
 pub use membership::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionLease};
@@ -161,7 +161,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Cancels pending or failed events (those in a batch being published are left alone); returns the ids
     /// changed. The owners of their partitions read those partitions afresh.
-    fn cancel<'a>(&'a self, ids: &'a [Uuid]) -> StoreFuture<'a, Vec<Uuid>>;
+    fn cancel<'a>(&'a self, target: &'a CancelTarget) -> StoreFuture<'a, Vec<Uuid>>;
 
     /// Counts the published or cancelled events [`delete_finished`](Store::delete_finished) would delete.
     fn count_finished(&self, older_than: Duration) -> StoreFuture<'_, u64>;

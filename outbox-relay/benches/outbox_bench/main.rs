@@ -541,9 +541,9 @@ async fn drain_with(db: &TestDatabase, relays: usize, ordering: Ordering, retent
     events as f64 / elapsed
 }
 
-/// The seed's loop, as its article describes it: select up to 100 due pending rows (`FOR UPDATE SKIP LOCKED`, in
-/// a short transaction of its own), then "publish" them one by one, marking each published with an `UPDATE` of
-/// its own, one row at a time.
+/// The Go article's loop (the reference design), as it describes it: select up to 100 due pending rows (`FOR
+/// UPDATE SKIP LOCKED`, in a short transaction of its own), then "publish" them one by one, marking each published
+/// with an `UPDATE` of its own, one row at a time.
 async fn drain_naively(db: &TestDatabase, events: i64) -> f64 {
     let started = Instant::now();
     let mut published = 0;
@@ -742,7 +742,7 @@ async fn drain(admin: &str, sizes: Sizes, yard: Yardstick, report: &mut Report) 
     let naive = drain_naively(&db, sizes.naive_events).await;
     report.add(Figure {
         scenario: "drain",
-        case: format!("seed's naive loop (select 100, then one UPDATE per event), {} events", sizes.naive_events),
+        case: format!("Go article's naive loop (select 100, then one UPDATE per event), {} events", sizes.naive_events),
         value: naive,
         unit: "events/s",
         ratio: Some(unordered_rate / naive),

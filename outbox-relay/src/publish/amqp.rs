@@ -175,7 +175,7 @@ impl AmqpPublisher {
     }
 
     /// Connects now instead of at the first publish, and checks that the exchange exists, so that a relay learns
-    /// at start whether it can publish at all (`outbox relay` does this before it claims anything). The connection
+    /// at start whether it can publish at all (`outbox relay` does this before it reads anything). The connection
     /// is kept for the first batch.
     ///
     /// # Errors

@@ -45,8 +45,8 @@ impl ContentMode {
     /// Parses `binary` or `structured`.
     pub(crate) fn parse(value: &str) -> Option<Self> {
         match value {
-            "binary" => Some(ContentMode::Binary),
-            "structured" => Some(ContentMode::Structured),
+            "binary" => Some(Self::Binary),
+            "structured" => Some(Self::Structured),
             _ => None,
         }
     }
@@ -55,8 +55,8 @@ impl ContentMode {
 impl fmt::Display for ContentMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            ContentMode::Binary => "binary",
-            ContentMode::Structured => "structured",
+            Self::Binary => "binary",
+            Self::Structured => "structured",
         })
     }
 }
@@ -78,9 +78,9 @@ pub(crate) enum Binding {
 impl Binding {
     fn prefix(self) -> &'static str {
         match self {
-            Binding::Kafka | Binding::Underscore => "ce_",
-            Binding::Nats => "ce-",
-            Binding::Amqp => "cloudEvents:",
+            Self::Kafka | Self::Underscore => "ce_",
+            Self::Nats => "ce-",
+            Self::Amqp => "cloudEvents:",
         }
     }
 }
@@ -153,23 +153,26 @@ impl CloudEvents {
     }
 
     /// The `source` attribute.
+    #[must_use]
     pub fn source_uri(&self) -> &str {
         &self.source
     }
 
     /// The content mode.
+    #[must_use]
     pub fn content_mode(&self) -> ContentMode {
         self.mode
     }
 
     /// The `dataschema` of `message`, when a schema base is configured.
+    #[must_use]
     pub fn dataschema(&self, message: &Message) -> Option<String> {
         self.schema_base.as_ref().map(|base| format!("{base}{}/v{}.schema.json", message.event_type, message.version))
     }
 
     /// Reads the options every broker URL shares: `source`, `schema_base` and `mode` (`binary`/`structured`).
     pub(crate) fn from_query(query: &mut super::url_options::Query<'_>) -> crate::Result<Self> {
-        let mut envelope = CloudEvents::new();
+        let mut envelope = Self::new();
         if let Some(source) = query.take("source") {
             if source.is_empty() {
                 return Err(query.invalid("`source` must not be empty"));

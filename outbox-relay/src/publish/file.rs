@@ -11,6 +11,9 @@ use super::{Message, Outcome, Publisher};
 /// batch, so a line is on disk before its event is marked published. A write error is a transient failure of
 /// the whole batch.
 ///
+/// The path may also name a character device, a pipe or a socket (`/dev/null`, `/dev/stdout`, a named pipe):
+/// these get the same `write` per batch and no `fsync`, which only a regular file has.
+///
 /// # Example
 ///
 /// ```no_run
@@ -21,21 +24,27 @@ use super::{Message, Outcome, Publisher};
 pub struct FilePublisher {
     path: PathBuf,
     file: Arc<Mutex<File>>,
+    /// Whether a batch is synced to disk after its write: only for regular files.
+    sync: bool,
 }
 
 impl FilePublisher {
-    /// Opens `path` for appending, creating it if needed.
+    /// Opens `path` for appending, creating it if needed, so that a destination that cannot work fails here and
+    /// not at the first batch.
     ///
     /// # Errors
     ///
-    /// When the file cannot be opened or created.
+    /// When the file cannot be opened for writing or created: a directory, a missing parent directory, no
+    /// permission, a read-only file system.
     pub fn open(path: impl AsRef<Path>) -> std::io::Result<Self> {
         let path = path.as_ref().to_owned();
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
-        Ok(Self { path, file: Arc::new(Mutex::new(file)) })
+        let file = OpenOptions::new().create(true).append(true).open(&path).map_err(|error| explain(&path, error))?;
+        let sync = file.metadata()?.file_type().is_file();
+        Ok(Self { path, file: Arc::new(Mutex::new(file)), sync })
     }
 
     /// The file written to.
+    #[must_use]
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -49,10 +58,14 @@ impl Publisher for FilePublisher {
             buffer.push('\n');
         }
         let file = Arc::clone(&self.file);
+        let sync = self.sync;
         let written = tokio::task::spawn_blocking(move || {
             let mut file = file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             file.write_all(buffer.as_bytes())?;
-            file.sync_data()
+            if sync {
+                file.sync_data()?;
+            }
+            Ok::<(), std::io::Error>(())
         })
         .await;
         match written {
@@ -67,5 +80,18 @@ impl Publisher for FilePublisher {
     /// Each call is one write of the whole batch: it lands in order, or (on an error) not at all.
     fn keeps_order(&self) -> bool {
         true
+    }
+}
+
+/// The error of opening `path`, naming the cause when the system's message alone would mislead: "No such file or
+/// directory" for a file that is to be created means that its directory is missing.
+fn explain(path: &Path, error: std::io::Error) -> std::io::Error {
+    match path.parent() {
+        Some(parent)
+            if error.kind() == std::io::ErrorKind::NotFound && !parent.as_os_str().is_empty() && !parent.exists() =>
+        {
+            std::io::Error::new(error.kind(), format!("the directory {} does not exist ({error})", parent.display()))
+        }
+        _ => error,
     }
 }

@@ -200,7 +200,7 @@ impl KafkaPublisher {
 
     /// Checks that the brokers take the producer's settings (TLS, SASL) and, for a fixed topic, that the topic
     /// exists, creating it with [`create_destinations`](KafkaBuilder::create_destinations); `outbox relay` does
-    /// this before it claims anything. A topic template with placeholders is not checked (its topics are known
+    /// this before it reads anything. A topic template with placeholders is not checked (its topics are known
     /// per event).
     ///
     /// # Errors

@@ -158,6 +158,7 @@ impl Message {
 
     /// The message as one line of JSON (no trailing newline): `id`, `type`, `version`, `aggregate` (`type`,
     /// `id`), `headers` and `payload`, as the `stdout` and `file:` sinks write it.
+    #[must_use]
     pub fn to_json_line(&self) -> String {
         #[derive(Serialize)]
         struct Aggregate<'a> {
@@ -255,6 +256,7 @@ impl PublishError {
     }
 
     /// The description.
+    #[must_use]
     pub fn message(&self) -> &str {
         &self.message
     }
@@ -289,12 +291,12 @@ pub enum Outcome {
 impl Outcome {
     /// A transient failure described by `message`.
     pub fn transient(message: impl fmt::Display) -> Self {
-        Outcome::Transient(PublishError::new(message))
+        Self::Transient(PublishError::new(message))
     }
 
     /// A permanent failure described by `message`.
     pub fn permanent(message: impl fmt::Display) -> Self {
-        Outcome::Permanent(PublishError::new(message))
+        Self::Permanent(PublishError::new(message))
     }
 
     /// The wait a transient failure asks for before the next attempt ([`PublishError::retry_after`]); `None`

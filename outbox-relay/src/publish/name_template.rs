@@ -26,12 +26,12 @@ pub enum Naming {
 impl Naming {
     fn what(self) -> &'static str {
         match self {
-            Naming::KafkaTopic => "Kafka topic",
-            Naming::NatsSubject => "NATS subject",
-            Naming::AmqpRoutingKey => "RabbitMQ routing key",
-            Naming::SqsQueue => "SQS queue name",
-            Naming::SqsQueueUrl => "SQS queue URL",
-            Naming::RedisStream => "Redis stream key",
+            Self::KafkaTopic => "Kafka topic",
+            Self::NatsSubject => "NATS subject",
+            Self::AmqpRoutingKey => "RabbitMQ routing key",
+            Self::SqsQueue => "SQS queue name",
+            Self::SqsQueueUrl => "SQS queue URL",
+            Self::RedisStream => "Redis stream key",
         }
     }
 
@@ -44,7 +44,7 @@ impl Naming {
         let what = self.what();
         let bad = |why: &str| Err(format!("invalid {what} `{}`: {why}", name.escape_debug()));
         match self {
-            Naming::KafkaTopic => {
+            Self::KafkaTopic => {
                 if name.is_empty() || name.len() > 249 {
                     return bad("must be 1 to 249 characters");
                 }
@@ -55,7 +55,7 @@ impl Naming {
                     return bad("only letters, digits, `.`, `_` and `-` are allowed");
                 }
             }
-            Naming::NatsSubject => {
+            Self::NatsSubject => {
                 if name.is_empty() || name.len() > 4096 {
                     return bad("must be 1 to 4096 bytes");
                 }
@@ -69,7 +69,7 @@ impl Naming {
                     return bad("wildcards `*` and `>` cannot be published to");
                 }
             }
-            Naming::AmqpRoutingKey => {
+            Self::AmqpRoutingKey => {
                 if name.len() > 255 {
                     return bad("must be at most 255 bytes");
                 }
@@ -77,7 +77,7 @@ impl Naming {
                     return bad("no control characters allowed");
                 }
             }
-            Naming::SqsQueue => {
+            Self::SqsQueue => {
                 let base = name.strip_suffix(".fifo").unwrap_or(name);
                 if base.is_empty() || name.len() > 80 {
                     return bad("must be 1 to 80 characters");
@@ -86,15 +86,15 @@ impl Naming {
                     return bad("only letters, digits, `_` and `-` are allowed (and a `.fifo` suffix)");
                 }
             }
-            Naming::SqsQueueUrl => {
+            Self::SqsQueueUrl => {
                 let parsed = url::Url::parse(name).map_err(|_| format!("invalid {what} `{name}`: not a URL"))?;
                 if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none_or(str::is_empty) {
                     return bad("must be `https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE`");
                 }
                 let queue = parsed.path_segments().and_then(|mut segments| segments.next_back()).unwrap_or_default();
-                return Naming::SqsQueue.check(queue);
+                return Self::SqsQueue.check(queue);
             }
-            Naming::RedisStream => {
+            Self::RedisStream => {
                 if name.is_empty() || name.len() > 1024 {
                     return bad("must be 1 to 1024 bytes");
                 }
@@ -217,11 +217,13 @@ impl Template {
     }
 
     /// Whether the template has no placeholder (one destination for every event).
+    #[must_use]
     pub fn is_fixed(&self) -> bool {
         self.parts.iter().all(|part| matches!(part, Part::Text(_)))
     }
 
     /// The template as written.
+    #[must_use]
     pub fn as_str(&self) -> &str {
         &self.source
     }

@@ -227,7 +227,7 @@ impl NatsPublisher {
     }
 
     /// Connects now instead of at the first publish, so that a relay learns at start whether the server takes it
-    /// (`outbox relay` does this before it claims anything). The connection is kept for the first batch.
+    /// (`outbox relay` does this before it reads anything). The connection is kept for the first batch.
     ///
     /// # Errors
     ///

@@ -125,7 +125,7 @@ impl RedisPublisher {
     }
 
     /// Connects now instead of at the first publish and sends a `PING`, so that a relay learns at start whether the
-    /// server takes it (`outbox relay` does this before it claims anything). The connection is kept for the first
+    /// server takes it (`outbox relay` does this before it reads anything). The connection is kept for the first
     /// batch.
     ///
     /// # Errors

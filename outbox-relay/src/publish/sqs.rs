@@ -126,7 +126,7 @@ impl SqsPublisher {
     }
 
     /// Checks that a fixed queue exists and that SQS takes the credentials (`GetQueueUrl`), creating the queue
-    /// with [`create_destinations`](SqsBuilder::create_destinations); `outbox relay` does this before it claims
+    /// with [`create_destinations`](SqsBuilder::create_destinations); `outbox relay` does this before it reads
     /// anything. A queue URL template with placeholders is not checked.
     ///
     /// # Errors

@@ -20,6 +20,7 @@ pub struct StdoutPublisher {
 
 impl StdoutPublisher {
     /// A publisher to standard output.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }

@@ -70,7 +70,7 @@ fn record(batch: &[Message], outcomes: &[Outcome], now: OffsetDateTime) {
     }
 }
 
-/// Counts a claimed row that was failed without being published because it was corrupted by hand: a permanent
+/// Counts a row read that was failed without being published because it was corrupted by hand: a permanent
 /// failure, as the relay treats it.
 pub(crate) fn record_corrupted(event_type: &str) {
     failure(event_type.to_owned(), "permanent");

@@ -1,5 +1,6 @@
 //! The backlog gauges: pending, oldest pending age and failed by event type, and the pause flag, refreshed from
-//! [`Store::backlog`] (one statement on the partial indexes) every [`BACKLOG_REFRESH`](super::BACKLOG_REFRESH).
+//! [`Store::backlog`] (one statement on the partial indexes) every [`BACKLOG_REFRESH`](super::BACKLOG_REFRESH). The
+//! first read also registers every other family ([`describe_and_zero`](super::describe_and_zero)).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use super::{names, BACKLOG_REFRESH};
 /// Refreshes the gauges until `shutdown`: at once, then every [`BACKLOG_REFRESH`].
 pub(crate) async fn refresh_backlog(store: Arc<dyn Store>, shutdown: CancellationToken) {
     let mut shown = Shown::default();
+    let mut registered = false;
     let mut ticks = tokio::time::interval(BACKLOG_REFRESH);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -25,14 +27,20 @@ pub(crate) async fn refresh_backlog(store: Arc<dyn Store>, shutdown: Cancellatio
             read = store.backlog() => read,
         };
         match read {
-            Ok(backlog) => shown.show(&backlog),
-            // The claim loop reports database trouble; the gauges keep their last values meanwhile.
+            Ok(backlog) => {
+                if !registered {
+                    super::describe_and_zero(&backlog);
+                    registered = true;
+                }
+                shown.show(&backlog);
+            }
+            // The read loop reports database trouble; the gauges keep their last values meanwhile.
             Err(error) => tracing::debug!(error = %error, "cannot refresh the backlog gauges"),
         }
     }
 }
 
-/// Sets the pause gauge (the claim loop calls it as soon as it sees a change).
+/// Sets the pause gauge (the read loop calls it as soon as it sees a change).
 pub(crate) fn set_paused(paused: bool) {
     metrics::gauge!(names::RELAY_PAUSED).set(if paused { 1.0 } else { 0.0 });
 }
@@ -45,32 +53,36 @@ struct Shown {
 }
 
 impl Shown {
-    #[allow(clippy::cast_precision_loss)] // counts far below 2^53
+    /// Shows `backlog`, and 0 for the types shown before that are no longer in it.
     fn show(&mut self, backlog: &Backlog) {
-        let mut pending = BTreeSet::new();
-        for by_type in &backlog.pending {
-            let event_type = by_type.event_type.clone();
-            metrics::gauge!(names::EVENTS_PENDING, names::LABEL_EVENT_TYPE => event_type.clone())
-                .set(by_type.pending as f64);
-            metrics::gauge!(names::OLDEST_PENDING_AGE_SECONDS, names::LABEL_EVENT_TYPE => event_type.clone())
-                .set(by_type.oldest_age.as_secs_f64());
-            pending.insert(event_type);
-        }
+        show_backlog(backlog);
+        let pending: BTreeSet<String> = backlog.pending.iter().map(|p| p.event_type.clone()).collect();
         for gone in self.pending.difference(&pending) {
             metrics::gauge!(names::EVENTS_PENDING, names::LABEL_EVENT_TYPE => gone.clone()).set(0.0);
             metrics::gauge!(names::OLDEST_PENDING_AGE_SECONDS, names::LABEL_EVENT_TYPE => gone.clone()).set(0.0);
         }
         self.pending.extend(pending);
-        let mut failed = BTreeSet::new();
-        for by_type in &backlog.failed {
-            metrics::gauge!(names::EVENTS_FAILED, names::LABEL_EVENT_TYPE => by_type.event_type.clone())
-                .set(by_type.failed as f64);
-            failed.insert(by_type.event_type.clone());
-        }
+        let failed: BTreeSet<String> = backlog.failed.iter().map(|f| f.event_type.clone()).collect();
         for gone in self.failed.difference(&failed) {
             metrics::gauge!(names::EVENTS_FAILED, names::LABEL_EVENT_TYPE => gone.clone()).set(0.0);
         }
         self.failed.extend(failed);
-        set_paused(backlog.paused);
     }
+}
+
+/// Sets the gauges of every event type in `backlog` and the pause flag.
+#[allow(clippy::cast_precision_loss)] // counts far below 2^53
+pub(super) fn show_backlog(backlog: &Backlog) {
+    for by_type in &backlog.pending {
+        let event_type = by_type.event_type.clone();
+        metrics::gauge!(names::EVENTS_PENDING, names::LABEL_EVENT_TYPE => event_type.clone())
+            .set(by_type.pending as f64);
+        metrics::gauge!(names::OLDEST_PENDING_AGE_SECONDS, names::LABEL_EVENT_TYPE => event_type)
+            .set(by_type.oldest_age.as_secs_f64());
+    }
+    for by_type in &backlog.failed {
+        metrics::gauge!(names::EVENTS_FAILED, names::LABEL_EVENT_TYPE => by_type.event_type.clone())
+            .set(by_type.failed as f64);
+    }
+    set_paused(backlog.paused);
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::store::{
-    Backlog, BlockedAggregate, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, ReadBatch, ReadRequest,
+    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, ReadBatch, ReadRequest,
     RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
 };
 use uuid::Uuid;
@@ -31,7 +31,7 @@ struct ListenerState {
 impl ListenerState {
     fn new() -> Arc<Self> {
         LISTENERS_DOWN.fetch_add(1, Ordering::SeqCst);
-        publish_gauge();
+        publish_listener_gauge();
         Arc::new(Self { down: std::sync::Mutex::new(true) })
     }
 
@@ -44,7 +44,7 @@ impl ListenerState {
             } else {
                 LISTENERS_DOWN.fetch_add(1, Ordering::SeqCst);
             }
-            publish_gauge();
+            publish_listener_gauge();
         }
     }
 }
@@ -53,12 +53,13 @@ impl Drop for ListenerState {
     fn drop(&mut self) {
         if *self.down.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner) {
             LISTENERS_DOWN.fetch_sub(1, Ordering::SeqCst);
-            publish_gauge();
+            publish_listener_gauge();
         }
     }
 }
 
-fn publish_gauge() {
+/// Sets [`names::LISTENER_CONNECTED`] from [`listeners_connected`].
+pub(super) fn publish_listener_gauge() {
     metrics::gauge!(names::LISTENER_CONNECTED).set(if listeners_connected() { 1.0 } else { 0.0 });
 }
 
@@ -149,8 +150,8 @@ impl Store for WatchedListener {
         self.inner.retry(target)
     }
 
-    fn cancel<'a>(&'a self, ids: &'a [Uuid]) -> StoreFuture<'a, Vec<Uuid>> {
-        self.inner.cancel(ids)
+    fn cancel<'a>(&'a self, target: &'a CancelTarget) -> StoreFuture<'a, Vec<Uuid>> {
+        self.inner.cancel(target)
     }
 
     fn count_finished(&self, older_than: Duration) -> StoreFuture<'_, u64> {

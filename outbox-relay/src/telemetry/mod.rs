@@ -2,12 +2,13 @@
 //! installs a Prometheus one), its `tracing` spans, and readiness.
 //!
 //! A [`Relay`](crate::Relay) records everything itself: counters and histograms of every publish outcome, the
-//! claimed batch sizes, and backlog gauges refreshed every [`BACKLOG_REFRESH`] from
+//! batch sizes, and backlog gauges refreshed every [`BACKLOG_REFRESH`] from
 //! [`Store::backlog`](outbox_core::store::Store::backlog), one cheap statement on the partial indexes. Without an
 //! installed recorder the metrics cost nothing. [`names`] lists every metric; labels are event types (and the
 //! failure kind) only, never ids or payload values, so the number of series stays bounded.
 //!
-//! Spans: `outbox.claim` (`limit`, `events`), `outbox.publish` (`events`, `event_types`; with the `otel` feature
+//! Spans: `outbox.read` (`ranges`, `events`, `event_types`; debug level), `outbox.batch` (`events`,
+//! `event_types`), `outbox.publish` (`events`, `event_types`; with the `otel` feature
 //! linked to the producer span of every event that carries a `traceparent`) and `outbox.mark` (`events`). Per-event
 //! lines carry `event_id`, `event_type`, `aggregate_id`, `attempts` and, for failures, a short `error`: never the
 //! payload.
@@ -21,8 +22,12 @@
 //! }
 //! outbox_relay::telemetry::describe_metrics(); // HELP texts, for exporters that show them
 //! ```
+//!
+//! Every family is there from the first scrape: [`describe_and_zero`] sets the gauges and registers the counters
+//! at zero and the histograms empty for the known event types; the relay calls it with its first backlog read.
 
 mod counters;
+mod families;
 mod gauges;
 mod health;
 pub mod names;
@@ -32,6 +37,7 @@ mod trace;
 use std::time::Duration;
 
 pub(crate) use counters::{read_span, record_batch, record_corrupted, Instrumented};
+pub use families::describe_and_zero;
 pub(crate) use gauges::{refresh_backlog, set_paused};
 pub use health::listeners_connected;
 pub(crate) use health::WatchedListener;

@@ -48,7 +48,7 @@ pub const PUBLISH_FAILURES_TOTAL: &str = "outbox_publish_failures_total";
 pub const PUBLISH_ATTEMPTS: &str = "outbox_publish_attempts";
 /// Seconds from the enqueueing commit (`created_at`) to the broker's acceptance, by event type (histogram).
 pub const COMMIT_TO_PUBLISH_SECONDS: &str = "outbox_commit_to_publish_seconds";
-/// Events per claimed batch (histogram).
+/// Events per batch (histogram).
 pub const BATCH_SIZE: &str = "outbox_batch_size";
 
 /// The `event_type` label.
@@ -142,7 +142,7 @@ pub const ALL: &[Metric] = &[
         kind: Kind::Histogram,
         labels: &[],
         unit: metrics::Unit::Count,
-        help: "Events per claimed batch.",
+        help: "Events per batch.",
         buckets: Some(BATCH_BUCKETS),
     },
 ];

@@ -1,106 +1,17 @@
-//! What the `bad_input_*` tests share: the real `outbox` binary as a child process whose output is collected
-//! into files, waits on what it logged, SIGTERM, and ports nobody listens on.
+//! What the `bad_input_*` tests share: the real `outbox` binary started through the harness
+//! ([`outbox_tests::process`]), and reading what the relay logged.
 #![allow(dead_code, unreachable_pub)]
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::Duration;
+use outbox_tests::process::OutboxProcess;
 
-/// A running `outbox` process, killed when dropped; stdout and stderr go to files.
-pub struct Outbox {
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Outbox {
-    /// Starts `outbox ARGS` with `DATABASE_URL` and `env` set (and the log settings of the caller removed).
-    pub fn start(database_url: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
-        let dir = std::env::temp_dir().join(format!("outbox-bad-input-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_outbox"));
-        command
-            .args(args)
-            .env("DATABASE_URL", database_url)
-            .env_remove("OUTBOX_LOG")
-            .env_remove("RUST_LOG")
-            .env_remove("OUTBOX_LOG_FORMAT")
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(dir.join("stdout")).expect("stdout file"))
-            .stderr(std::fs::File::create(dir.join("stderr")).expect("stderr file"));
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let child = command.spawn().expect("spawn outbox");
-        Self { child, dir }
+/// Starts `outbox ARGS` with `DATABASE_URL` and `env` set (and the log settings of the caller removed); its
+/// output goes to files, and it is killed when dropped.
+pub fn start(database_url: &str, args: &[&str], env: &[(&str, &str)]) -> OutboxProcess {
+    let mut outbox = outbox_tests::outbox!().database(database_url);
+    for (name, value) in env {
+        outbox = outbox.env(name, value);
     }
-
-    /// What the process wrote to stderr so far.
-    pub fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
-    }
-
-    /// What the process wrote to stdout so far.
-    pub fn stdout(&self) -> String {
-        std::fs::read_to_string(self.dir.join("stdout")).unwrap_or_default()
-    }
-
-    /// The stderr lines containing `text`.
-    pub fn lines_with(&self, text: &str) -> Vec<String> {
-        self.stderr().lines().filter(|line| line.contains(text)).map(str::to_owned).collect()
-    }
-
-    /// Waits (at most `timeout`) until `n` stderr lines contain `text`, and returns them.
-    pub async fn wait_for_lines(&mut self, text: &str, n: usize, timeout: Duration) -> Vec<String> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let lines = self.lines_with(text);
-            if lines.len() >= n {
-                return lines;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("outbox exited with {status} before logging {n} lines with `{text}`:\n{}", self.stderr());
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "fewer than {n} lines with `{text}` after {timeout:?}:\n{}",
-                self.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Waits (at most `timeout`) for the process to exit by itself.
-    pub async fn wait_for_exit(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "still running after {timeout:?}:\n{}", self.stderr());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Sends SIGTERM and waits (at most 30 s) for the exit.
-    pub async fn terminate(&mut self) -> ExitStatus {
-        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("run kill");
-        assert!(status.success(), "kill -TERM failed");
-        self.wait_for_exit(Duration::from_secs(30)).await
-    }
-}
-
-impl Drop for Outbox {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A port of 127.0.0.1 that nothing listens on (bound, then released).
-pub fn closed_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1").local_addr().expect("local addr").port()
+    outbox.spawn(args)
 }
 
 /// The `retry_in=...` delays of warn lines, in milliseconds, in order.

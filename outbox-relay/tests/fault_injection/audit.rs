@@ -3,7 +3,6 @@
 //! included), the CLI's output and errors, the errors stored in the table, and the `/metrics` scrapes.
 
 use std::path::Path;
-use std::process::Command;
 
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -140,13 +139,7 @@ impl Audit {
 /// Runs the `outbox` CLI; returns stdout and stderr. Asserts the exit status (success, or failure when
 /// `succeeds` is false).
 pub(crate) fn run_cli(database_url: &str, args: &[&str], succeeds: bool) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .env("DATABASE_URL", database_url)
-        .env("RUST_LOG", "trace")
-        .env_remove("OUTBOX_LOG")
-        .output()
-        .expect("run the outbox CLI");
+    let output = outbox_tests::outbox!().database(database_url).env("RUST_LOG", "trace").run(args);
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert_eq!(output.status.success(), succeeds, "`outbox {}`: {}\n{text}", args.join(" "), output.status);
     text

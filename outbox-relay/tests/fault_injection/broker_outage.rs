@@ -106,7 +106,7 @@ pub(crate) async fn broker_outage_backs_off_then_drains_the_backlog_with_no_loss
     assert!(transient.is_some_and(|n| n > 0.0), "no transient failure counted: {transient:?}");
 
     let delivered = nats_stream::read_all(&broker).await;
-    let mut audit = scene.audit(&[]);
+    let mut audit = Scene::audit(&[]);
     let extra = format!(
         "outage={}s peak_age={peak:.0}s max_attempts={attempts_late} furthest_retry={furthest:.1}s drained_in={:.1}s",
         OUTAGE.as_secs(),

@@ -95,7 +95,7 @@ pub(crate) async fn database_restart_under_load_relays_reconnect_and_finish() {
     }
 
     let delivered = nats_stream::read_all(&broker).await;
-    let mut audit = scene.audit(&[]);
+    let mut audit = Scene::audit(&[]);
     let extra = format!(
         "downtime={:.1}s published_after_restart={published_after} notified_latency_ms={latencies:?}",
         down.as_secs_f64()

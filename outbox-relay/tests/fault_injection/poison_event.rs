@@ -87,7 +87,7 @@ pub(crate) async fn poison_event_fails_at_once_and_is_delivered_after_retry() {
     ledger.committed.extend(behind);
     ledger.transactions += 2;
     assert_eq!(receiver.bad_signatures(), 0, "a webhook signature did not verify");
-    let mut audit = scene.audit(&[SECRET.trim_start_matches("whsec_")]);
+    let mut audit = Scene::audit(&[SECRET.trim_start_matches("whsec_")]);
     audit.add("outbox events list --status failed --json", failed_list);
     audit.add("outbox events retry", retried);
     let extra = format!("rejected=1 failed_after_relay_start={:.2}s retried=1", failed_after.as_secs_f64());

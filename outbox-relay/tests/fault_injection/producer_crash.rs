@@ -58,7 +58,7 @@ pub(crate) async fn killed_producers_leave_no_event_behind() {
 
     scene.wait_drained(Duration::from_secs(120)).await;
     let delivered = deliveries::read_file_sink(&sink);
-    let mut audit = scene.audit(&[]);
+    let mut audit = Scene::audit(&[]);
     let extra = format!(
         "producer_kills={kills} killed_with_open_tx={killed_open} hung_events={hung_events} producer_transactions={}",
         ledger.transactions

@@ -41,7 +41,7 @@ impl Ledger {
     }
 
     /// Adds another ledger's records.
-    pub(crate) fn absorb(&mut self, other: Ledger) {
+    pub(crate) fn absorb(&mut self, other: Self) {
         self.committed.extend(other.committed);
         self.rolled_back.extend(other.rolled_back);
         self.in_doubt.extend(other.in_doubt);
@@ -73,9 +73,8 @@ pub(crate) async fn transaction(
     let Ok(mut tx) = pool.begin().await else {
         return TxOutcome::Failed(Vec::new());
     };
-    let written = match events::write(&mut tx, outbox, aggregate, count).await {
-        Ok(written) => written,
-        Err(_) => return TxOutcome::Failed(Vec::new()),
+    let Ok(written) = events::write(&mut tx, outbox, aggregate, count).await else {
+        return TxOutcome::Failed(Vec::new());
     };
     if rollback {
         // An error here still commits nothing: only a successful COMMIT does.

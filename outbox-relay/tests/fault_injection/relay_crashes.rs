@@ -63,7 +63,7 @@ pub(crate) async fn relays_killed_at_random_lose_no_event_and_keep_aggregate_ord
     }
 
     let delivered = nats_stream::read_all(&broker).await;
-    let mut audit = scene.audit(&[]);
+    let mut audit = Scene::audit(&[]);
     let extra = format!("kills={kills} chaos={:.1}s relays=3", chaos.as_secs_f64());
     // A kill loses at most the one batch it interrupted: published, not marked, published again.
     scene.finish(relays, &ledger, &[delivered], kills * BATCH_SIZE, &extra, &mut audit).await;

@@ -1,11 +1,12 @@
 //! The real `outbox relay` binary as a child process: started with `RUST_LOG=trace` and JSON logs captured to a
 //! file, a metrics endpoint of its own, and the signals a test sends it (SIGKILL, SIGSTOP/SIGCONT, SIGTERM).
 
-use std::fs::File;
-use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitStatus;
 use std::time::Duration;
+
+use outbox_tests::process::{free_addr, OutboxProcess};
 
 use serde_json::Value;
 use uuid::Uuid;
@@ -69,48 +70,35 @@ impl RelaySpec {
     }
 }
 
-/// A running `outbox relay`, SIGKILLed when dropped.
+/// A running `outbox relay` with a name and a metrics endpoint, SIGKILLed when dropped.
 pub(crate) struct RelayProcess {
     pub(crate) name: String,
-    child: Child,
-    log: PathBuf,
+    process: OutboxProcess,
     metrics: SocketAddr,
 }
 
 impl RelayProcess {
-    /// Starts a relay named `name`; its stdout and stderr go to `DIR/NAME.log`.
+    /// Starts a relay named `name`; its stdout and stderr go to `DIR/NAME.log`, kept after the process.
     pub(crate) fn spawn(dir: &Path, name: &str, spec: &RelaySpec) -> Self {
-        let log = dir.join(format!("{name}.log"));
-        let out = File::create(&log).expect("create the relay's log file");
         let metrics = free_addr();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_outbox"));
-        command
-            .args(["relay", "--sink", &spec.sink, "--log-format", "json", "--metrics-addr", &metrics.to_string()])
-            .args(spec.options.iter().flat_map(|(name, value)| [name, value]))
-            .args(&spec.flags)
-            .env("DATABASE_URL", &spec.database_url)
-            // The level comes from RUST_LOG (OUTBOX_LOG would win over it).
-            .env("RUST_LOG", "trace")
-            .env_remove("OUTBOX_LOG")
-            .env_remove("OUTBOX_LOG_FORMAT")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("clone the log handle"))
-            .stderr(out);
+        let mut outbox = outbox_tests::outbox!()
+            .database(&spec.database_url)
+            // The level comes from RUST_LOG (OUTBOX_LOG would win over it; the harness leaves it unset).
+            .env("RUST_LOG", "trace");
         for (name, value) in &spec.env {
-            command.env(name, value);
+            outbox = outbox.env(name, value);
         }
-        let child = command.spawn().expect("spawn outbox relay");
-        Self { name: name.to_owned(), child, log, metrics }
-    }
-
-    /// The process id.
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
+        let metrics_addr = metrics.to_string();
+        let mut args = vec!["relay", "--sink", &spec.sink, "--log-format", "json", "--metrics-addr", &metrics_addr];
+        args.extend(spec.options.iter().flat_map(|(name, value)| [name.as_str(), value.as_str()]));
+        args.extend(spec.flags.iter().map(String::as_str));
+        let process = outbox.spawn_logging_to(args, &dir.join(format!("{name}.log")));
+        Self { name: name.to_owned(), process, metrics }
     }
 
     /// Everything the process wrote so far.
     pub(crate) fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.output()
     }
 
     /// The JSON log lines written so far (a line cut short by a SIGKILL is skipped).
@@ -132,7 +120,7 @@ impl RelayProcess {
             if let Some(id) = started.and_then(|line| line["relay_id"].as_str().and_then(|id| id.parse().ok())) {
                 return id;
             }
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Some(status) = self.process.exit_status() {
                 panic!("relay {} exited with {status}:\n{}", self.name, tail(&self.output()));
             }
             assert!(
@@ -147,36 +135,27 @@ impl RelayProcess {
 
     /// Whether the process still runs.
     pub(crate) fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        self.process.is_running()
     }
 
     /// SIGKILL, and waits until the process is gone.
     pub(crate) fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
     }
 
     /// SIGSTOP: the process stalls (as in a GC pause or a paused VM) until [`resume`](Self::resume).
     pub(crate) fn pause(&self) {
-        signal(self.pid(), "-STOP");
+        self.process.pause();
     }
 
     /// SIGCONT.
     pub(crate) fn resume(&self) {
-        signal(self.pid(), "-CONT");
+        self.process.resume();
     }
 
     /// SIGTERM, and waits (at most 30 s) for the exit.
     pub(crate) async fn terminate(&mut self) -> ExitStatus {
-        signal(self.pid(), "-TERM");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait for the relay") {
-                return status;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "relay {} ignored SIGTERM for 30 s", self.name);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.process.terminate().await
     }
 
     /// SIGTERM and asserts a graceful exit (code 0).
@@ -195,16 +174,6 @@ impl RelayProcess {
     }
 }
 
-impl Drop for RelayProcess {
-    fn drop(&mut self) {
-        // Only a process not yet reaped: its pid cannot have been reused.
-        if self.is_running() {
-            self.resume();
-            self.kill();
-        }
-    }
-}
-
 /// The value of the sample `name` whose labels include every `name="value"` of `labels`, in a `/metrics` text.
 pub(crate) fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     text.lines().filter(|line| !line.starts_with('#')).find_map(|line| {
@@ -214,14 +183,6 @@ pub(crate) fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<
             && labels.iter().all(|(label, value)| series_labels.contains(&format!("{label}=\"{value}\"")));
         matches.then(|| value.parse().ok()).flatten()
     })
-}
-
-fn signal(pid: u32, signal: &str) {
-    let _ = Command::new("kill").args([signal, &pid.to_string()]).stderr(Stdio::null()).status();
-}
-
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).expect("a free port on 127.0.0.1")
 }
 
 /// The last lines of a log, for failure messages.

@@ -150,7 +150,7 @@ impl Scene {
     }
 
     /// The audit every scenario fills: it looks for the relay role's password too.
-    pub(crate) fn audit(&self, secrets: &[&str]) -> Audit {
+    pub(crate) fn audit(secrets: &[&str]) -> Audit {
         let mut all = vec![RELAY_PASSWORD];
         all.extend_from_slice(secrets);
         Audit::new(&all)

@@ -119,7 +119,7 @@ pub(crate) async fn stalled_relay_is_fenced_and_duplicates_stay_within_one_batch
     assert_ne!(stale_id, successor_id);
 
     let delivered = nats_stream::read_all(&broker).await;
-    let mut audit = scene.audit(&[]);
+    let mut audit = Scene::audit(&[]);
     let extra = format!("held={} fenced={fenced} stall={:.1}s lease=1s", held.len(), stall.as_secs_f64());
     // The stalled relay publishes each event of its batch at most once more than the successor does.
     scene.finish(vec![stale, successor], &ledger, &[delivered], held.len(), &extra, &mut audit).await;

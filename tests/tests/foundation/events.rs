@@ -3,7 +3,7 @@
 use outbox_core::OutboxEvent;
 use serde::Serialize;
 
-/// The seed's event.
+/// The event of the Go article's payment service (the reference design).
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PaymentPaid {
     pub(crate) payment_id: i64,
@@ -46,7 +46,7 @@ pub(crate) fn payment(id: i64) -> PaymentPaid {
     PaymentPaid { payment_id: id, order_id: id * 10, payer_email: format!("payer{id}@example.com") }
 }
 
-/// Creates the seed's `payments` table with one pending payment per id.
+/// Creates the Go article's `payments` table with one pending payment per id.
 pub(crate) async fn create_payments(pool: &sqlx::PgPool, ids: &[i64]) {
     sqlx::raw_sql("CREATE TABLE payments (id BIGINT PRIMARY KEY, status TEXT NOT NULL)")
         .execute(pool)

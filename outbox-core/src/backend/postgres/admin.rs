@@ -3,7 +3,8 @@
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use crate::store::RetryTarget;
+use super::inspect::{bind_filter, FILTER};
+use crate::store::{CancelTarget, EventFilter, RetryTarget};
 use crate::Result;
 
 /// Every change also grows the generation of the partitions it touched, so their owners read them afresh (a
@@ -41,17 +42,43 @@ const CANCEL: &str = bump_generations!(
    AND NOT EXISTS (SELECT 1 FROM outbox_batches b WHERE e.id = ANY(b.events))"
 );
 
+/// `SET` for the events of a filter in one of `statuses` (and `unless` does not exclude them): the rows
+/// [`list`](super::inspect::list) returns for it, locked (rows another session holds are skipped), oldest first.
+fn matching(set: &str, statuses: &str, unless: &str) -> String {
+    format!(bump_generations!(
+        "UPDATE outbox_events e SET {set}
+ WHERE e.id IN (SELECT id FROM outbox_events WHERE status IN ({statuses}) AND {FILTER}
+                 ORDER BY seq LIMIT $6 FOR UPDATE SKIP LOCKED)
+   AND e.status IN ({statuses}){unless}"
+    ))
+}
+
+const RETRY_SET: &str = "status = 'pending', attempts = 0, next_attempt_at = now()";
+const CANCEL_SET: &str = "status = 'cancelled'";
+/// Events in a batch being published are left alone.
+const NOT_IN_A_BATCH: &str = "\n   AND NOT EXISTS (SELECT 1 FROM outbox_batches b WHERE e.id = ANY(b.events))";
+
 pub(super) async fn retry(pool: &PgPool, target: &RetryTarget) -> Result<Vec<Uuid>> {
     let rows = match target {
         RetryTarget::Ids(ids) => sqlx::query(RETRY_IDS).bind(ids).fetch_all(pool).await?,
         RetryTarget::AllFailed { event_type } => {
             sqlx::query(RETRY_ALL_FAILED).bind(event_type.as_deref()).fetch_all(pool).await?
         }
+        RetryTarget::Matching(filter) => update_matching(pool, &matching(RETRY_SET, "'failed'", ""), filter).await?,
     };
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
 }
 
-pub(super) async fn cancel(pool: &PgPool, ids: &[Uuid]) -> Result<Vec<Uuid>> {
-    let rows = sqlx::query(CANCEL).bind(ids).fetch_all(pool).await?;
+pub(super) async fn cancel(pool: &PgPool, target: &CancelTarget) -> Result<Vec<Uuid>> {
+    let rows = match target {
+        CancelTarget::Ids(ids) => sqlx::query(CANCEL).bind(ids).fetch_all(pool).await?,
+        CancelTarget::Matching(filter) => {
+            update_matching(pool, &matching(CANCEL_SET, "'pending', 'failed'", NOT_IN_A_BATCH), filter).await?
+        }
+    };
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
+}
+
+async fn update_matching(pool: &PgPool, sql: &str, filter: &EventFilter) -> Result<Vec<sqlx::postgres::PgRow>> {
+    Ok(bind_filter(sqlx::query(sql), filter).fetch_all(pool).await?)
 }

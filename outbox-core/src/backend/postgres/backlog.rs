@@ -46,6 +46,7 @@ pub(super) async fn backlog(pool: &PgPool) -> Result<Backlog> {
 impl PgStore {
     /// The statement [`Store::backlog`](crate::store::Store::backlog) runs, for `EXPLAIN`: it reads the partial
     /// indexes `outbox_events_pending_idx` and `outbox_events_failed_idx`, not the table's published history.
+    #[must_use]
     pub fn backlog_statement() -> &'static str {
         BACKLOG
     }

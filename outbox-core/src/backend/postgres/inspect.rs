@@ -47,9 +47,6 @@ SELECT r.relay_id, r.host, r.started_at, EXTRACT(EPOCH FROM now() - r.heartbeat_
  WHERE r.expires_at >= now()
  ORDER BY r.relay_id";
 
-const SUMMARY_COLUMNS: &str = "id, seq, event_type, aggregate_type, aggregate_id, schema_version, status, attempts, \
-created_at, next_attempt_at, published_at, last_error";
-
 pub(super) async fn status(pool: &PgPool) -> Result<StatusReport> {
     let mut report = StatusReport::default();
     for row in sqlx::query(PENDING_BY_TYPE).fetch_all(pool).await? {
@@ -90,28 +87,33 @@ fn seconds(secs: f64) -> Duration {
 const IN_FLIGHT_STATUS: &str = "(CASE WHEN status = 'pending' AND EXISTS (SELECT 1 FROM outbox_batches b
      WHERE outbox_events.id = ANY(b.events)) THEN 'in_flight' ELSE status END) AS status";
 
-pub(super) async fn list(pool: &PgPool, filter: &EventFilter) -> Result<Vec<EventSummary>> {
-    let (status, in_batch) = match filter.status {
-        EventStatus::InFlight => ("pending", "AND id IN (SELECT unnest(events) FROM outbox_batches)"),
-        other => (other.as_str(), ""),
-    };
-    let sql = format!(
-        "SELECT {SUMMARY_COLUMNS} FROM outbox_events
-          WHERE status = $1 {in_batch} AND ($2::text IS NULL OR event_type = $2) AND ($3::text IS NULL OR aggregate_id = $3)
-          ORDER BY seq LIMIT $4"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(status)
+/// The conditions of an [`EventFilter`], on parameters `$1`..`$5` bound by [`bind_filter`] (`$6` is the limit).
+/// `in_flight` matches the pending rows of the batches relays are publishing now.
+pub(super) const FILTER: &str = "($1::text IS NULL OR status = $1
+        OR ($1 = 'in_flight' AND status = 'pending' AND id IN (SELECT unnest(events) FROM outbox_batches)))
+   AND ($2::text IS NULL OR event_type = $2)
+   AND ($3::text IS NULL OR aggregate_id = $3)
+   AND ($4::float8 IS NULL OR created_at < now() - make_interval(secs => $4))
+   AND ($5::uuid IS NULL OR seq > (SELECT after.seq FROM outbox_events after WHERE after.id = $5))";
+
+/// Binds the filter's `$1`..`$5` of [`FILTER`] and the limit (`$6`).
+pub(super) fn bind_filter<'q>(
+    query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    filter: &'q EventFilter,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    query
+        .bind(filter.status.map(EventStatus::as_str))
         .bind(filter.event_type.as_deref())
         .bind(filter.aggregate_id.as_deref())
+        .bind(filter.older_than.map(|age| age.as_secs_f64()))
+        .bind(filter.after)
         .bind(i64::from(filter.limit))
-        .fetch_all(pool)
-        .await?;
-    let mut events = rows.iter().map(summary).collect::<Result<Vec<_>>>()?;
-    if filter.status == EventStatus::InFlight {
-        events.iter_mut().for_each(|event| event.status = EventStatus::InFlight);
-    }
-    Ok(events)
+}
+
+pub(super) async fn list(pool: &PgPool, filter: &EventFilter) -> Result<Vec<EventSummary>> {
+    let sql = format!("SELECT {SHOW_COLUMNS}, {IN_FLIGHT_STATUS} FROM outbox_events WHERE {FILTER} ORDER BY seq LIMIT $6");
+    let rows = bind_filter(sqlx::query(&sql), filter).fetch_all(pool).await?;
+    rows.iter().map(summary).collect()
 }
 
 pub(super) async fn show(pool: &PgPool, id: Uuid) -> Result<Option<EventDetail>> {

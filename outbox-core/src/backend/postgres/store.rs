@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::{admin, backlog, batch, control, inspect, listen, membership, read, retention, settle};
 use crate::store::{
-    Backlog, BlockedAggregate, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, PgStore, ReadBatch,
+    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, PgStore, ReadBatch,
     ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
 };
 
@@ -67,8 +67,8 @@ impl Store for PgStore {
         Box::pin(admin::retry(&self.pool, target))
     }
 
-    fn cancel<'a>(&'a self, ids: &'a [Uuid]) -> StoreFuture<'a, Vec<Uuid>> {
-        Box::pin(admin::cancel(&self.pool, ids))
+    fn cancel<'a>(&'a self, target: &'a CancelTarget) -> StoreFuture<'a, Vec<Uuid>> {
+        Box::pin(admin::cancel(&self.pool, target))
     }
 
     fn count_finished(&self, older_than: Duration) -> StoreFuture<'_, u64> {

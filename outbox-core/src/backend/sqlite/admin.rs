@@ -4,7 +4,8 @@ use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
 use super::clock::{self, now};
-use crate::store::RetryTarget;
+use super::inspect::{bind_filter, FILTER};
+use crate::store::{CancelTarget, EventFilter, RetryTarget};
 use crate::Result;
 
 const RETRY_IDS: &str = concat!(
@@ -35,12 +36,31 @@ fn id_list(ids: &[Uuid]) -> String {
     serde_json::to_string(&ids).unwrap_or_else(|_| String::from("[]"))
 }
 
+/// `SET` for the events of a filter in one of `statuses` (and `unless` does not exclude them): the rows
+/// [`list`](super::inspect::list) returns for it, oldest first (one statement: SQLite has one writer at a time).
+fn matching(set: &str, statuses: &str, unless: &str) -> String {
+    format!(
+        "UPDATE outbox_events SET {set}
+          WHERE id IN (SELECT id FROM outbox_events
+                        WHERE status IN ({statuses}) AND {FILTER}
+                        ORDER BY seq LIMIT ?6)
+            AND status IN ({statuses}){unless}
+         RETURNING id"
+    )
+}
+
+const RETRY_SET: &str = concat!("status = 'pending', attempts = 0, next_attempt_at = ", now!());
+const CANCEL_SET: &str = "status = 'cancelled'";
+/// Events in a batch being published are left alone.
+const NOT_IN_A_BATCH: &str = "\n   AND id NOT IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j)";
+
 pub(super) async fn retry(pool: &SqlitePool, target: &RetryTarget) -> Result<Vec<Uuid>> {
     let rows = match target {
         RetryTarget::Ids(ids) => sqlx::query(RETRY_IDS).bind(id_list(ids)).fetch_all(pool).await?,
         RetryTarget::AllFailed { event_type } => {
             sqlx::query(RETRY_ALL_FAILED).bind(event_type.as_deref()).fetch_all(pool).await?
         }
+        RetryTarget::Matching(filter) => update_matching(pool, &matching(RETRY_SET, "'failed'", ""), filter).await?,
     };
     bump(pool, rows.len()).await?;
     rows.iter().map(|row| clock::uuid(row.try_get("id")?)).collect()
@@ -53,8 +73,17 @@ async fn bump(pool: &SqlitePool, changed: usize) -> Result<()> {
     Ok(())
 }
 
-pub(super) async fn cancel(pool: &SqlitePool, ids: &[Uuid]) -> Result<Vec<Uuid>> {
-    let rows = sqlx::query(CANCEL).bind(id_list(ids)).fetch_all(pool).await?;
+pub(super) async fn cancel(pool: &SqlitePool, target: &CancelTarget) -> Result<Vec<Uuid>> {
+    let rows = match target {
+        CancelTarget::Ids(ids) => sqlx::query(CANCEL).bind(id_list(ids)).fetch_all(pool).await?,
+        CancelTarget::Matching(filter) => {
+            update_matching(pool, &matching(CANCEL_SET, "'pending', 'failed'", NOT_IN_A_BATCH), filter).await?
+        }
+    };
     bump(pool, rows.len()).await?;
     rows.iter().map(|row| clock::uuid(row.try_get("id")?)).collect()
+}
+
+async fn update_matching(pool: &SqlitePool, sql: &str, filter: &EventFilter) -> Result<Vec<sqlx::sqlite::SqliteRow>> {
+    Ok(bind_filter(sqlx::query(sql), filter).fetch_all(pool).await?)
 }

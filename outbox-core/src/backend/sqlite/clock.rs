@@ -35,8 +35,8 @@ pub(super) fn parse(text: &str) -> Result<OffsetDateTime> {
 }
 
 /// Parses a stored timestamp that may be absent.
-pub(super) fn parse_optional(text: Option<String>) -> Result<Option<OffsetDateTime>> {
-    text.as_deref().map(parse).transpose()
+pub(super) fn parse_optional(text: Option<&str>) -> Result<Option<OffsetDateTime>> {
+    text.map(parse).transpose()
 }
 
 /// Parses a stored UUID.

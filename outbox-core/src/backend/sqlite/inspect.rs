@@ -95,25 +95,40 @@ pub(super) async fn status(pool: &SqlitePool) -> Result<StatusReport> {
     Ok(report)
 }
 
-pub(super) async fn list(pool: &SqlitePool, filter: &EventFilter) -> Result<Vec<EventSummary>> {
-    let (status, in_batch) = match filter.status {
-        EventStatus::InFlight => ("pending", format!("AND {IN_BATCH}")),
-        other => (other.as_str(), String::new()),
-    };
-    let sql = format!(
-        "SELECT {SUMMARY_COLUMNS} FROM outbox_events
-          WHERE status = ?1 {in_batch} AND (?2 IS NULL OR event_type = ?2) AND (?3 IS NULL OR aggregate_id = ?3)
-          ORDER BY seq LIMIT ?4"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(status)
+/// The conditions of an [`EventFilter`], on parameters `?1`..`?5` bound by [`bind_filter`] (`?6` is the limit).
+/// The age compares stored UTC text with the current time in the same format, moved back by `?4`; `in_flight`
+/// matches the pending rows of the batch the relay is publishing now.
+pub(super) const FILTER: &str = concat!(
+    "(?1 IS NULL OR status = ?1
+        OR (?1 = 'in_flight' AND status = 'pending'
+            AND id IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j)))
+   AND (?2 IS NULL OR event_type = ?2)
+   AND (?3 IS NULL OR aggregate_id = ?3)
+   AND (?4 IS NULL OR created_at < ",
+    now!("?4"),
+    ")
+   AND (?5 IS NULL OR seq > (SELECT after.seq FROM outbox_events AS after WHERE after.id = ?5))"
+);
+
+/// Binds the filter's `?1`..`?5` of [`FILTER`] and the limit (`?6`).
+pub(super) fn bind_filter<'q>(
+    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    filter: &'q EventFilter,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    query
+        .bind(filter.status.map(EventStatus::as_str))
         .bind(filter.event_type.as_deref())
         .bind(filter.aggregate_id.as_deref())
+        .bind(filter.older_than.map(clock::earlier))
+        .bind(filter.after.map(|id| id.hyphenated().to_string()))
         .bind(i64::from(filter.limit))
-        .fetch_all(pool)
-        .await?;
+}
+
+pub(super) async fn list(pool: &SqlitePool, filter: &EventFilter) -> Result<Vec<EventSummary>> {
+    let sql = format!("SELECT {SUMMARY_COLUMNS} FROM outbox_events WHERE {FILTER} ORDER BY seq LIMIT ?6");
+    let rows = bind_filter(sqlx::query(&sql), filter).fetch_all(pool).await?;
     let mut events = rows.iter().map(summary).collect::<Result<Vec<_>>>()?;
-    if filter.status == EventStatus::InFlight {
+    if filter.status == Some(EventStatus::InFlight) {
         events.iter_mut().for_each(|event| event.status = EventStatus::InFlight);
     }
     Ok(events)
@@ -164,7 +179,7 @@ fn summary(row: &SqliteRow) -> Result<EventSummary> {
         attempts: row.try_get::<i64, _>("attempts")?.unsigned_abs().try_into().unwrap_or(u32::MAX),
         created_at: clock::parse(row.try_get("created_at")?)?,
         next_attempt_at: clock::parse(row.try_get("next_attempt_at")?)?,
-        published_at: clock::parse_optional(row.try_get("published_at")?)?,
+        published_at: clock::parse_optional(row.try_get::<Option<&str>, _>("published_at")?)?,
         last_error: row.try_get("last_error")?,
     })
 }

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::{admin, backlog, batch, control, inspect, maintenance, membership, read, settle};
 use crate::store::{
-    Backlog, BlockedAggregate, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, ReadBatch, ReadRequest,
+    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, ReadBatch, ReadRequest,
     RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
 };
 
@@ -37,11 +37,13 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// A store on `pool`'s database. The outbox tables must be [migrated](crate::migrate).
+    #[must_use]
     pub fn new(pool: sqlx::SqlitePool) -> Self {
         Self { pool }
     }
 
     /// The pool the store runs on.
+    #[must_use]
     pub fn pool(&self) -> &sqlx::SqlitePool {
         &self.pool
     }
@@ -113,8 +115,8 @@ impl Store for SqliteStore {
         Box::pin(admin::retry(&self.pool, target))
     }
 
-    fn cancel<'a>(&'a self, ids: &'a [Uuid]) -> StoreFuture<'a, Vec<Uuid>> {
-        Box::pin(admin::cancel(&self.pool, ids))
+    fn cancel<'a>(&'a self, target: &'a CancelTarget) -> StoreFuture<'a, Vec<Uuid>> {
+        Box::pin(admin::cancel(&self.pool, target))
     }
 
     fn count_finished(&self, older_than: Duration) -> StoreFuture<'_, u64> {

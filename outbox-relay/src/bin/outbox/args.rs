@@ -52,7 +52,7 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: EventsCommand,
     },
-    /// Pause publishing: every relay on the database stops claiming (in-flight batches finish).
+    /// Pause publishing: every relay on the database stops reading new batches (in-flight batches finish).
     Pause,
     /// Resume publishing after `outbox pause`.
     Resume,
@@ -165,17 +165,13 @@ pub(crate) struct StatusArgs {
 /// `outbox events ...`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum EventsCommand {
-    /// List events in one status, oldest first.
+    /// List events, oldest first, a page at a time (`--after` the last id of a page gives the next one).
     List {
-        /// pending, in_flight, published, failed or cancelled.
-        #[arg(long, value_parser = parse_status, value_name = "STATUS")]
-        status: EventStatus,
-        /// Only events of this type.
-        #[arg(long, value_name = "TYPE")]
-        event_type: Option<String>,
-        /// Only events of aggregates with this id.
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Only events after this one (the last id of the previous page).
         #[arg(long, value_name = "ID")]
-        aggregate_id: Option<String>,
+        after: Option<Uuid>,
         /// The most events to list.
         #[arg(long, default_value_t = 100, value_name = "N")]
         limit: u32,
@@ -191,23 +187,37 @@ pub(crate) enum EventsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Make failed events pending again (attempts reset).
+    /// Make failed events pending again (attempts reset): by id, or every failed event the filters match.
     Retry {
         /// The events to retry.
-        #[arg(required_unless_present = "all_failed", conflicts_with = "all_failed", value_name = "ID")]
+        #[arg(
+            required_unless_present_any = ["all_failed", "status", "event_type", "aggregate_id", "older_than"],
+            conflicts_with_all = ["all_failed", "status", "event_type", "aggregate_id", "older_than"],
+            value_name = "ID"
+        )]
         ids: Vec<Uuid>,
-        /// Retry every failed event (or every failed event of `--event-type`).
+        /// Retry every failed event (the filters narrow it down).
         #[arg(long)]
         all_failed: bool,
-        /// With `--all-failed`: only events of this type.
-        #[arg(long, requires = "all_failed", value_name = "TYPE")]
-        event_type: Option<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
+        #[command(flatten)]
+        change: ChangeArgs,
     },
-    /// Cancel pending or failed events: they will never be published.
+    /// Cancel pending or failed events: they will never be published. By id, or what the filters match (with
+    /// `--status pending` or `--status failed`).
     Cancel {
         /// The events to cancel.
-        #[arg(required = true, value_name = "ID")]
+        #[arg(
+            required_unless_present_any = ["status", "event_type", "aggregate_id", "older_than"],
+            conflicts_with_all = ["status", "event_type", "aggregate_id", "older_than"],
+            value_name = "ID"
+        )]
         ids: Vec<Uuid>,
+        #[command(flatten)]
+        filter: FilterArgs,
+        #[command(flatten)]
+        change: ChangeArgs,
     },
     /// Delete published and cancelled events older than an age, in small batches.
     Purge {
@@ -215,6 +225,37 @@ pub(crate) enum EventsCommand {
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         older_than: Duration,
     },
+}
+
+/// Which events `events list`, `retry` and `cancel` take: every filter given must hold.
+#[derive(Debug, Args)]
+pub(crate) struct FilterArgs {
+    /// Only events in this status: pending, in_flight, published, failed or cancelled.
+    #[arg(long, value_parser = parse_status, value_name = "STATUS")]
+    pub(crate) status: Option<EventStatus>,
+    /// Only events of this type.
+    #[arg(long, value_name = "TYPE")]
+    pub(crate) event_type: Option<String>,
+    /// Only events of aggregates with this id.
+    #[arg(long, value_name = "ID")]
+    pub(crate) aggregate_id: Option<String>,
+    /// Only events enqueued more than this long ago, e.g. `30m`, `7d`.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) older_than: Option<Duration>,
+}
+
+/// How `events retry` and `cancel` change what they select.
+#[derive(Debug, Args)]
+pub(crate) struct ChangeArgs {
+    /// With filters: change at most this many events, oldest first (default: every match).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
+    /// Print the events that would change, and change nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Do not ask for confirmation (asked on a terminal when more than one event would change).
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
 }
 
 fn parse_sink(sink: &str) -> Result<Sink, String> {

@@ -31,16 +31,16 @@ impl Database {
     /// The relay's store on this database.
     pub(crate) fn store(&self) -> Arc<dyn Store> {
         match self {
-            Database::Postgres(pool) => Arc::new(PgStore::new(pool.clone())),
-            Database::Sqlite(pool) => Arc::new(SqliteStore::new(pool.clone())),
+            Self::Postgres(pool) => Arc::new(PgStore::new(pool.clone())),
+            Self::Sqlite(pool) => Arc::new(SqliteStore::new(pool.clone())),
         }
     }
 
     /// Creates or upgrades the outbox tables.
     pub(crate) async fn migrate(&self) -> Result<(), outbox_core::Error> {
         match self {
-            Database::Postgres(pool) => outbox_core::migrate(pool).await,
-            Database::Sqlite(pool) => outbox_core::migrate(pool).await,
+            Self::Postgres(pool) => outbox_core::migrate(pool).await,
+            Self::Sqlite(pool) => outbox_core::migrate(pool).await,
         }
     }
 }
@@ -55,19 +55,19 @@ pub(crate) async fn open(database_url: Option<&str>, max_connections: u32) -> Re
             .connect_with(options)
             .await
             .map(Database::Postgres)
-            .map_err(connect_failure),
+            .map_err(|error| connect_failure(&error)),
         Options::Sqlite(options) => SqlitePoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await
             .map(Database::Sqlite)
-            .map_err(connect_failure),
+            .map_err(|error| connect_failure(&error)),
     }
 }
 
-fn connect_failure(error: sqlx::Error) -> Failure {
-    match &error {
+fn connect_failure(error: &sqlx::Error) -> Failure {
+    match error {
         sqlx::Error::Database(db) if db.code().is_some_and(|code| code == "3D000" || code == "14") => {
             Failure::Usage(format!("missing database: {}", db.message()))
         }

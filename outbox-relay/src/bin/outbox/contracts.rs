@@ -96,7 +96,7 @@ pub(crate) fn run(command: ContractsCommand) -> ExitCode {
 /// Runs `outbox contracts ...`; returns the exit code: 0 compatible, 1 breaking, 2 bad input.
 pub(crate) fn run_with(command: ContractsCommand, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let result = match command {
-        ContractsCommand::Diff(args) => diff(args, out),
+        ContractsCommand::Diff(args) => diff(&args, out),
         ContractsCommand::Rules { rule } => rules(rule.as_deref(), out),
     };
     match result {
@@ -108,7 +108,7 @@ pub(crate) fn run_with(command: ContractsCommand, out: &mut dyn Write, err: &mut
     }
 }
 
-fn diff(args: DiffArgs, out: &mut dyn Write) -> Result<u8, String> {
+fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<u8, String> {
     let mut options = DiffOptions::default();
     options.mode = match args.mode {
         ModeArg::Backward => Mode::Backward,

@@ -31,7 +31,7 @@ enum Failure {
 
 impl Failure {
     fn runtime(error: impl std::fmt::Display) -> Self {
-        Failure::Runtime(error.to_string())
+        Self::Runtime(error.to_string())
     }
 }
 

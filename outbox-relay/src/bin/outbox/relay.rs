@@ -2,10 +2,10 @@
 //! SIGINT/SIGTERM.
 //!
 //! At start, what cannot pass exits at once with a one-line error and exit code 2: a malformed setting or URL, an
-//! unknown sink scheme, a server refusing the credentials or permissions, a missing database, vhost or exchange.
+//! unknown sink scheme, a `file:` sink that cannot be written, a server refusing the credentials or permissions, a missing database, vhost or exchange.
 //! What may pass is waited for: while the database or the broker is unreachable (connection refused, timeout,
 //! server starting up) the relay logs a warning naming it (password masked) and tries again with a growing delay,
-//! claiming nothing until both answer.
+//! reading nothing until both answer.
 
 use std::future::Future;
 use std::time::Duration;
@@ -32,8 +32,12 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     // Per lane: a read and up to two settles at once; plus the heartbeat, the gauges and the listener.
     let connections = u32::try_from(args.concurrency).unwrap_or(u32::MAX).saturating_mul(3).saturating_add(3);
     let database = connect::open(database_url, connections).await?;
+    // A sink that cannot work (bad settings, a file that cannot be written) stops the relay before it reads
+    // anything, so no event spends an attempt on it. Opened once the database is there: bad input creates no file.
     let publisher = args.sink.open_with(args.create_destinations).map_err(|error| match error {
-        outbox_relay::Error::InvalidSink { .. } => Failure::Usage(error.to_string()),
+        outbox_relay::Error::InvalidSink { .. } | outbox_relay::Error::OpenSink { .. } => {
+            Failure::Usage(error.to_string())
+        }
         other => Failure::runtime(other),
     })?;
     tracing::info!(sink = %args.sink, "connecting to the sink");

@@ -39,6 +39,12 @@ pub(crate) async fn serve(addr: SocketAddr, store: Arc<dyn Store>) -> Result<(),
         .await
         .map_err(|error| Failure::Runtime(format!("cannot serve metrics on {addr}: {error}")))?;
     let metrics = install_recorder()?;
+    // Every family from the first scrape, before the relay's first backlog refresh.
+    let backlog = store.backlog().await.unwrap_or_else(|error| {
+        tracing::debug!(error = %error, "cannot read the backlog for the first scrape");
+        outbox_core::store::Backlog::default()
+    });
+    outbox_relay::telemetry::describe_and_zero(&backlog);
     let upkeep = metrics.clone();
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(UPKEEP);
@@ -66,9 +72,7 @@ fn install_recorder() -> Result<PrometheusHandle, Failure> {
     for (name, buckets) in outbox_relay::telemetry::histogram_buckets() {
         builder = builder.set_buckets_for_metric(Matcher::Full(name.to_owned()), buckets).map_err(Failure::runtime)?;
     }
-    let handle = builder.install_recorder().map_err(Failure::runtime)?;
-    outbox_relay::telemetry::describe_metrics();
-    Ok(handle)
+    builder.install_recorder().map_err(Failure::runtime)
 }
 
 async fn render(State(endpoints): State<Endpoints>) -> impl IntoResponse {
