@@ -111,6 +111,7 @@ impl OutboxTransaction {
     }
 
     /// The events buffered so far.
+    #[must_use]
     pub fn buffered(&self) -> usize {
         self.events.len()
     }

@@ -72,7 +72,7 @@ impl fmt::Debug for DebugPayload {
 }
 
 /// A payload as JSON text ([`for_debug`] takes it as stored, or parsed).
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub enum PayloadRef<'a> {
     /// JSON text, as the outbox table and the publishers keep it.
     Text(&'a str),

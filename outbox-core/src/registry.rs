@@ -48,6 +48,7 @@ impl EventDescriptor {
     }
 
     /// The older version this one replaces and reads by upcasting (`#[outbox(upcast_from = ...)]`), if any.
+    #[must_use]
     pub fn upcasts_from(&self) -> Option<u32> {
         self.upcasts_from
     }
@@ -164,6 +165,7 @@ pub fn find(event_type: &str, version: u32) -> Vec<&'static EventDescriptor> {
 /// let listed: Vec<(u32, Option<u32>)> = versions.iter().map(|e| (e.version(), e.upcasts_from())).collect();
 /// assert_eq!(listed, [(1, None), (2, Some(1))]);
 /// ```
+#[must_use]
 pub fn versions(event_type: &str) -> Vec<&'static EventDescriptor> {
     events().into_iter().filter(|e| e.event_type == event_type).collect()
 }

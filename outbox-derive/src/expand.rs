@@ -208,26 +208,26 @@ fn versioned_impl(input: &Input<'_>, event: &valid::Event<'_>, krate: &syn::Path
     let mut generics = input.node.generics.clone();
     generics.make_where_clause().predicates.push(syn::parse_quote!(Self: #private::OutboxEvent));
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
-    match event.upcast_from {
-        // Every token takes the span of the `upcast_from` value, so that a missing `From` impl or a version that
-        // is not older points there.
-        Some(previous) => respan(
-            quote! {
-                #[automatically_derived]
-                impl #impl_generics #private::Versioned for #ident #ty_generics #where_clause {
-                    type Previous = #private::UpcastFrom<#previous>;
-                }
-                const _: () = #private::check_upcast::<#ident, #previous>();
-            },
-            previous.span(),
-        ),
-        None => quote! {
+    // Every token takes the span of the `upcast_from` value, so that a missing `From` impl or a version that is
+    // not older points there.
+    let Some(previous) = event.upcast_from else {
+        return quote! {
             #[automatically_derived]
             impl #impl_generics #private::Versioned for #ident #ty_generics #where_clause {
                 type Previous = #private::NoPrevious;
             }
+        };
+    };
+    respan(
+        quote! {
+            #[automatically_derived]
+            impl #impl_generics #private::Versioned for #ident #ty_generics #where_clause {
+                type Previous = #private::UpcastFrom<#previous>;
+            }
+            const _: () = #private::check_upcast::<#ident, #previous>();
         },
-    }
+        previous.span(),
+    )
 }
 
 /// `tokens` with every span set to `span`.

@@ -151,11 +151,13 @@ impl RelayConfig {
     }
 
     /// How long one publish call may take before it counts as a failed attempt for every event it carries.
+    #[must_use]
     pub fn publish_timeout(&self) -> Duration {
         self.publish_timeout
     }
 
     /// How often the relay renews its membership: a tenth of the lease, between 50ms and 1s.
+    #[must_use]
     pub fn heartbeat_interval(&self) -> Duration {
         (self.lease / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
     }

@@ -198,7 +198,7 @@ async fn a_missing_destination_exits_2_naming_it_and_create_destinations_creates
     let db = TestDatabase::migrated().await;
     enqueue(&db.pool, &[event("a", 0), event("b", 0)]).await;
     let sink = format!("nats://127.0.0.1:{}?subject=shop.{{event_type}}&stream=SHOP", broker.port());
-    let mut relay = Outbox::start(&db.url, &["relay", "--sink", &sink], &[]);
+    let mut relay = start(&db.url, &["relay", "--sink", &sink], &[]);
     assert_eq!(relay.wait_for_exit(Duration::from_secs(30)).await.code(), Some(2), "{}", relay.stderr());
     let stderr = relay.stderr();
     let last = stderr.lines().last().unwrap_or_default();
@@ -207,7 +207,7 @@ async fn a_missing_destination_exits_2_naming_it_and_create_destinations_creates
     untouched(&db.pool, 2).await;
 
     let mut relay =
-        Outbox::start(&db.url, &["relay", "--sink", &sink, "--create-destinations", "--poll-interval", "10ms"], &[]);
+        start(&db.url, &["relay", "--sink", &sink, "--create-destinations", "--poll-interval", "10ms"], &[]);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while count(&db.pool, "published").await < 2 {
         assert!(tokio::time::Instant::now() < deadline, "not published: {}", relay.stderr());

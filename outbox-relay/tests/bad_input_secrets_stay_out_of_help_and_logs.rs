@@ -145,7 +145,7 @@ async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refus
     std::fs::create_dir_all(&dir).unwrap();
     let password_file = dir.join("password");
     std::fs::write(&password_file, format!("{FILE_PASSWORD}\n")).unwrap();
-    let port = closed_port();
+    let port = free_port();
 
     // Waiting for a broker that is not there: the token (as the URL's user) and the secrets stay out of the logs.
     for sink in [
@@ -154,7 +154,7 @@ async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refus
         format!("amqps://relay@127.0.0.1:{port}/%2f?password_file={}", password_file.display()),
         format!("rediss://relay@127.0.0.1:{port}/?password_env=OUTBOX_TEST_AUDIT_PASSWORD"),
     ] {
-        let mut relay = Outbox::start(
+        let mut relay = start(
             &database_url,
             &["relay", "--sink", &sink, "--log-level", "trace"],
             &[("OUTBOX_TEST_AUDIT_TOKEN", TOKEN), ("OUTBOX_TEST_AUDIT_PASSWORD", FILE_PASSWORD)],
@@ -165,8 +165,7 @@ async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refus
     }
 
     // A secret put in the query is refused, and the refusal masks it.
-    let mut relay =
-        Outbox::start(&database_url, &["relay", "--sink", &format!("nats://127.0.0.1:{port}?token={TOKEN}")], &[]);
+    let mut relay = start(&database_url, &["relay", "--sink", &format!("nats://127.0.0.1:{port}?token={TOKEN}")], &[]);
     assert_eq!(relay.wait_for_exit(Duration::from_secs(30)).await.code(), Some(2));
     let stderr = relay.stderr();
     assert!(stderr.contains("never goes into the URL") && stderr.trim().lines().count() == 1, "{stderr}");
@@ -176,7 +175,7 @@ async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refus
     let broker =
         Broker::start_secured(Kind::Nats, Security { token: Some("the-right-token".into()), ..Security::default() });
     let sink = format!("nats://127.0.0.1:{}?subject=outbox.x&token_env=OUTBOX_TEST_AUDIT_TOKEN", broker.port());
-    let mut relay = Outbox::start(&database_url, &["relay", "--sink", &sink], &[("OUTBOX_TEST_AUDIT_TOKEN", TOKEN)]);
+    let mut relay = start(&database_url, &["relay", "--sink", &sink], &[("OUTBOX_TEST_AUDIT_TOKEN", TOKEN)]);
     assert_eq!(relay.wait_for_exit(Duration::from_secs(30)).await.code(), Some(2), "{}", relay.stderr());
     let stderr = relay.stderr();
     assert!(stderr.contains("authorization violation"), "{stderr}");

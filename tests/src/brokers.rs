@@ -92,6 +92,7 @@ impl Broker {
     /// # Panics
     ///
     /// As [`start`](Self::start), and when `openssl` is missing.
+    #[must_use]
     pub fn start_secured(kind: Kind, security: Security) -> Self {
         let program = find_program(kind).unwrap_or_else(|hint| panic!("{} not found: {hint}", kind.name()));
         let dir = std::env::temp_dir().join(format!("outbox-test-{}-{}", kind.name(), uuid::Uuid::now_v7().simple()));

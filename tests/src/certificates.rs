@@ -26,6 +26,7 @@ impl Certificates {
     /// # Panics
     ///
     /// When `openssl` is missing (the message says how to install it) or fails.
+    #[must_use]
     pub fn generate(dir: &Path, name: &str) -> Self {
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
         let file = |suffix: &str| dir.join(format!("{name}-{suffix}"));

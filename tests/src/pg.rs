@@ -315,6 +315,7 @@ impl Drop for PrivateServer {
 
 /// The grants of `migrations/roles/postgres_relay_role.sql` for a role named `role` instead of `outbox_relay` (the
 /// tables it names keep their names).
+#[must_use]
 pub fn relay_role_sql(role: &str) -> String {
     include_str!("../../migrations/roles/postgres_relay_role.sql")
         .replace("outbox_relays", "\u{0}")

@@ -106,6 +106,7 @@ enum Version {
 
 impl<'a> Received<'a> {
     /// A message with `body` and no headers yet.
+    #[must_use]
     pub fn new(body: &'a [u8]) -> Self {
         Self { headers: Vec::new(), body }
     }
@@ -210,8 +211,8 @@ impl Version {
     /// The version, if it is an integer from 1 to `u32::MAX`.
     fn get(self) -> Option<u32> {
         let version = match self {
-            Version::Number(n) => u32::try_from(n).ok(),
-            Version::Text(text) => text.trim().parse::<u32>().ok(),
+            Self::Number(n) => u32::try_from(n).ok(),
+            Self::Text(text) => text.trim().parse::<u32>().ok(),
         };
         version.filter(|v| *v >= 1)
     }

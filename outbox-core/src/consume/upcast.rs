@@ -73,6 +73,7 @@ impl<T: OutboxEvent + ?Sized> Previous<T> for NoPrevious {
 
 /// A type that replaces `P`: older payloads are read as `P` (or as what `P` replaces) and converted with
 /// `From<P>`.
+#[derive(Debug)]
 pub struct UpcastFrom<P>(PhantomData<P>);
 
 impl<T: From<P>, P: Decode> Previous<T> for UpcastFrom<P> {
@@ -92,6 +93,7 @@ impl<T: From<P>, P: Decode> Previous<T> for UpcastFrom<P> {
 /// Implemented for every [`Versioned`] event that implements `Deserialize`.
 pub trait Decode: Versioned + DeserializeOwned {
     /// The versions this type reads, newest (its own) first.
+    #[must_use]
     fn versions() -> Vec<u32> {
         let mut versions = vec![Self::VERSION];
         versions.extend(<Self::Previous as Previous<Self>>::versions());

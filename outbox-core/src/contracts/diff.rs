@@ -20,7 +20,7 @@ use crate::schema::{EVENT_TYPE, VERSION};
 /// (`VERSION_ADDED` and the changes, never breaking), since bumping is how a break is declared. A version only
 /// `old` has is `VERSION_REMOVED`. With [`DiffOptions::transitive`], a changed version must also not add breaks
 /// against any older committed version of its event type. Property names used by an older version (or kept in
-/// [`RESERVED`]) that come back with an incompatible type are `RESERVED_PROPERTY_REUSED`.
+/// [`RESERVED`](super::RESERVED)) that come back with an incompatible type are `RESERVED_PROPERTY_REUSED`.
 ///
 /// # Example
 ///
@@ -41,6 +41,7 @@ use crate::schema::{EVENT_TYPE, VERSION};
 /// assert_eq!(report.breaking_rules(), [Rule::RequiredPropertyAdded]);
 /// println!("{report}"); // REQUIRED_PROPERTY_ADDED  user.created v1  /properties/email  absent -> string (required)
 /// ```
+#[must_use]
 pub fn diff(old: &Contracts, new: &Contracts, options: &DiffOptions) -> Report {
     let mut findings = Vec::new();
     let model = options.content_model;
@@ -88,54 +89,51 @@ pub fn diff(old: &Contracts, new: &Contracts, options: &DiffOptions) -> Report {
         let reserved = reserved_names(old.versions(event_type));
         for (version, schema) in new.versions(event_type) {
             let new_schema = comparable(schema);
-            match old_versions.get(&version) {
-                Some(old_schema) => {
-                    for change in compare(old_schema, &new_schema, model) {
-                        push(change, event_type, version, version, true);
-                    }
-                    if options.transitive {
-                        for (older, older_schema) in old_versions.range(..version) {
-                            let before: BTreeSet<(Rule, String)> =
-                                breaking(compare(older_schema, old_schema, model), options)
-                                    .map(|c| (c.rule, c.pointer))
-                                    .collect();
-                            for change in breaking(compare(older_schema, &new_schema, model), options) {
-                                if !before.contains(&(change.rule, change.pointer.clone())) {
-                                    push(change, event_type, version, *older, true);
-                                }
+            if let Some(old_schema) = old_versions.get(&version) {
+                for change in compare(old_schema, &new_schema, model) {
+                    push(change, event_type, version, version, true);
+                }
+                if options.transitive {
+                    for (older, older_schema) in old_versions.range(..version) {
+                        let before: BTreeSet<(Rule, String)> =
+                            breaking(compare(older_schema, old_schema, model), options)
+                                .map(|c| (c.rule, c.pointer))
+                                .collect();
+                        for change in breaking(compare(older_schema, &new_schema, model), options) {
+                            if !before.contains(&(change.rule, change.pointer.clone())) {
+                                push(change, event_type, version, *older, true);
                             }
                         }
                     }
-                    for change in reused(&reserved, Some(old_schema), &new_schema, model) {
-                        push(change, event_type, version, version, true);
+                }
+                for change in reused(&reserved, Some(old_schema), &new_schema, model) {
+                    push(change, event_type, version, version, true);
+                }
+            } else {
+                let previous = old_versions.range(..version).next_back();
+                let added = Change {
+                    rule: Rule::VersionAdded,
+                    pointer: String::new(),
+                    old: previous.map_or_else(|| "absent".to_owned(), |(v, _)| format!("v{v}")),
+                    new: format!("v{version}"),
+                    backward: false,
+                    forward: false,
+                };
+                push(added, event_type, version, previous.map_or(version, |(v, _)| *v), false);
+                let against: Vec<(&u32, &Value)> = if options.transitive {
+                    old_versions.range(..version).collect()
+                } else {
+                    previous.into_iter().collect()
+                };
+                for (older, older_schema) in against {
+                    for change in compare(older_schema, &new_schema, model) {
+                        // The bump declares the break; a policy finding still counts.
+                        let counts = change.rule == Rule::SensitiveFlagRemoved;
+                        push(change, event_type, version, *older, counts);
                     }
                 }
-                None => {
-                    let previous = old_versions.range(..version).next_back();
-                    let added = Change {
-                        rule: Rule::VersionAdded,
-                        pointer: String::new(),
-                        old: previous.map_or_else(|| "absent".to_owned(), |(v, _)| format!("v{v}")),
-                        new: format!("v{version}"),
-                        backward: false,
-                        forward: false,
-                    };
-                    push(added, event_type, version, previous.map_or(version, |(v, _)| *v), false);
-                    let against: Vec<(&u32, &Value)> = if options.transitive {
-                        old_versions.range(..version).collect()
-                    } else {
-                        previous.into_iter().collect()
-                    };
-                    for (older, older_schema) in against {
-                        for change in compare(older_schema, &new_schema, model) {
-                            // The bump declares the break; a policy finding still counts.
-                            let counts = change.rule == Rule::SensitiveFlagRemoved;
-                            push(change, event_type, version, *older, counts);
-                        }
-                    }
-                    for change in reused(&reserved, previous.map(|(_, s)| s), &new_schema, model) {
-                        push(change, event_type, version, previous.map_or(version, |(v, _)| *v), true);
-                    }
+                for change in reused(&reserved, previous.map(|(_, s)| s), &new_schema, model) {
+                    push(change, event_type, version, previous.map_or(version, |(v, _)| *v), true);
                 }
             }
         }

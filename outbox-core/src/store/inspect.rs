@@ -9,7 +9,7 @@ use super::status::EventStatus;
 use super::stored::{check_columns, Checked, CorruptedRow};
 use crate::new_event::Headers;
 
-/// Which events [`Store::list`] returns, and which ones [`RetryTarget::Matching`] and [`CancelTarget::Matching`]
+/// Which events [`Store::list`](super::Store::list) returns, and which ones [`RetryTarget::Matching`] and [`CancelTarget::Matching`]
 /// change: every condition set must hold; oldest first (insertion order), at most [`limit`](Self::limit).
 ///
 /// # Example
@@ -167,7 +167,7 @@ impl std::fmt::Debug for EventDetail {
 }
 
 impl EventDetail {
-    /// The checks of [`StoredEvent::check`]: whether the relay would publish this row or fail it as corrupted.
+    /// The checks of [`StoredEvent::check`](super::StoredEvent::check): whether the relay would publish this row or fail it as corrupted.
     ///
     /// # Errors
     ///
@@ -246,7 +246,7 @@ pub struct FailedByType {
 }
 
 /// What the relay's gauges show and `outbox status` prints first: the backlog by event type, the dead letters by
-/// event type, and whether publishing is paused. Read by [`Store::backlog`] in one statement that touches only
+/// event type, and whether publishing is paused. Read by [`Store::backlog`](super::Store::backlog) in one statement that touches only
 /// the partial indexes of pending and failed rows, so it stays cheap however long the table's history is.
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
@@ -261,16 +261,19 @@ pub struct Backlog {
 
 impl Backlog {
     /// Pending events of every type.
+    #[must_use]
     pub fn pending_total(&self) -> u64 {
         self.pending.iter().map(|p| p.pending).sum()
     }
 
     /// Failed events of every type.
+    #[must_use]
     pub fn failed_total(&self) -> u64 {
         self.failed.iter().map(|f| f.failed).sum()
     }
 
     /// The age of the oldest pending event of any type (zero without a backlog).
+    #[must_use]
     pub fn oldest_pending_age(&self) -> Duration {
         self.pending.iter().map(|p| p.oldest_age).max().unwrap_or_default()
     }
@@ -282,7 +285,7 @@ impl Backlog {
     }
 }
 
-/// Which failed events [`Store::retry`] makes pending again.
+/// Which failed events [`Store::retry`](super::Store::retry) makes pending again.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum RetryTarget {
@@ -294,17 +297,17 @@ pub enum RetryTarget {
         event_type: Option<String>,
     },
     /// The failed events that match the filter (a filter on another status matches nothing), oldest first, at
-    /// most its limit: the events [`Store::list`] returns for it.
+    /// most its limit: the events [`Store::list`](super::Store::list) returns for it.
     Matching(EventFilter),
 }
 
-/// Which pending or failed events [`Store::cancel`] cancels.
+/// Which pending or failed events [`Store::cancel`](super::Store::cancel) cancels.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum CancelTarget {
     /// These events, if they are `pending` or `failed`.
     Ids(Vec<Uuid>),
     /// The pending or failed events that match the filter (a filter on another status matches nothing), oldest
-    /// first, at most its limit: the events [`Store::list`] returns for it.
+    /// first, at most its limit: the events [`Store::list`](super::Store::list) returns for it.
     Matching(EventFilter),
 }

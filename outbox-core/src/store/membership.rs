@@ -93,6 +93,7 @@ pub struct PartitionLease {
 
 impl PartitionLease {
     /// The lease of `partition` at `epoch` and `generation`.
+    #[must_use]
     pub fn new(partition: u16, epoch: i64, generation: i64) -> Self {
         Self { partition, epoch, generation }
     }
@@ -129,6 +130,7 @@ pub struct Membership {
 /// assert_eq!((0..3).map(|rank| fair_share(256, 3, rank)).collect::<Vec<_>>(), [86, 85, 85]);
 /// assert_eq!(fair_share(256, 0, 0), 256);
 /// ```
+#[must_use]
 pub fn fair_share(partitions: u16, relays: usize, rank: usize) -> u16 {
     if relays == 0 {
         return partitions;

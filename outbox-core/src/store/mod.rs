@@ -49,8 +49,8 @@ mod stored;
 
 pub use crate::backend::SqliteStore;
 pub use inspect::{
-    Backlog, CancelTarget, EventDetail, EventFilter, EventSummary, FailedByType, PendingByType, RelayStatus, RetryTarget,
-    StatusReport,
+    Backlog, CancelTarget, EventDetail, EventFilter, EventSummary, FailedByType, PendingByType, RelayStatus,
+    RetryTarget, StatusReport,
 };
 pub use membership::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionLease};
 pub use read::{AggregateKey, BlockedAggregate, Ordering, ReadBatch, ReadRange, ReadRow, Snapshot};
@@ -72,6 +72,7 @@ pub struct ReadRequest {
 
 impl ReadRequest {
     /// A read of `ranges`.
+    #[must_use]
     pub fn new(ranges: Vec<ReadRange>) -> Self {
         Self { ranges }
     }
@@ -192,11 +193,13 @@ pub struct PgStore {
 
 impl PgStore {
     /// A store on `pool`'s database. The outbox tables must be [migrated](crate::migrate).
+    #[must_use]
     pub fn new(pool: sqlx::PgPool) -> Self {
         Self { pool }
     }
 
     /// The pool the store runs on.
+    #[must_use]
     pub fn pool(&self) -> &sqlx::PgPool {
         &self.pool
     }

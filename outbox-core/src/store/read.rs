@@ -44,6 +44,7 @@ pub struct ReadRange {
 
 impl ReadRange {
     /// Up to `limit` pending rows of `partition` after `after`.
+    #[must_use]
     pub fn new(partition: u16, after: i64, limit: u32) -> Self {
         Self { partition, after, through: None, aggregate: None, limit, keys_only: false, written_since: None }
     }
@@ -91,6 +92,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// A snapshot with these bounds.
+    #[must_use]
     pub fn new(xmin: u64, xmax: u64) -> Self {
         Self { xmin, xmax }
     }

@@ -35,11 +35,13 @@ pub struct Settlement {
 
 impl Settlement {
     /// The outcome of the event `id`.
+    #[must_use]
     pub fn new(id: Uuid, outcome: SettleOutcome) -> Self {
         Self { id, outcome }
     }
 
     /// `id` was published.
+    #[must_use]
     pub fn published(id: Uuid) -> Self {
         Self { id, outcome: SettleOutcome::Published }
     }
@@ -63,6 +65,7 @@ pub struct SettleBatch {
 
 impl SettleBatch {
     /// The outcomes of `batch` of `relay`, which holds `leases`.
+    #[must_use]
     pub fn new(relay: Uuid, batch: Uuid, leases: Vec<(u16, i64)>, settlements: Vec<Settlement>) -> Self {
         Self { relay, batch, leases, settlements, delete_published: false }
     }

@@ -20,22 +20,17 @@ pub enum EventStatus {
 
 impl EventStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [EventStatus; 5] = [
-        EventStatus::Pending,
-        EventStatus::InFlight,
-        EventStatus::Published,
-        EventStatus::Failed,
-        EventStatus::Cancelled,
-    ];
+    pub const ALL: [Self; 5] = [Self::Pending, Self::InFlight, Self::Published, Self::Failed, Self::Cancelled];
 
     /// The name stored in the `status` column (`pending`, `in_flight`, ...).
+    #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
-            EventStatus::Pending => "pending",
-            EventStatus::InFlight => "in_flight",
-            EventStatus::Published => "published",
-            EventStatus::Failed => "failed",
-            EventStatus::Cancelled => "cancelled",
+            Self::Pending => "pending",
+            Self::InFlight => "in_flight",
+            Self::Published => "published",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
         }
     }
 }
@@ -57,11 +52,11 @@ impl FromStr for EventStatus {
     /// Parses a status name; `in-flight` is accepted for `in_flight`.
     fn from_str(s: &str) -> Result<Self, UnknownStatus> {
         match s {
-            "pending" => Ok(EventStatus::Pending),
-            "in_flight" | "in-flight" => Ok(EventStatus::InFlight),
-            "published" => Ok(EventStatus::Published),
-            "failed" => Ok(EventStatus::Failed),
-            "cancelled" | "canceled" => Ok(EventStatus::Cancelled),
+            "pending" => Ok(Self::Pending),
+            "in_flight" | "in-flight" => Ok(Self::InFlight),
+            "published" => Ok(Self::Published),
+            "failed" => Ok(Self::Failed),
+            "cancelled" | "canceled" => Ok(Self::Cancelled),
             other => Err(UnknownStatus(other.to_owned())),
         }
     }

@@ -99,43 +99,43 @@ impl<T> Checked<T> {
     /// The value, unless the column is corrupted.
     pub fn valid(&self) -> Option<&T> {
         match self {
-            Checked::Valid(value) => Some(value),
-            Checked::Corrupted => None,
+            Self::Valid(value) => Some(value),
+            Self::Corrupted => None,
         }
     }
 
     /// The value, unless the column is corrupted.
     pub fn into_valid(self) -> Option<T> {
         match self {
-            Checked::Valid(value) => Some(value),
-            Checked::Corrupted => None,
+            Self::Valid(value) => Some(value),
+            Self::Corrupted => None,
         }
     }
 
     /// Whether the column is corrupted.
     pub fn is_corrupted(&self) -> bool {
-        matches!(self, Checked::Corrupted)
+        matches!(self, Self::Corrupted)
     }
 }
 
 impl<T: serde::de::DeserializeOwned> Checked<T> {
     /// Reads a column from its JSON text.
     pub fn from_json_text(text: &str) -> Self {
-        serde_json::from_str(text).unwrap_or(Checked::Corrupted)
+        serde_json::from_str(text).unwrap_or(Self::Corrupted)
     }
 }
 
 /// `Corrupted`: see the type's docs.
 impl<T> Default for Checked<T> {
     fn default() -> Self {
-        Checked::Corrupted
+        Self::Corrupted
     }
 }
 
 impl<'de, T: serde::de::DeserializeOwned> serde::Deserialize<'de> for Checked<T> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = serde_json::Value::deserialize(deserializer)?;
-        Ok(serde_json::from_value(value).map_or(Checked::Corrupted, Checked::Valid))
+        Ok(serde_json::from_value(value).map_or(Self::Corrupted, Checked::Valid))
     }
 }
 

@@ -262,6 +262,7 @@ impl PublishError {
     }
 
     /// The wait the broker asked for before the next attempt, if it asked.
+    #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
@@ -301,10 +302,11 @@ impl Outcome {
 
     /// The wait a transient failure asks for before the next attempt ([`PublishError::retry_after`]); `None`
     /// for the other outcomes and when the broker gave no hint.
+    #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Outcome::Transient(error) => error.retry_after(),
-            Outcome::Published | Outcome::Permanent(_) => None,
+            Self::Transient(error) => error.retry_after(),
+            Self::Published | Self::Permanent(_) => None,
         }
     }
 }

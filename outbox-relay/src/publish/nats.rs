@@ -234,7 +234,7 @@ impl NatsPublisher {
     /// [`Error::Unreachable`] when the server cannot be reached (connection refused, timeout: try again later),
     /// [`Error::Refused`] when it refuses the credentials or the TLS setup.
     pub async fn connect(&self) -> Result<()> {
-        let target = || format!("NATS at {}", self);
+        let target = || format!("NATS at {self}");
         match self.open().await {
             Ok(connected) => {
                 self.check_stream(&connected.1, self.create_destinations).await?;
@@ -279,7 +279,7 @@ impl NatsPublisher {
     async fn check_stream(&self, context: &async_nats::jetstream::Context, create: bool) -> Result<()> {
         use async_nats::jetstream::context::GetStreamByNameErrorKind as Kind;
         let filter = self.subject_filter();
-        let target = || format!("NATS at {}", self);
+        let target = || format!("NATS at {self}");
         match context.stream_by_subject(filter.clone()).await {
             Ok(_) => Ok(()),
             Err(error) if error.kind() == Kind::NotFound && create => {

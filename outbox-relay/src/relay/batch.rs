@@ -183,15 +183,16 @@ fn settle_outcome(shared: &Shared, item: &Item, message: &Message, outcome: Outc
         permanent,
         retry_after,
     );
-    match &settled {
-        SettleOutcome::Retry { delay, .. } => tracing::warn!(
+    if let SettleOutcome::Retry { delay, .. } = &settled {
+        tracing::warn!(
             event_id = %item.id, event_type = %message.event_type, aggregate_id = %message.aggregate_id,
             attempts, retry_in = ?delay, error = %error, "publish failed; will retry"
-        ),
-        _ => tracing::error!(
+        )
+    } else {
+        tracing::error!(
             event_id = %item.id, event_type = %message.event_type, aggregate_id = %message.aggregate_id,
             attempts, error = %error, "publish failed for good; event moved to failed"
-        ),
+        )
     }
     settled
 }

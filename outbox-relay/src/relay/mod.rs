@@ -91,11 +91,13 @@ impl Relay {
     }
 
     /// The relay's id: the owner of the partitions it holds.
+    #[must_use]
     pub fn id(&self) -> Uuid {
         self.shared.relay
     }
 
     /// The relay's settings.
+    #[must_use]
     pub fn config(&self) -> &RelayConfig {
         &self.shared.config
     }
@@ -125,7 +127,7 @@ impl Relay {
     ///
     /// # Errors
     ///
-    /// Fatal errors only: [`Error::Schema`] when the outbox tables are missing or older than this relay (run
+    /// Fatal errors only: [`Error::Schema`](crate::Error::Schema) when the outbox tables are missing or older than this relay (run
     /// `outbox migrate`) or the database denies access.
     ///
     /// # Example

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::store::{
-    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, ReadBatch, ReadRequest,
-    RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, ReadBatch,
+    ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
 };
 use uuid::Uuid;
 

@@ -45,12 +45,18 @@ const CANCEL: &str = bump_generations!(
 /// `SET` for the events of a filter in one of `statuses` (and `unless` does not exclude them): the rows
 /// [`list`](super::inspect::list) returns for it, locked (rows another session holds are skipped), oldest first.
 fn matching(set: &str, statuses: &str, unless: &str) -> String {
-    format!(bump_generations!(
-        "UPDATE outbox_events e SET {set}
+    format!(
+        bump_generations!(
+            "UPDATE outbox_events e SET {set}
  WHERE e.id IN (SELECT id FROM outbox_events WHERE status IN ({statuses}) AND {FILTER}
                  ORDER BY seq LIMIT $6 FOR UPDATE SKIP LOCKED)
    AND e.status IN ({statuses}){unless}"
-    ))
+        ),
+        set = set,
+        statuses = statuses,
+        FILTER = FILTER,
+        unless = unless,
+    )
 }
 
 const RETRY_SET: &str = "status = 'pending', attempts = 0, next_attempt_at = now()";

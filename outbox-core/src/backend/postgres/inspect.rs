@@ -111,7 +111,8 @@ pub(super) fn bind_filter<'q>(
 }
 
 pub(super) async fn list(pool: &PgPool, filter: &EventFilter) -> Result<Vec<EventSummary>> {
-    let sql = format!("SELECT {SHOW_COLUMNS}, {IN_FLIGHT_STATUS} FROM outbox_events WHERE {FILTER} ORDER BY seq LIMIT $6");
+    let sql =
+        format!("SELECT {SHOW_COLUMNS}, {IN_FLIGHT_STATUS} FROM outbox_events WHERE {FILTER} ORDER BY seq LIMIT $6");
     let rows = bind_filter(sqlx::query(&sql), filter).fetch_all(pool).await?;
     rows.iter().map(summary).collect()
 }

@@ -6,8 +6,8 @@ use uuid::Uuid;
 
 use super::{admin, backlog, batch, control, inspect, listen, membership, read, retention, settle};
 use crate::store::{
-    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, PgStore, ReadBatch,
-    ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, PgStore,
+    ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
 };
 
 impl Store for PgStore {

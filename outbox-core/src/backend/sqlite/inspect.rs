@@ -49,8 +49,6 @@ const RELAYS: &str = concat!(
 );
 
 /// A pending row in a batch that a relay is publishing now is `in_flight`.
-const IN_BATCH: &str = "id IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j)";
-
 const SUMMARY_COLUMNS: &str = "id, seq, event_type, aggregate_type, aggregate_id, schema_version, status, attempts, \
 created_at, next_attempt_at, published_at, last_error";
 

@@ -80,11 +80,11 @@ pub(super) async fn heartbeat(pool: &SqlitePool, beat: &Heartbeat<'_>) -> Result
     let paused = row.try_get::<i64, _>("paused")? != 0;
     let rank = relays.iter().position(|r| *r == beat.relay).unwrap_or(relays.len());
     let share = fair_share(partitions, relays.len().max(rank + 1), rank);
-    let mut owned = leases(sqlx::query(OWNED).bind(&relay).fetch_all(&mut *tx).await?)?;
+    let mut owned = leases(&sqlx::query(OWNED).bind(&relay).fetch_all(&mut *tx).await?)?;
     let missing = usize::from(share).saturating_sub(owned.len());
     if beat.take && missing > 0 {
         let taken = sqlx::query(TAKE).bind(&relay).bind(missing as i64).fetch_all(&mut *tx).await?;
-        owned.extend(leases(taken)?);
+        owned.extend(leases(&taken)?);
         owned.sort();
     }
     tx.commit().await?;
@@ -111,7 +111,7 @@ async fn account_crashes(
     settle::apply_unfenced(conn, &settlements).await
 }
 
-fn leases(rows: Vec<sqlx::sqlite::SqliteRow>) -> Result<Vec<PartitionLease>> {
+fn leases(rows: &[sqlx::sqlite::SqliteRow]) -> Result<Vec<PartitionLease>> {
     rows.iter()
         .map(|row| {
             Ok(PartitionLease::new(

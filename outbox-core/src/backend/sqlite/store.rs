@@ -6,8 +6,8 @@ use uuid::Uuid;
 
 use super::{admin, backlog, batch, control, inspect, maintenance, membership, read, settle};
 use crate::store::{
-    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, ReadBatch, ReadRequest,
-    RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, ReadBatch,
+    ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
 };
 
 /// The [`Store`] of a SQLite database: the embedded backend, for a first run and small single-node services.

@@ -17,7 +17,7 @@ impl Walk {
 
         for name in names {
             let pointer = format!("{at}/properties/{}", escape(name));
-            let declared = |props: &Map<String, Value>, required: &BTreeSet<&str>, extra: &Extra| {
+            let declared = |props: &Map<String, Value>, required: &BTreeSet<&str>, extra: &Extra<'_>| {
                 props
                     .get(name)
                     .cloned()
