@@ -1,6 +1,7 @@
 //! The real `outbox relay --metrics-addr` binary: `/metrics` counts what it published and what failed (by kind),
 //! its backlog gauges and `outbox status` show the same numbers from a statement on the partial indexes, logs
-//! never carry a sensitive value even at trace level, and `/readyz` turns unready when the database stops.
+//! never carry a sensitive value even at trace level, the commit-to-publish lag counts from the commit, and
+//! `/readyz` turns unready when the database stops.
 
 mod common;
 
@@ -416,4 +417,32 @@ async fn the_sqlite_backlog_counts_the_same_figures() {
     assert!(backlog.oldest_pending_age() < Duration::from_secs(60));
     assert_eq!(backlog.failed_total(), 1);
     assert!(backlog.paused);
+}
+
+/// With `track_commit_timestamp = on` (as the harness starts PostgreSQL), the lag starts at the commit: an event
+/// whose transaction stayed open 2 s after its insert is published about 0 s after the commit, not 2 s after
+/// `created_at`.
+#[tokio::test]
+async fn commit_to_publish_counts_from_the_commit_not_from_the_insert() {
+    let db = TestDatabase::migrated().await;
+    let tracking: String = sqlx::query_scalar("SHOW track_commit_timestamp").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(tracking, "on", "the harness starts PostgreSQL with track_commit_timestamp=on");
+    let mut relay = ServingRelay::start(&db.url, "file:/dev/null", &[], &[]);
+    relay.wait_until_serving().await;
+
+    let mut tx = db.pool.begin().await.unwrap();
+    outbox_core::Outbox::new().enqueue(&mut tx, &event("slow", 0)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    tx.commit().await.unwrap();
+
+    let lag_count = format!("{}_count", names::COMMIT_TO_PUBLISH_SECONDS);
+    let scrape = relay.scrape_until("the event is published", |s| s.by_type(&lag_count) == Some(1.0)).await;
+    let lag = scrape.by_type(&format!("{}_sum", names::COMMIT_TO_PUBLISH_SECONDS)).unwrap();
+    assert!(lag < 1.0, "the lag counts from the commit, not from the insert 2 s earlier: {lag} s");
+    let since_insert: f64 =
+        sqlx::query_scalar("SELECT EXTRACT(EPOCH FROM published_at - created_at)::float8 FROM outbox_events")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(since_insert >= 2.0, "the transaction was open 2 s: {since_insert} s");
 }

@@ -174,7 +174,9 @@ impl Durability {
     #[must_use]
     pub fn settings(self) -> &'static str {
         match self {
-            Self::Throwaway => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+            Self::Throwaway => {
+                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c track_commit_timestamp=on"
+            }
             Self::Durable => "-c shared_preload_libraries=pg_stat_statements",
         }
     }

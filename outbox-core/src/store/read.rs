@@ -109,6 +109,10 @@ pub struct ReadRow {
     /// How long until it is due (`next_attempt_at`); zero when it is. A row that is not due is a head in
     /// backoff.
     pub wait: Duration,
+    /// How long before the read the event's transaction committed, by the database's clock: from its commit
+    /// timestamp on PostgreSQL with `track_commit_timestamp = on` (for an event not retried yet), otherwise from
+    /// `created_at` (the start of the transaction that enqueued it).
+    pub since_commit: Duration,
     /// The event.
     pub event: StoredEvent,
 }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use outbox_core::store::{CorruptedRow, StoredEvent};
 use outbox_core::Headers;
@@ -83,6 +83,10 @@ pub struct Message {
     pub headers: Headers,
     /// When the event was enqueued.
     pub created_at: OffsetDateTime,
+    /// When the event's transaction committed, on this process's monotonic clock: the relay takes the database's
+    /// own measure of the time since the commit ([`ReadRow::since_commit`](outbox_core::store::ReadRow)) at the
+    /// read and counts on from there, so the commit-to-publish figure never mixes two machines' clocks.
+    pub committed_at: Instant,
     /// Failed publish attempts before this one.
     pub attempts: u32,
     /// JSON pointers to the payload's sensitive values: a publisher must never log them.
@@ -101,6 +105,7 @@ impl std::fmt::Debug for Message {
             .field("payload", &outbox_core::redact::for_debug(&self.payload, Some(&self.sensitive_paths)))
             .field("headers", &self.headers)
             .field("created_at", &self.created_at)
+            .field("committed_at", &self.committed_at)
             .field("attempts", &self.attempts)
             .field("sensitive_paths", &self.sensitive_paths)
             .finish()
@@ -132,6 +137,7 @@ impl Message {
             payload: payload.into(),
             headers: Headers::new(),
             created_at: OffsetDateTime::now_utc(),
+            committed_at: Instant::now(),
             attempts: 0,
             sensitive_paths: Vec::new(),
         }
@@ -195,19 +201,22 @@ impl Message {
 }
 
 /// A stored event as a message, unless its row was corrupted by hand ([`StoredEvent::check`]): the relay moves
-/// such an event to `failed` with the error as `last_error` instead of publishing it.
+/// such an event to `failed` with the error as `last_error` instead of publishing it. Its
+/// [`committed_at`](Message::committed_at) is taken from `created_at` against this machine's clock.
 impl TryFrom<StoredEvent> for Message {
     type Error = CorruptedRow;
 
     fn try_from(event: StoredEvent) -> Result<Self, CorruptedRow> {
         event.check()?;
-        Ok(Self::from_checked(event))
+        let age = Duration::try_from(OffsetDateTime::now_utc() - event.created_at).unwrap_or_default();
+        Ok(Self::from_checked(event, age))
     }
 }
 
 impl Message {
-    /// The message of an event that passed [`StoredEvent::check`].
-    pub(crate) fn from_checked(event: StoredEvent) -> Self {
+    /// The message of an event that passed [`StoredEvent::check`], whose transaction committed `since_commit` ago.
+    pub(crate) fn from_checked(event: StoredEvent, since_commit: Duration) -> Self {
+        let now = Instant::now();
         Self {
             id: event.id,
             event_type: event.event_type,
@@ -217,6 +226,7 @@ impl Message {
             payload: event.payload,
             headers: event.headers.into_valid().unwrap_or_default(),
             created_at: event.created_at,
+            committed_at: now.checked_sub(since_commit).unwrap_or(now),
             attempts: event.attempts,
             sensitive_paths: event.sensitive_paths.into_valid().unwrap_or_default(),
         }

@@ -32,11 +32,12 @@ enum Content {
 }
 
 impl Item {
-    pub(crate) fn new(partition: u16, epoch: i64, event: StoredEvent) -> Self {
+    /// The item of `event`, whose transaction committed `since_commit` ago.
+    pub(crate) fn new(partition: u16, epoch: i64, event: StoredEvent, since_commit: std::time::Duration) -> Self {
         let (id, seq, attempts) = (event.id, event.seq, event.attempts);
         let aggregate = (event.aggregate_type.clone(), event.aggregate_id.clone());
         let content = match event.check() {
-            Ok(()) => Content::Ready(Message::from_checked(event)),
+            Ok(()) => Content::Ready(Message::from_checked(event, since_commit)),
             Err(problem) => Content::Corrupted { event_type: event.event_type, problem },
         };
         Self { id, seq, partition, epoch, aggregate, attempts, content }

@@ -33,8 +33,8 @@ const BUSY_DELAY: Duration = Duration::from_millis(1);
 /// The most rows read from a partition that had no backlog at its last read.
 const IDLE_RANGE: u32 = 16;
 
-/// A read's rows, the purpose and limit of each of its ranges, and the partitions it read.
-type Read = (ReadBatch, Vec<(u16, Purpose, u32)>, BTreeSet<u16>);
+/// A read's rows, the purpose and limit of each of its ranges, the partitions it read, and when it was sent.
+type Read = (ReadBatch, Vec<(u16, Purpose, u32)>, BTreeSet<u16>, Instant);
 
 /// A settle task's result.
 struct Settled {
@@ -244,12 +244,12 @@ impl Lane {
                 return Err(Error::from_store(error));
             }
         };
-        Ok(Some((read, purposes, reading)))
+        Ok(Some((read, purposes, reading, now)))
     }
 
     /// Turns what a read returned into the next batch, and updates every partition's cursors and held-back
     /// aggregates.
-    fn accept(&mut self, (read, purposes, reading): Read) -> Vec<Item> {
+    fn accept(&mut self, (read, purposes, reading, sent): Read) -> Vec<Item> {
         if let Some(snapshot) = read.snapshot {
             self.latest = Some(snapshot);
         }
@@ -309,7 +309,9 @@ impl Lane {
                     state.park(aggregate, row.event.seq, Some(now + row.wait));
                     continue;
                 }
-                items.push(Item::new(*partition, state.lease.epoch, row.event));
+                // The database measured the time since the commit when the read started.
+                let since_commit = row.since_commit + sent.elapsed();
+                items.push(Item::new(*partition, state.lease.epoch, row.event, since_commit));
             }
             state.answered(purpose, count, *limit, last_seq, read.snapshot, now);
         }

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Instant;
 
-use time::OffsetDateTime;
 use tracing::Instrument;
 
 use super::names;
@@ -26,7 +26,7 @@ impl Publisher for Instrumented {
         let span = publish_span(batch);
         let outcomes = self.inner.publish_boxed(batch).instrument(span.clone()).await;
         let _in_span = span.enter();
-        record(batch, &outcomes, OffsetDateTime::now_utc());
+        record(batch, &outcomes, Instant::now());
         outcomes
     }
 
@@ -45,7 +45,7 @@ fn publish_span(batch: &[Message]) -> tracing::Span {
 }
 
 /// Counts the outcomes of one publish call; a missing outcome is a transient failure, as the relay treats it.
-fn record(batch: &[Message], outcomes: &[Outcome], now: OffsetDateTime) {
+fn record(batch: &[Message], outcomes: &[Outcome], now: Instant) {
     for (index, message) in batch.iter().enumerate() {
         let event_type = message.event_type.clone();
         match outcomes.get(index) {
@@ -59,8 +59,8 @@ fn record(batch: &[Message], outcomes: &[Outcome], now: OffsetDateTime) {
                     .increment(1);
                 metrics::histogram!(names::PUBLISH_ATTEMPTS, names::LABEL_EVENT_TYPE => event_type.clone())
                     .record(f64::from(attempts));
-                // Both clocks are wall clocks (the database's at commit, ours now): clamp a small skew to 0.
-                let lag = (now - message.created_at).as_seconds_f64().max(0.0);
+                // One monotonic clock: `committed_at` is the database's measure of the commit's age at the read.
+                let lag = now.saturating_duration_since(message.committed_at).as_secs_f64();
                 metrics::histogram!(names::COMMIT_TO_PUBLISH_SECONDS, names::LABEL_EVENT_TYPE => event_type)
                     .record(lag);
             }
@@ -120,8 +120,8 @@ mod tests {
         let first = Message::new(uuid::Uuid::now_v7(), "a.done", "a", "1", "{}");
         let mut retried = Message::new(uuid::Uuid::now_v7(), "a.done", "a", "2", "{}");
         retried.attempts = 2;
-        retried.created_at = first.created_at;
-        let now = first.created_at + time::Duration::seconds(3);
+        retried.committed_at = first.committed_at;
+        let now = first.committed_at + std::time::Duration::from_secs(3);
         let rejected = Message::new(uuid::Uuid::now_v7(), "b.done", "b", "1", "{}");
         let unanswered = Message::new(uuid::Uuid::now_v7(), "b.done", "b", "2", "{}");
         let batch = [first, retried, rejected, unanswered];

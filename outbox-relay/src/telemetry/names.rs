@@ -46,7 +46,8 @@ pub const EVENTS_PUBLISHED_TOTAL: &str = "outbox_events_published_total";
 pub const PUBLISH_FAILURES_TOTAL: &str = "outbox_publish_failures_total";
 /// Attempts an event needed, counted when it is published (histogram by event type; 1 = first try).
 pub const PUBLISH_ATTEMPTS: &str = "outbox_publish_attempts";
-/// Seconds from the enqueueing commit (`created_at`) to the broker's acceptance, by event type (histogram).
+/// Seconds from the enqueueing commit to the broker's acceptance, by event type (histogram): see
+/// [`Message::committed_at`](crate::Message::committed_at).
 pub const COMMIT_TO_PUBLISH_SECONDS: &str = "outbox_commit_to_publish_seconds";
 /// Events per batch (histogram).
 pub const BATCH_SIZE: &str = "outbox_batch_size";
@@ -134,7 +135,7 @@ pub const ALL: &[Metric] = &[
         kind: Kind::Histogram,
         labels: BY_TYPE,
         unit: metrics::Unit::Seconds,
-        help: "Seconds from the enqueueing commit (created_at) to publication, by event type.",
+        help: "Seconds from the enqueueing commit to publication, by event type.",
         buckets: Some(LAG_BUCKETS),
     },
     Metric {

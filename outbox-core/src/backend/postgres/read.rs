@@ -14,7 +14,12 @@ macro_rules! read_columns {
               CASE WHEN r.keys_only THEN '{}' ELSE e.headers::text END AS headers,
               CASE WHEN r.keys_only THEN '[]' ELSE e.sensitive_paths::text END AS sensitive_paths,
               e.created_at, e.attempts,
-              GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs
+              GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs,
+              -- The commit's own timestamp while the row is as its transaction wrote it (not retried yet).
+              CASE WHEN r.keys_only THEN 0 ELSE GREATEST(0, EXTRACT(EPOCH FROM now() - COALESCE(
+                  CASE WHEN e.attempts = 0 AND current_setting('track_commit_timestamp')::bool
+                       THEN pg_xact_commit_timestamp(e.xmin) END,
+                  e.created_at)))::float8 END AS since_commit_secs
          FROM outbox_events e
 "
     };
@@ -129,6 +134,7 @@ fn read_row(row: &PgRow) -> Result<Option<ReadRow>> {
         range: usize::try_from(n - 1).unwrap_or(usize::MAX),
         partition: row.try_get::<i16, _>("partition")?.unsigned_abs(),
         wait: std::time::Duration::try_from_secs_f64(row.try_get("wait_secs")?).unwrap_or_default(),
+        since_commit: std::time::Duration::try_from_secs_f64(row.try_get("since_commit_secs")?).unwrap_or_default(),
         event,
     }))
 }

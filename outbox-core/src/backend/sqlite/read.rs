@@ -15,7 +15,10 @@ const READ: &str = concat!(
             created_at, attempts,
             MAX(0.0, (julianday(next_attempt_at) - julianday(",
     now!(),
-    "))) * 86400.0 AS wait_secs
+    "))) * 86400.0 AS wait_secs,
+            MAX(0.0, (julianday(",
+    now!(),
+    ") - julianday(created_at))) * 86400.0 AS since_commit_secs
        FROM outbox_events
       WHERE status = 'pending' AND seq > ?1 AND seq <= ?2
         AND (?3 IS NULL OR (aggregate_type = ?3 AND aggregate_id = ?4))
@@ -42,6 +45,8 @@ pub(super) async fn read(pool: &SqlitePool, request: &ReadRequest) -> Result<Rea
                 range: index,
                 partition: range.partition,
                 wait: std::time::Duration::try_from_secs_f64(row.try_get("wait_secs")?).unwrap_or_default(),
+                since_commit: std::time::Duration::try_from_secs_f64(row.try_get("since_commit_secs")?)
+                    .unwrap_or_default(),
                 event: event(row)?,
             });
         }
