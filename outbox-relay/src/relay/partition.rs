@@ -27,8 +27,11 @@ use outbox_core::store::{AggregateKey, BlockedAggregate, PartitionLease, ReadRan
 use tokio::time::Instant;
 
 /// How long a read's range stays open at least, on top of its snapshot's transactions: covers a transaction that
-/// takes its `seq` before its transaction id (an insert by plain SQL that is its transaction's first write).
-pub(crate) const LATE_COMMIT_GRACE: Duration = Duration::from_secs(1);
+/// takes its `seq` before its transaction id (an insert by plain SQL that is its transaction's first write: the id
+/// comes with the first row's heap insert, microseconds after that row's `nextval`; the library's own enqueue takes
+/// the id first). Every read rechecks the rows of its open ranges, so this bounds that work: with a backlog
+/// draining at tens of thousands of events a second, a second's grace made every read recheck a second's rows.
+pub(crate) const LATE_COMMIT_GRACE: Duration = Duration::from_millis(100);
 
 /// Why an aggregate is held back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
