@@ -5,7 +5,7 @@
 //! the next one is read and published. Batches of one lane publish one after the other, and a partition belongs to
 //! one lane, so the events of an aggregate are published in order; lanes never share an aggregate.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,7 +41,8 @@ struct Settled {
     report: Option<SettleReport>,
     /// Per partition: how many events of the batch (attempted or not).
     partitions: BTreeMap<u16, usize>,
-    ids: Vec<Uuid>,
+    /// The batch's events, each with the epoch it was read at.
+    ids: Vec<(Uuid, i64)>,
     aggregates: Vec<(u16, AggregateKey)>,
 }
 
@@ -52,8 +53,11 @@ pub(crate) struct Lane {
     handover: Arc<Handover>,
     ownership: watch::Receiver<Ownership>,
     partitions: BTreeMap<u16, PartitionState>,
-    /// Events read and not settled yet: a rescan or replay that finds one again skips it.
-    in_flight: HashSet<Uuid>,
+    /// Events read and not settled yet, with the epoch of their partition then: a rescan or replay at that epoch
+    /// that finds one again skips it. A partition lost and taken back starts at a new epoch, and its fresh reads
+    /// must not skip what an old, fenced batch still holds: that settle changes nothing, so the event is read
+    /// (and published) again instead of staying pending behind the cursor.
+    in_flight: HashMap<Uuid, i64>,
     /// Events in flight per aggregate: a held-back aggregate is read again only once none is.
     in_flight_aggregates: HashMap<(u16, AggregateKey), usize>,
     settles: JoinSet<Settled>,
@@ -79,7 +83,7 @@ impl Lane {
             handover,
             ownership,
             partitions: BTreeMap::new(),
-            in_flight: HashSet::new(),
+            in_flight: HashMap::new(),
             in_flight_aggregates: HashMap::new(),
             settles: JoinSet::new(),
             latest: None,
@@ -281,7 +285,7 @@ impl Lane {
             let last_seq = rows.last().map(|row| row.event.seq);
             for row in rows {
                 let id = row.event.id;
-                if self.in_flight.contains(&id) {
+                if self.in_flight.get(&id) == Some(&state.lease.epoch) {
                     continue;
                 }
                 let aggregate = (row.event.aggregate_type.clone(), row.event.aggregate_id.clone());
@@ -373,6 +377,7 @@ impl Lane {
         let shared = Arc::clone(&self.shared);
         let batch_id = Uuid::now_v7();
         let ids: Vec<Uuid> = items.iter().map(|item| item.id).collect();
+        let read_at: Vec<(Uuid, i64)> = items.iter().map(|item| (item.id, item.epoch)).collect();
         let span = crate::telemetry::read_span(0);
         let batch_span = crate::telemetry::record_batch(&span, items.iter().map(Item::event_type), items.len());
         if let Err(error) = shared.store.start_batch(shared.relay, batch_id, &ids).await {
@@ -388,7 +393,7 @@ impl Lane {
         let mut partitions: BTreeMap<u16, usize> = BTreeMap::new();
         let mut aggregates: BTreeSet<(u16, AggregateKey)> = BTreeSet::new();
         for item in &items {
-            self.in_flight.insert(item.id);
+            self.in_flight.insert(item.id, item.epoch);
             *partitions.entry(item.partition).or_default() += 1;
             aggregates.insert((item.partition, item.aggregate.clone()));
         }
@@ -425,7 +430,7 @@ impl Lane {
         self.settles.spawn(tracing::Instrument::instrument(
             async move {
                 let report = settle::settle(&shared, &settle).await;
-                Settled { report, partitions, ids, aggregates }
+                Settled { report, partitions, ids: read_at, aggregates }
             },
             batch_span,
         ));
@@ -439,8 +444,11 @@ impl Lane {
             }
             return;
         };
-        for id in &done.ids {
-            self.in_flight.remove(id);
+        for (id, epoch) in &done.ids {
+            // Unless it was read again since, at a later epoch.
+            if self.in_flight.get(id) == Some(epoch) {
+                self.in_flight.remove(id);
+            }
         }
         for key in done.aggregates {
             if let Some(count) = self.in_flight_aggregates.get_mut(&key) {
