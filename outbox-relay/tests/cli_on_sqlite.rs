@@ -34,18 +34,7 @@ fn outbox(url: &str, args: &[&str]) -> Output {
 
 #[tokio::test]
 async fn every_command_works_on_a_sqlite_database() {
-    let dir = std::env::temp_dir().join(format!("outbox-cli-sqlite-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}", dir.join("outbox.db").display());
-    let created = outbox(&format!("{url}?mode=rwc"), &["migrate"]);
-    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
-
-    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    let events: Vec<_> =
-        (1..=3).map(|order_id| OrderPlaced { order_id, email: format!("buyer{order_id}@example.com") }).collect();
-    let mut tx = pool.begin().await.unwrap();
-    let ids = Outbox::new().enqueue_all(&mut tx, &events).await.unwrap();
-    tx.commit().await.unwrap();
+    let (dir, url, _pool, ids) = backlog("cli-sqlite", 3).await;
 
     let status = outbox(&url, &["status", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
@@ -91,8 +80,8 @@ async fn every_command_works_on_a_sqlite_database() {
 }
 
 /// A migrated SQLite file in a fresh directory with `events` pending `order.placed` events: the directory, the
-/// database URL and a pool on it.
-async fn backlog(name: &str, events: u32) -> (std::path::PathBuf, String, sqlx::SqlitePool) {
+/// database URL, a pool on it and the events' ids.
+async fn backlog(name: &str, events: u32) -> (std::path::PathBuf, String, sqlx::SqlitePool, Vec<uuid::Uuid>) {
     let dir = std::env::temp_dir().join(format!("outbox-{name}-{}", uuid::Uuid::now_v7().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let url = format!("sqlite://{}", dir.join("outbox.db").display());
@@ -102,9 +91,9 @@ async fn backlog(name: &str, events: u32) -> (std::path::PathBuf, String, sqlx::
     let events: Vec<_> =
         (1..=events).map(|order_id| OrderPlaced { order_id, email: format!("buyer{order_id}@example.com") }).collect();
     let mut tx = pool.begin().await.unwrap();
-    Outbox::new().enqueue_all(&mut tx, &events).await.unwrap();
+    let ids = Outbox::new().enqueue_all(&mut tx, &events).await.unwrap();
     tx.commit().await.unwrap();
-    (dir, url, pool)
+    (dir, url, pool, ids)
 }
 
 /// How many events are in each status, and the attempts spent in all.
@@ -120,7 +109,7 @@ async fn statuses(pool: &sqlx::SqlitePool) -> (Vec<(String, i64)>, i64) {
 
 #[tokio::test]
 async fn file_sink_on_dev_null_drains_a_backlog() {
-    let (dir, url, pool) = backlog("dev-null", 250).await;
+    let (dir, url, pool, _) = backlog("dev-null", 250).await;
     let mut relay = outbox_tests::outbox!().database(&url).spawn([
         "relay",
         "--sink",
@@ -150,7 +139,7 @@ async fn file_sink_on_dev_null_drains_a_backlog() {
 
 #[tokio::test]
 async fn file_sink_on_dev_stdout_writes_the_events_to_the_relays_standard_output() {
-    let (dir, url, pool) = backlog("dev-stdout", 3).await;
+    let (dir, url, pool, _) = backlog("dev-stdout", 3).await;
     // Standard output a pipe, as in `outbox relay --sink file:/dev/stdout | consumer`.
     let mut relay = outbox_tests::outbox!()
         .database(&url)
@@ -180,7 +169,7 @@ async fn file_sink_on_dev_stdout_writes_the_events_to_the_relays_standard_output
 
 #[tokio::test]
 async fn unwritable_file_sink_stops_the_relay_at_start_with_exit_2_and_one_line() {
-    let (dir, url, pool) = backlog("unwritable-sink", 3).await;
+    let (dir, url, pool, _) = backlog("unwritable-sink", 3).await;
     let sinks = [
         // A directory, a file in a directory that does not exist, and a path no one may create (sysfs refuses
         // new files, also to root).

@@ -276,6 +276,8 @@ impl Lane {
             Purpose::Replay(_) => 1,
             Purpose::Next => 2,
         });
+        // The database measured each row's time since its commit when the read started.
+        let since_sent = sent.elapsed();
         let mut items = Vec::new();
         for index in order {
             let (partition, purpose, limit) = &purposes[index];
@@ -313,8 +315,7 @@ impl Lane {
                     state.park(aggregate, row.event.seq, Some(now + row.wait));
                     continue;
                 }
-                // The database measured the time since the commit when the read started.
-                let since_commit = row.since_commit + sent.elapsed();
+                let since_commit = row.since_commit + since_sent;
                 items.push(Item::new(*partition, state.lease.epoch, row.event, since_commit));
             }
             state.answered(purpose, count, *limit, last_seq, read.snapshot, now);

@@ -6,7 +6,8 @@ use sqlx::{PgPool, Row};
 use crate::store::{Checked, ReadBatch, ReadRequest, ReadRow, Snapshot, StoredEvent};
 use crate::Result;
 
-/// The columns every range returns (only keys for a keys-only range), from `outbox_events e` of range `r`.
+/// The columns every range returns (only keys for a keys-only range), from `outbox_events e` of range `r` (and
+/// the read's settings in `ctl`).
 macro_rules! read_columns {
     () => {
         "       SELECT e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
@@ -17,7 +18,7 @@ macro_rules! read_columns {
               GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs,
               -- The commit's own timestamp while the row is as its transaction wrote it (not retried yet).
               CASE WHEN r.keys_only THEN 0 ELSE GREATEST(0, EXTRACT(EPOCH FROM now() - COALESCE(
-                  CASE WHEN e.attempts = 0 AND current_setting('track_commit_timestamp')::bool
+                  CASE WHEN e.attempts = 0 AND (SELECT track_commit FROM ctl)
                        THEN pg_xact_commit_timestamp(e.xmin) END,
                   e.created_at)))::float8 END AS since_commit_secs
          FROM outbox_events e
@@ -33,7 +34,8 @@ const READ: &str = concat!(
     "WITH ctl AS (
 SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
        pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
-       pg_snapshot_xmax(pg_current_snapshot())::text AS xmax
+       pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
+       current_setting('track_commit_timestamp')::bool AS track_commit
 ),
 r AS (
 SELECT * FROM UNNEST($1::int2[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int4[], $7::bool[], $8::int8[])
