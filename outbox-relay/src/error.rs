@@ -61,6 +61,11 @@ pub enum Error {
         reason: String,
     },
 
+    /// Event contracts could not be described (for example an AsyncAPI document names no address for one of
+    /// them). Fatal.
+    #[error("{0}")]
+    Contracts(#[from] outbox_core::contracts::ContractError),
+
     // ---- retryable ----
     /// A server the relay needs (the database, or the broker of the sink) cannot be reached: connection refused,
     /// timed out, host not found, server starting up. Retryable: `outbox relay` waits for it at start, with

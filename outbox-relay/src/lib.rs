@@ -62,10 +62,10 @@ pub use config::{RelayConfig, RelayConfigBuilder, Retention, Wakeup};
 pub use error::{Error, Result};
 pub use masked_url::masked_text as masked_url;
 pub use outbox_core::store::Ordering;
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+pub use publish::{asyncapi_document, CloudEvents, ContentMode, Naming, Template};
 #[cfg(feature = "rabbitmq")]
 pub use publish::{AmqpBuilder, AmqpPublisher};
-#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
-pub use publish::{CloudEvents, ContentMode, Naming, Template};
 pub use publish::{FilePublisher, Message, Outcome, PublishError, Publisher, StdoutPublisher};
 #[cfg(feature = "kafka")]
 pub use publish::{KafkaBuilder, KafkaPublisher, SaslMechanism, SecurityProtocol};

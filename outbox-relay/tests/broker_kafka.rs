@@ -238,3 +238,50 @@ async fn tls_with_the_private_ca_publishes_and_an_untrusted_certificate_is_refus
     assert!(text.contains("certificate verify failed") && !text.contains('\n'), "{text}");
     assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_asyncapi_document_names_the_topic_and_key_an_event_arrives_with() {
+    let broker = Broker::start(Kind::Kafka);
+    let sink = format!("kafka://{}?topic=shop.{{aggregate_type}}.v{{version}}&message_timeout_ms=5000", broker.url());
+    let described = broker_support::describe(&sink);
+    assert_eq!(described.address, "shop.order.v2");
+    let message_object = &described.document["components"]["messages"]["order.placed.v2"];
+    assert_eq!(message_object["bindings"]["kafka"]["key"]["type"], "string", "the key binding is documented");
+    let publisher = sink.parse::<outbox_relay::Sink>().unwrap().open_with(true).unwrap();
+    publisher.connect().await.expect("the topic is created");
+    let message = broker_support::described_message();
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
+    let address = described.address.clone();
+    let url = broker.url();
+    let (key, received) = tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &url)
+            .set("group.id", format!("outbox-tests-{}", uuid::Uuid::now_v7()))
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("consumer");
+        let metadata = consumer.fetch_metadata(Some(&address), Duration::from_secs(10)).expect("metadata");
+        let mut assignment = TopicPartitionList::new();
+        for partition in metadata.topics().iter().flat_map(|t| t.partitions()) {
+            assignment.add_partition_offset(&address, partition.id(), Offset::Beginning).expect("assignment");
+        }
+        consumer.assign(&assignment).expect("assign");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(std::time::Instant::now() < deadline, "nothing arrived on the documented topic");
+            let Some(record) = consumer.poll(Duration::from_millis(200)) else { continue };
+            let record = record.expect("a record");
+            let mut headers = BTreeMap::new();
+            for header in record.headers().iter().flat_map(|list| list.iter()) {
+                let value = header.value.map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
+                headers.insert(header.key.to_owned(), value);
+            }
+            let key = String::from_utf8_lossy(record.key().unwrap_or_default()).into_owned();
+            return (key, Received { headers, body: record.payload().unwrap_or_default().to_vec() });
+        }
+    })
+    .await
+    .expect("the consumer");
+    assert_eq!(key, "o-1", "the key is the aggregate id, as the binding says");
+    broker_support::check_described(&described, &received);
+}

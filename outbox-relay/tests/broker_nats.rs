@@ -298,3 +298,29 @@ async fn a_client_certificate_is_presented_when_the_server_requires_one() {
     publishes(&format!("nats://127.0.0.1:{port}?tls_ca={ca}&tls_cert={cert}&tls_key={key}&{SUBJECTS}")).await;
     refused(&format!("nats://127.0.0.1:{port}?tls_ca={ca}&{SUBJECTS}"), "TLS", "").await;
 }
+
+#[tokio::test]
+async fn the_asyncapi_document_names_the_subject_an_event_arrives_on_with_its_headers() {
+    let broker = Broker::start(Kind::Nats);
+    let sink = format!("{}?subject=shop.{{aggregate_type}}.{{event_type}}.v{{version}}", broker.url());
+    let described = broker_support::describe(&sink);
+    assert_eq!(described.address, "shop.order.order.placed.v2");
+    let client = async_nats::connect(broker.url()).await.expect("connect to NATS");
+    let mut subscriber = client.subscribe(described.address.clone()).await.expect("subscribe");
+    client.flush().await.expect("flush");
+    let publisher = sink.parse::<outbox_relay::Sink>().unwrap().open_with(true).unwrap();
+    publisher.connect().await.expect("the stream is created");
+    let message = broker_support::described_message();
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
+    let arrived = tokio::time::timeout(Duration::from_secs(10), subscriber.next())
+        .await
+        .expect("the event arrives on the documented subject")
+        .expect("a message");
+    let mut headers = BTreeMap::new();
+    for (name, values) in arrived.headers.iter().flat_map(|h| h.iter()) {
+        if let Some(value) = values.first() {
+            headers.insert(name.to_string(), value.to_string());
+        }
+    }
+    broker_support::check_described(&described, &Received { headers, body: arrived.payload.to_vec() });
+}

@@ -232,3 +232,43 @@ async fn a_missing_exchange_is_reported_at_start_and_declared_with_create_destin
         .expect("the exchange `shop` exists, a fanout");
     AmqpPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect("it exists now");
 }
+
+#[tokio::test]
+async fn the_asyncapi_document_names_the_exchange_and_routing_key_an_event_arrives_with() {
+    let broker = Broker::start(Kind::RabbitMq);
+    let sink = format!("{}?exchange=shop&routing_key=shop.{{event_type}}.v{{version}}", broker.url());
+    let described = broker_support::describe(&sink);
+    assert_eq!(described.address, "shop.order.placed.v2");
+    let channel_binding = described.document["channels"]
+        .as_object()
+        .and_then(|c| c.values().next())
+        .map(|c| c["bindings"]["amqp"]["exchange"]["name"].clone());
+    assert_eq!(channel_binding, Some(serde_json::json!("shop")), "the binding names the exchange");
+    let publisher = sink.parse::<outbox_relay::Sink>().unwrap().open_with(true).unwrap();
+    publisher.connect().await.expect("the exchange is declared");
+    let connection = Connection::connect(&broker.url(), ConnectionProperties::default()).await.expect("connect");
+    let channel = connection.create_channel().await.expect("channel");
+    channel.queue_declare("described".into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+    channel
+        .queue_bind(
+            "described".into(),
+            "shop".into(),
+            described.address.as_str().into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("bind to the documented routing key");
+    let message = broker_support::described_message();
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
+    let got = channel.basic_get("described".into(), BasicGetOptions { no_ack: true }).await.expect("basic.get");
+    let got = got.expect("the event arrives with the documented routing key");
+    let mut headers = BTreeMap::new();
+    for (name, value) in got.delivery.properties.headers().iter().flat_map(|t| t.inner()) {
+        if let AMQPValue::LongString(value) = value {
+            headers.insert(name.to_string(), value.to_string());
+        }
+    }
+    broker_support::check_described(&described, &Received { headers, body: got.delivery.data.clone() });
+    connection.close(200, "done".into()).await.ok();
+}

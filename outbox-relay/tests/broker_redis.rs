@@ -207,3 +207,33 @@ async fn a_client_certificate_is_presented_when_the_server_requires_one() {
     let error = publisher.connect().await.expect_err("no client certificate");
     assert!(!error.to_string().contains('\n'), "{error}");
 }
+
+#[tokio::test]
+async fn the_asyncapi_document_names_the_stream_an_event_arrives_on_with_its_fields() {
+    let broker = Broker::start(Kind::Redis);
+    let sink = format!("{}?stream=shop.{{aggregate_type}}.v{{version}}", broker.url());
+    let described = broker_support::describe(&sink);
+    assert_eq!(described.address, "shop.order.v2");
+    let publisher = sink.parse::<outbox_relay::Sink>().unwrap().open().unwrap();
+    publisher.connect().await.expect("connect");
+    let message = broker_support::described_message();
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
+    let client = redis::Client::open(broker.url()).expect("redis URL");
+    let mut connection = client.get_multiplexed_async_connection().await.expect("connect to Redis");
+    let reply: StreamRangeReply = redis::cmd("XRANGE")
+        .arg(&described.address)
+        .arg("-")
+        .arg("+")
+        .query_async(&mut connection)
+        .await
+        .expect("XRANGE");
+    assert_eq!(reply.ids.len(), 1, "the event is in the documented stream");
+    let mut headers = BTreeMap::new();
+    for (name, value) in &reply.ids[0].map {
+        if let redis::Value::BulkString(bytes) = value {
+            headers.insert(name.clone(), String::from_utf8_lossy(bytes).into_owned());
+        }
+    }
+    let body = headers.remove("data").unwrap_or_default().into_bytes();
+    broker_support::check_described(&described, &Received { headers, body });
+}

@@ -211,3 +211,27 @@ async fn a_missing_queue_is_reported_at_start_and_created_with_create_destinatio
     assert_eq!(receive(&broker, &queue_url, 1).await.len(), 1);
     publisher(&broker, &queue_url).connect().await.expect("it exists now");
 }
+
+#[tokio::test]
+async fn the_asyncapi_document_names_the_queue_an_event_arrives_in_with_its_attributes() {
+    let broker = Broker::start(Kind::Sqs);
+    std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+    let sink = format!(
+        "sqs://?queue_url={}/123456789012/shop-{{aggregate_type}}-v{{version}}&endpoint={}&region=us-east-1",
+        broker.url(),
+        broker.url()
+    );
+    let described = broker_support::describe(&sink);
+    assert_eq!(described.address, "shop-order-v2");
+    let server = described.document["servers"]["sqs"]["host"].as_str().expect("a server").to_owned();
+    assert!(broker.url().ends_with(&server), "the server is the queue's host: {server}");
+    let publisher = sink.parse::<outbox_relay::Sink>().unwrap().open_with(true).unwrap();
+    let message = broker_support::described_message();
+    let queue_url = format!("{}/123456789012/{}", broker.url(), described.address);
+    client(&broker.url()).create_queue().queue_name(&described.address).send().await.expect("create the queue");
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
+    let received = receive(&broker, &queue_url, 1).await;
+    assert_eq!(received.len(), 1, "the event is in the documented queue");
+    broker_support::check_described(&described, &received[0]);
+}

@@ -73,6 +73,47 @@ fn folders(new_schema: &str) -> (String, String) {
 }
 
 #[test]
+fn asyncapi_for_a_sink_names_its_channels_and_server_and_never_its_password() {
+    let dir = temp_dir("asyncapi");
+    contract(&dir, "order.placed", 1, V1);
+    contract(&dir, "order.placed", 2, V1);
+    let sink =
+        "amqps://relay:s3cret-pass@mq.example.com:5671/prod?exchange=events&routing_key=shop.{event_type}.v{version}";
+    let (code, out, err) = outbox(&["contracts", "asyncapi", &dir.display().to_string(), "--sink", sink]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("s3cret-pass") && !out.contains("relay:"), "{out}");
+    let document: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(document["servers"]["amqps"]["host"], "mq.example.com:5671");
+    assert_eq!(document["servers"]["amqps"]["pathname"], "/prod");
+    let addresses: Vec<&str> =
+        document["channels"].as_object().unwrap().values().filter_map(|c| c["address"].as_str()).collect();
+    assert_eq!(addresses, ["shop.order.placed.v1", "shop.order.placed.v2"]);
+    let headers = &document["components"]["schemas"]["outbox.headers"]["properties"];
+    assert!(headers.get("cloudEvents:id").is_some(), "AMQP's attribute names: {headers}");
+}
+
+#[test]
+fn asyncapi_refuses_sinks_without_channels_and_bad_urls_with_one_line() {
+    let dir = temp_dir("asyncapi-bad");
+    contract(&dir, "order.placed", 1, V1);
+    let folder = dir.display().to_string();
+    for (sink, expected) in [
+        ("stdout", "has no channels to describe"),
+        ("file:/tmp/events.jsonl", "has no channels to describe"),
+        ("gopher://x", "unknown sink scheme"),
+        ("nats://127.0.0.1:4222?subject=a.{nope}", "unknown placeholder"),
+    ] {
+        let (code, out, err) = outbox(&["contracts", "asyncapi", &folder, "--sink", sink]);
+        assert_eq!(code, 2, "{sink}: {err}");
+        assert!(out.is_empty(), "{sink}: nothing written: {out}");
+        assert!(err.contains(expected) && err.trim_end().lines().count() == 1, "{sink}: {err}");
+    }
+    let (code, _, err) = outbox(&["contracts", "asyncapi", "/nonexistent/contracts", "--sink", "nats://127.0.0.1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/contracts"), "{err}");
+}
+
+#[test]
 fn a_compatible_change_exits_0() {
     let (old, new) = folders(NOTE_ADDED_LABEL);
     let (code, out, err) = outbox(&["contracts", "diff", &old, &new]);

@@ -1,24 +1,33 @@
-//! The AsyncAPI 3.0 document of a contract set: one channel per event type, one message per version.
+//! The AsyncAPI 3.0 document of a contract set: one message per version; one channel per event type, or, for a
+//! broker described by a [`Wire`], one channel per address the relay publishes to.
+
+use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use super::{Contracts, RESERVED};
+use super::{ContractError, Contracts, Wire, RESERVED};
 use crate::schema::AGGREGATE;
 
 /// The file name of the AsyncAPI document in a contracts folder.
 pub const ASYNCAPI_FILE: &str = "asyncapi.json";
 
-/// The message header that carries the aggregate id (CloudEvents' `subject`, as the relay sends it): the
-/// AsyncAPI `correlationId` of every message.
+/// The `schemaFormat` of every payload: the contracts are JSON Schema 2020-12 documents, as `schemars` writes
+/// them.
+pub const SCHEMA_FORMAT: &str = "application/schema+json;version=draft-2020-12";
+
+/// The message header that carries the aggregate id (CloudEvents' `subject`, as the relay sends it to Kafka): the
+/// AsyncAPI `correlationId` of every message of the broker-neutral document.
 pub(crate) const AGGREGATE_ID_HEADER: &str = "ce_subject";
 
-/// The AsyncAPI 3.0 document for `contracts`, titled `title`.
+/// The AsyncAPI 3.0 document for `contracts`, titled `title`, without a broker: the document `export` writes
+/// into a contracts folder. For the document of the broker a relay publishes to, see [`asyncapi_document_for`].
 ///
 /// - `channels`: one per event type, addressed by the event type, listing one message per version
 ///   (`<event_type>.v<N>`).
-/// - `operations`: one `send` operation per event type (the program publishes them through the outbox).
-/// - `components.messages`: `<event_type>.v<N>`, JSON payload, the aggregate id as correlation id (header
-///   `ce_subject`) and as the Kafka message key, CloudEvents headers, and the `x-outbox-*` metadata.
+/// - `operations`: one `send` operation per channel (the program publishes them through the outbox).
+/// - `components.messages`: `<event_type>.v<N>`, JSON payload (`schemaFormat` [`SCHEMA_FORMAT`]), the aggregate
+///   id as correlation id (header `ce_subject`) and as the Kafka message key, CloudEvents headers, and the
+///   `x-outbox-*` metadata.
 /// - `components.schemas`: each payload schema, with its `$defs` moved beside it (`<event_type>.v<N>.<Def>`) and
 ///   references rewritten, `x-sensitive` kept.
 ///
@@ -38,86 +47,212 @@ pub(crate) const AGGREGATE_ID_HEADER: &str = "ce_subject";
 ///     "#/components/messages/order.placed.v1"
 /// );
 /// ```
+#[must_use]
 pub fn asyncapi_document(contracts: &Contracts, title: &str) -> Value {
-    let mut channels = Map::new();
-    let mut operations = Map::new();
+    // Without a broker every address is the event type, so nothing can be missing.
+    build(contracts, title, None).unwrap_or(Value::Null)
+}
+
+/// The AsyncAPI 3.0 document for `contracts` as `wire` carries them: what a consumer of that broker needs.
+///
+/// - `servers`: the broker (protocol, host, path), without credentials.
+/// - `channels`: one per address the events are published to (a topic, subject, routing key, queue or stream),
+///   listing the messages published there; with the broker's channel bindings.
+/// - messages as in [`asyncapi_document`], with the headers this broker really carries, the correlation id where
+///   this broker carries the aggregate id, the Kafka key binding only on Kafka, and, for a structured-mode
+///   CloudEvents envelope, the envelope as the payload with the contract as its `data`.
+///
+/// # Errors
+///
+/// [`ContractError::NoAddress`] when `wire` names no address for one of the contracts.
+pub fn asyncapi_document_for(contracts: &Contracts, title: &str, wire: &Wire) -> Result<Value, ContractError> {
+    build(contracts, title, Some(wire))
+}
+
+/// One channel: its address and its messages' keys.
+struct Channel {
+    address: String,
+    messages: Vec<String>,
+}
+
+fn build(contracts: &Contracts, title: &str, wire: Option<&Wire>) -> Result<Value, ContractError> {
     let mut messages = Map::new();
     let mut schemas = Map::new();
+    // Channels by key, in a stable order.
+    let mut channels: BTreeMap<String, Channel> = BTreeMap::new();
+    let mut keys_by_address: BTreeMap<String, String> = BTreeMap::new();
     let event_types: Vec<String> = contracts.event_types().map(str::to_owned).collect();
     for event_type in &event_types {
         let key = component_key(event_type);
-        let mut channel_messages = Map::new();
-        let mut operation_messages = Vec::new();
         for (version, schema) in contracts.versions(event_type) {
             let message_key = format!("{key}.v{version}");
             let aggregate = schema.get(AGGREGATE).and_then(Value::as_str).unwrap_or("aggregate");
+            let address = match wire {
+                None => event_type.clone(),
+                Some(wire) => wire
+                    .address_of(event_type, version)
+                    .ok_or_else(|| ContractError::NoAddress { event_type: event_type.clone(), version })?
+                    .to_owned(),
+            };
             hoist(schema, &message_key, &mut schemas);
-            messages.insert(
-                message_key.clone(),
-                json!({
-                    "name": event_type,
-                    "title": format!("{event_type} v{version}"),
-                    "summary": format!("Event `{event_type}`, schema version {version}, about a `{aggregate}`."),
-                    "contentType": "application/json",
-                    "headers": { "$ref": "#/components/schemas/outbox.headers" },
-                    "payload": { "$ref": format!("#/components/schemas/{message_key}") },
-                    "correlationId": { "$ref": "#/components/correlationIds/aggregateId" },
-                    "bindings": {
-                        "kafka": {
-                            "key": { "type": "string", "description": format!("The `{aggregate}` id: events of one aggregate share a partition, in order.") },
-                            "bindingVersion": "0.5.0"
-                        }
-                    },
-                    "x-outbox-event-type": event_type,
-                    "x-outbox-version": version,
-                    "x-outbox-aggregate": aggregate,
-                }),
-            );
-            let name = message_key.clone();
-            channel_messages.insert(name.clone(), json!({ "$ref": format!("#/components/messages/{message_key}") }));
-            operation_messages
-                .push(json!({ "$ref": format!("#/channels/{}/messages/{name}", pointer_token(event_type)) }));
+            messages.insert(message_key.clone(), message(event_type, version, aggregate, &message_key, wire));
+            let taken = keys_by_address.len();
+            let channel_key = keys_by_address
+                .entry(address.clone())
+                .or_insert_with(|| {
+                    let candidate = if wire.is_some() { component_key(&address) } else { key.clone() };
+                    if channels.contains_key(&candidate) {
+                        format!("{candidate}.{taken}")
+                    } else {
+                        candidate
+                    }
+                })
+                .clone();
+            channels
+                .entry(channel_key)
+                .or_insert_with(|| Channel { address, messages: Vec::new() })
+                .messages
+                .push(message_key);
         }
-        channels.insert(
-            event_type.clone(),
-            json!({
-                "address": event_type,
-                "title": event_type,
-                "messages": channel_messages,
-            }),
-        );
+    }
+    let mut channel_objects = Map::new();
+    let mut operations = Map::new();
+    for (channel_key, channel) in &channels {
+        let refs: Map<String, Value> = channel
+            .messages
+            .iter()
+            .map(|m| (m.clone(), json!({ "$ref": format!("#/components/messages/{m}") })))
+            .collect();
+        let mut object = json!({ "address": channel.address, "title": channel.address, "messages": refs });
+        if let Some(wire) = wire {
+            object["servers"] = json!([{ "$ref": format!("#/servers/{}", component_key(&wire.protocol)) }]);
+            if let Some(bindings) = &wire.channel_bindings {
+                object["bindings"] = bindings.clone();
+            }
+        }
+        channel_objects.insert(channel_key.clone(), object);
+        let token = pointer_token(channel_key);
         operations.insert(
-            format!("send.{key}"),
+            format!("send.{channel_key}"),
             json!({
                 "action": "send",
-                "title": format!("Publish {event_type}"),
+                "title": format!("Publish to {}", channel.address),
                 "summary": "Published by the outbox relay after the transaction that enqueued it commits (at least once).",
-                "channel": { "$ref": format!("#/channels/{}", pointer_token(event_type)) },
-                "messages": operation_messages,
+                "channel": { "$ref": format!("#/channels/{token}") },
+                "messages": channel.messages.iter().map(|m| json!({ "$ref": format!("#/channels/{token}/messages/{m}") })).collect::<Vec<_>>(),
             }),
         );
     }
-    schemas.insert("outbox.headers".to_owned(), headers_schema());
-    json!({
+    schemas.insert("outbox.headers".to_owned(), wire.map_or_else(headers_schema, wire_headers_schema));
+    let mut components = json!({ "messages": messages, "schemas": schemas });
+    if wire.is_none_or(|w| w.correlation.is_some() || w.envelope) {
+        let location = match wire {
+            None => format!("$message.header#/{AGGREGATE_ID_HEADER}"),
+            Some(w) => match &w.correlation {
+                Some(header) => format!("$message.header#/{}", pointer_token(header)),
+                None => "$message.payload#/subject".to_owned(),
+            },
+        };
+        components["correlationIds"] = json!({
+            "aggregateId": { "description": "The id of the aggregate the event is about.", "location": location }
+        });
+    }
+    let mut document = json!({
         "asyncapi": "3.0.0",
         "info": {
             "title": title,
             "version": "1.0.0",
             "description": "Events published through the transactional outbox. Generated from the event types by outbox-core; do not edit by hand.",
         },
-        "defaultContentType": "application/json",
-        "channels": channels,
+        "defaultContentType": wire.map_or("application/json", |w| w.content_type.as_str()),
+        "channels": channel_objects,
         "operations": operations,
-        "components": {
-            "messages": messages,
-            "schemas": schemas,
-            "correlationIds": {
-                "aggregateId": {
-                    "description": "The id of the aggregate the event is about.",
-                    "location": format!("$message.header#/{AGGREGATE_ID_HEADER}"),
-                }
-            }
+        "components": components,
+    });
+    if let Some(wire) = wire {
+        let mut server = json!({ "host": wire.host, "protocol": wire.protocol });
+        if let Some(pathname) = &wire.pathname {
+            server["pathname"] = json!(pathname);
         }
+        if let Some(description) = &wire.description {
+            server["description"] = json!(description);
+        }
+        document["servers"] = json!({ component_key(&wire.protocol): server });
+    }
+    Ok(document)
+}
+
+/// The message object of one version.
+fn message(event_type: &str, version: u32, aggregate: &str, message_key: &str, wire: Option<&Wire>) -> Value {
+    let contract = json!({ "$ref": format!("#/components/schemas/{message_key}") });
+    let payload = match wire {
+        Some(wire) if wire.envelope => envelope_schema(&contract),
+        _ => contract,
+    };
+    let mut message = json!({
+        "name": event_type,
+        "title": format!("{event_type} v{version}"),
+        "summary": format!("Event `{event_type}`, schema version {version}, about a `{aggregate}`."),
+        "contentType": wire.map_or("application/json", |w| w.content_type.as_str()),
+        "headers": { "$ref": "#/components/schemas/outbox.headers" },
+        "payload": { "schemaFormat": SCHEMA_FORMAT, "schema": payload },
+        "x-outbox-event-type": event_type,
+        "x-outbox-version": version,
+        "x-outbox-aggregate": aggregate,
+    });
+    if wire.is_none_or(|w| w.correlation.is_some() || w.envelope) {
+        message["correlationId"] = json!({ "$ref": "#/components/correlationIds/aggregateId" });
+    }
+    if wire.is_none_or(|w| w.keyed_by_aggregate && w.protocol == "kafka") {
+        message["bindings"] = json!({
+            "kafka": {
+                "key": { "type": "string", "description": format!("The `{aggregate}` id: events of one aggregate share a partition, in order.") },
+                "bindingVersion": "0.5.0"
+            }
+        });
+    }
+    message
+}
+
+/// The CloudEvents structured-mode envelope around `data`.
+fn envelope_schema(data: &Value) -> Value {
+    let text = |description: &str| json!({ "type": "string", "description": description });
+    json!({
+        "type": "object",
+        "description": "A CloudEvents 1.0 envelope (structured mode); `data` is the event's payload.",
+        "properties": {
+            "id": text("The event id (UUID v7): deduplicate on it, delivery is at least once."),
+            "source": text("The producing service."),
+            "specversion": { "const": "1.0" },
+            "type": text("The event type."),
+            "subject": text("The aggregate id."),
+            "time": text("When the event was enqueued (RFC 3339)."),
+            "datacontenttype": { "const": "application/json" },
+            "dataschema": text("Where the payload's contract is published."),
+            "schemaversion": text("The schema version of the payload."),
+            "aggregatetype": text("The aggregate type."),
+            "traceparent": text("W3C trace context of the enqueuing transaction."),
+            "tracestate": text("W3C trace state."),
+            "data": data,
+        },
+        "required": ["id", "source", "specversion", "type", "subject", "data"],
+    })
+}
+
+/// The headers a [`Wire`] names; the event's own headers (set at enqueue) travel beside them as strings.
+fn wire_headers_schema(wire: &Wire) -> Value {
+    let properties: Map<String, Value> = wire
+        .headers
+        .iter()
+        .map(|h| (h.name.clone(), json!({ "type": "string", "description": h.description })))
+        .collect();
+    let required: Vec<&str> = wire.headers.iter().filter(|h| h.required).map(|h| h.name.as_str()).collect();
+    json!({
+        "type": "object",
+        "description": "What this broker carries beside the payload; the event's own headers (`traceparent`, `tracestate`, and those set at enqueue) travel under their names.",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": { "type": "string" },
     })
 }
 

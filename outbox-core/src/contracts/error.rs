@@ -77,6 +77,15 @@ pub enum ContractError {
     /// linked into the test binary.
     #[error("no event is registered in this program: derive `OutboxEvent` on the event types, and from an integration test link the crate that defines them (`extern crate your_app;`)")]
     NoEvents,
+    /// An AsyncAPI document for a broker was asked for, but the broker description gives no channel address for
+    /// one of the contracts.
+    #[error("no channel address for `{event_type}` v{version}: the broker description must name where every contract is published")]
+    NoAddress {
+        /// The event type.
+        event_type: String,
+        /// The schema version.
+        version: u32,
+    },
     /// An event's schema could not be generated.
     #[error(transparent)]
     Schema(#[from] crate::schema::SchemaError),

@@ -63,8 +63,9 @@ mod report;
 mod resolve;
 mod rules;
 mod snapshot;
+mod wire;
 
-pub use asyncapi::{asyncapi_document, ASYNCAPI_FILE};
+pub use asyncapi::{asyncapi_document, asyncapi_document_for, ASYNCAPI_FILE, SCHEMA_FORMAT};
 pub use diff::{diff, diff_paths, diff_schemas};
 pub use error::ContractError;
 pub use export::{export, to_canonical_json};
@@ -74,3 +75,4 @@ pub use policy::RESERVED;
 pub use report::{Finding, Report};
 pub use rules::{Rule, Side};
 pub use snapshot::{assert_compatible, Outcome, Snapshot, OVERWRITE_ENV};
+pub use wire::{Wire, WireHeader};

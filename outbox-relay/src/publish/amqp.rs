@@ -647,6 +647,35 @@ impl fmt::Debug for AmqpPublisher {
     }
 }
 
+impl AmqpPublisher {
+    /// What this publisher puts on the wire, for the AsyncAPI document of its sink: the channel address is the
+    /// routing key, on the exchange its channel binding names.
+    pub(crate) fn shape(&self) -> super::wire::Shape<'_> {
+        let kind = match &self.exchange_kind {
+            lapin::ExchangeKind::Direct => "direct",
+            lapin::ExchangeKind::Fanout => "fanout",
+            lapin::ExchangeKind::Headers => "headers",
+            lapin::ExchangeKind::Custom(_) | lapin::ExchangeKind::Topic => "topic",
+        };
+        super::wire::Shape {
+            protocol: if self.url.scheme() == "amqps" { "amqps" } else { "amqp" },
+            destination: &self.routing_key,
+            binding: Binding::Amqp,
+            envelope: &self.envelope,
+            own_headers: &[],
+            keyed_by_aggregate: false,
+            channel_bindings: Some(serde_json::json!({
+                "amqp": {
+                    "is": "routingKey",
+                    "exchange": { "name": self.exchange, "type": kind, "durable": true, "autoDelete": false },
+                    "bindingVersion": "0.3.0"
+                }
+            })),
+            description: "The outbox relay publishes each event persistent, with publisher confirms; the properties `message_id` (the event id), `type` and `content_type` are set.",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::AmqpPublisher;

@@ -76,7 +76,8 @@ pub(crate) enum Binding {
 }
 
 impl Binding {
-    fn prefix(self) -> &'static str {
+    /// The prefix of attribute header names.
+    pub(crate) fn prefix(self) -> &'static str {
         match self {
             Self::Kafka | Self::Underscore => "ce_",
             Self::Nats => "ce-",

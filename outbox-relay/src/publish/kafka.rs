@@ -739,6 +739,23 @@ impl fmt::Debug for KafkaPublisher {
     }
 }
 
+impl KafkaPublisher {
+    /// What this publisher puts on the wire, for the AsyncAPI document of its sink.
+    pub(crate) fn shape(&self) -> super::wire::Shape<'_> {
+        super::wire::Shape {
+            protocol: "kafka",
+            destination: &self.topic,
+            binding: Binding::Kafka,
+            envelope: &self.envelope,
+            own_headers: &[("content-type", "The body's media type.")],
+            keyed_by_aggregate: true,
+            channel_bindings: None,
+            description:
+                "The outbox relay produces each event with the idempotent producer, keyed by its aggregate id.",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::KafkaPublisher;

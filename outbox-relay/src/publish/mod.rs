@@ -41,11 +41,15 @@ mod tls_options;
 mod url_options;
 #[cfg(feature = "webhook")]
 mod webhook;
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+mod wire;
 
 pub use file::FilePublisher;
 pub use stdout::StdoutPublisher;
 #[cfg(feature = "webhook")]
 pub use webhook::{WebhookBuilder, WebhookPublisher};
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+pub use wire::asyncapi_document;
 
 #[cfg(feature = "rabbitmq")]
 pub use amqp::{AmqpBuilder, AmqpPublisher};

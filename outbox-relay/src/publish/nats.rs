@@ -612,6 +612,29 @@ impl fmt::Debug for NatsPublisher {
     }
 }
 
+impl NatsPublisher {
+    /// What this publisher puts on the wire, for the AsyncAPI document of its sink.
+    pub(crate) fn shape(&self) -> super::wire::Shape<'_> {
+        super::wire::Shape {
+            protocol: "nats",
+            destination: &self.subject,
+            binding: Binding::Nats,
+            envelope: &self.envelope,
+            own_headers: &[
+                (
+                    "Nats-Msg-Id",
+                    "The event id: JetStream drops a republished event within the stream's duplicate window.",
+                ),
+                ("content-type", "The body's media type."),
+            ],
+            keyed_by_aggregate: false,
+            channel_bindings: None,
+            description:
+                "The outbox relay publishes each event to JetStream and waits for the stream's acknowledgement.",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::NatsPublisher;

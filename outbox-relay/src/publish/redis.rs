@@ -411,6 +411,23 @@ impl fmt::Debug for RedisPublisher {
     }
 }
 
+impl RedisPublisher {
+    /// What this publisher puts on the wire, for the AsyncAPI document of its sink: the headers are stream fields
+    /// beside the field `data`, which holds the payload.
+    pub(crate) fn shape(&self) -> super::wire::Shape<'_> {
+        super::wire::Shape {
+            protocol: "redis",
+            destination: &self.stream,
+            binding: Binding::Underscore,
+            envelope: &self.envelope,
+            own_headers: &[("content-type", "The media type of the field `data`.")],
+            keyed_by_aggregate: false,
+            channel_bindings: None,
+            description: "The outbox relay appends each event to a stream (XADD); the field `data` holds the body, the other fields are the headers.",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::RedisPublisher;

@@ -564,6 +564,23 @@ impl fmt::Debug for SqsPublisher {
     }
 }
 
+impl SqsPublisher {
+    /// What this publisher puts on the wire, for the AsyncAPI document of its sink: the headers are message
+    /// attributes.
+    pub(crate) fn shape(&self) -> super::wire::Shape<'_> {
+        super::wire::Shape {
+            protocol: "sqs",
+            destination: &self.queue_url,
+            binding: Binding::Underscore,
+            envelope: &self.envelope,
+            own_headers: &[],
+            keyed_by_aggregate: false,
+            channel_bindings: None,
+            description: "The outbox relay sends each event as a message whose attributes are the headers; when an event's own headers do not fit SQS's ten attributes they travel as one JSON object in `outbox_headers`. FIFO queues group by aggregate id and deduplicate by event id.",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::SqsPublisher;

@@ -263,3 +263,67 @@ pub fn check(sent: &[Sent], received: &[Received], spelling: Spelling, exact: bo
 pub fn envelope_query() -> String {
     format!("source=outbox-tests&schema_base={SCHEMA_BASE}")
 }
+
+/// The AsyncAPI document of `sink` for one contract (`order.placed` v2 about an `order`, as [`OrderPlaced`]),
+/// validated by the official parser (`tests/asyncapi/validate.mjs`, installed by `scripts/test-all.sh`).
+pub struct Described {
+    /// The channel address of `order.placed` v2.
+    pub address: String,
+    /// The headers the document says every message carries.
+    pub required_headers: Vec<String>,
+    /// The document.
+    pub document: serde_json::Value,
+}
+
+/// Builds and validates the document of `sink` (see [`Described`]).
+pub fn describe(sink: &str) -> Described {
+    let mut contracts = outbox_core::contracts::Contracts::new();
+    contracts.insert(
+        "order.placed",
+        2,
+        serde_json::json!({ "type": "object", "x-outbox-aggregate": "order", "properties": { "order": { "type": "string" } } }),
+    );
+    let sink: outbox_relay::Sink = sink.parse().expect("a sink URL");
+    let document = outbox_relay::asyncapi_document(&contracts, "Broker test", &sink).expect("the document");
+    let file = std::env::temp_dir().join(format!("outbox-asyncapi-{}.json", Uuid::now_v7().simple()));
+    std::fs::write(&file, document.to_string()).expect("write the document");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/asyncapi/validate.mjs");
+    let output = std::process::Command::new("node").arg(script).arg(&file).output().unwrap_or_else(|e| {
+        panic!("cannot run node ({e}): install Node.js and run `npm ci --prefix tests/asyncapi` (scripts/test-all.sh does)")
+    });
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        output.status.success(),
+        "the official parser refused the document: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let channel = document["channels"]
+        .as_object()
+        .and_then(|channels| channels.values().find(|c| c["messages"].get("order.placed.v2").is_some()))
+        .expect("a channel for order.placed v2");
+    let address = channel["address"].as_str().expect("an address").to_owned();
+    let required_headers = document["components"]["schemas"]["outbox.headers"]["required"]
+        .as_array()
+        .expect("required headers")
+        .iter()
+        .filter_map(|h| h.as_str().map(str::to_owned))
+        .collect();
+    Described { address, required_headers, document }
+}
+
+/// One event of [`OrderPlaced`] to publish straight to a broker, with a custom header.
+pub fn described_message() -> outbox_relay::Message {
+    let mut message =
+        outbox_relay::Message::new(Uuid::now_v7(), "order.placed", "order", "o-1", r#"{"order":"o-1","n":1}"#);
+    message.version = 2;
+    message.headers.insert("tenant".to_owned(), "acme".to_owned());
+    message
+}
+
+/// Checks that what arrived carries every header the document names, and the custom one.
+pub fn check_described(described: &Described, received: &Received) {
+    for header in &described.required_headers {
+        assert!(received.headers.contains_key(header), "`{header}` is missing from {:?}", received.headers.keys());
+    }
+    assert_eq!(received.headers.get("tenant").map(String::as_str), Some("acme"), "the custom header arrives");
+}

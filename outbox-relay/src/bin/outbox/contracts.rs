@@ -1,8 +1,9 @@
-//! `outbox contracts`: compare event contracts and list the compatibility rules.
+//! `outbox contracts`: compare event contracts, list the compatibility rules, and write the AsyncAPI document of
+//! the broker a relay publishes to.
 //!
 //! `outbox contracts diff OLD NEW` exits 0 when NEW is compatible with OLD, 1 when a change breaks consumers, 2
 //! on bad input (unknown option or rule id, unreadable folder, a file that is not a JSON Schema), with a
-//! one-line error on stderr. Self-contained: wire it with `Command::Contracts { command }` and [`run`].
+//! one-line error on stderr. `outbox contracts asyncapi CONTRACTS --sink URL` exits 0, or 2 on bad input. Self-contained: wire it with `Command::Contracts { command }` and [`run`].
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -18,6 +19,12 @@ pub(crate) enum ContractsCommand {
     ///
     /// Exit code 0: compatible; 1: breaking; 2: bad input.
     Diff(DiffArgs),
+    /// Write the AsyncAPI 3.0 document of the contracts as the relay publishes them to a broker: channel
+    /// addresses rendered by the sink's templates, the broker as the server (credentials stripped), and the
+    /// headers that broker carries.
+    ///
+    /// Exit code 0: written; 2: bad input.
+    Asyncapi(AsyncapiArgs),
     /// List the rule ids with what each detects and which readers it breaks.
     Rules {
         /// Only this rule.
@@ -67,6 +74,27 @@ pub(crate) struct DiffArgs {
     pub(crate) json: bool,
 }
 
+/// `outbox contracts asyncapi`.
+#[derive(Debug, Args)]
+pub(crate) struct AsyncapiArgs {
+    /// The contracts: a contracts folder (`<event_type>/v<N>.schema.json`), or one schema file.
+    #[arg(value_name = "CONTRACTS")]
+    pub(crate) contracts: PathBuf,
+
+    /// The sink URL the relay runs with (`outbox relay --sink`), e.g. `kafka://broker:9092?topic=shop.{event_type}`.
+    /// Secrets in it, or in the files and variables it names, are never written.
+    #[arg(long, value_name = "URL")]
+    pub(crate) sink: String,
+
+    /// The document's title.
+    #[arg(long, default_value = "Outbox events")]
+    pub(crate) title: String,
+
+    /// Write the document to this file instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+}
+
 /// `--mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum ModeArg {
@@ -97,6 +125,7 @@ pub(crate) fn run(command: ContractsCommand) -> ExitCode {
 pub(crate) fn run_with(command: ContractsCommand, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let result = match command {
         ContractsCommand::Diff(args) => diff(&args, out),
+        ContractsCommand::Asyncapi(args) => asyncapi(&args, out),
         ContractsCommand::Rules { rule } => rules(rule.as_deref(), out),
     };
     match result {
@@ -132,6 +161,41 @@ fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<u8, String> {
     };
     written.map_err(|e| format!("cannot write the report: {e}"))?;
     Ok(if report.is_compatible() { 0 } else { 1 })
+}
+
+fn asyncapi(args: &AsyncapiArgs, out: &mut dyn Write) -> Result<u8, String> {
+    let sink: outbox_relay::Sink = args.sink.parse().map_err(|e: outbox_relay::Error| e.to_string())?;
+    let contracts = contracts::Contracts::load(&args.contracts).map_err(|e| e.to_string())?;
+    if contracts.is_empty() {
+        return Err(format!("`{}` holds no contract", args.contracts.display()));
+    }
+    let document = document(&contracts, &args.title, &sink)?;
+    let text = contracts::to_canonical_json(&document);
+    match &args.output {
+        Some(path) => std::fs::write(path, text).map_err(|e| format!("cannot write `{}`: {e}", path.display()))?,
+        None => out.write_all(text.as_bytes()).map_err(|e| format!("cannot write the document: {e}"))?,
+    }
+    Ok(0)
+}
+
+/// The document of `sink`, from the publisher the relay would run.
+#[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
+fn document(
+    contracts: &contracts::Contracts,
+    title: &str,
+    sink: &outbox_relay::Sink,
+) -> Result<serde_json::Value, String> {
+    outbox_relay::asyncapi_document(contracts, title, sink).map_err(|e| e.to_string())
+}
+
+/// Without a broker feature there is no broker to describe.
+#[cfg(not(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis")))]
+fn document(
+    _contracts: &contracts::Contracts,
+    _title: &str,
+    _sink: &outbox_relay::Sink,
+) -> Result<serde_json::Value, String> {
+    Err("this build has no broker sinks (cargo features `kafka`, `nats`, `rabbitmq`, `sqs`, `redis`)".to_owned())
 }
 
 fn rules(only: Option<&str>, out: &mut dyn Write) -> Result<u8, String> {
