@@ -58,6 +58,18 @@ struct Record {
     key: String,
 }
 
+/// A consumed record's headers, body, partition and key.
+fn record_of(message: &rdkafka::message::BorrowedMessage<'_>) -> Record {
+    let mut headers = BTreeMap::new();
+    for header in message.headers().iter().flat_map(|list| list.iter()) {
+        let value = header.value.map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
+        headers.insert(header.key.to_owned(), value);
+    }
+    let key = String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned();
+    let body = message.payload().unwrap_or_default().to_vec();
+    Record { received: Received { headers, body }, partition: message.partition(), key }
+}
+
 /// Reads `expected` records from every partition of the topic, from the beginning, with an independent consumer.
 fn consume(broker: &Broker, expected: usize) -> Vec<Record> {
     let consumer: BaseConsumer = ClientConfig::new()
@@ -81,17 +93,7 @@ fn consume(broker: &Broker, expected: usize) -> Vec<Record> {
             continue;
         };
         idle = 0;
-        let message = message.expect("a record");
-        let mut headers = BTreeMap::new();
-        if let Some(list) = message.headers() {
-            for header in list.iter() {
-                let value = header.value.map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
-                headers.insert(header.key.to_owned(), value);
-            }
-        }
-        let key = String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned();
-        let body = message.payload().unwrap_or_default().to_vec();
-        records.push(Record { received: Received { headers, body }, partition: message.partition(), key });
+        records.push(record_of(&message.expect("a record")));
     }
     records
 }
@@ -270,14 +272,8 @@ async fn the_asyncapi_document_names_the_topic_and_key_an_event_arrives_with() {
         loop {
             assert!(std::time::Instant::now() < deadline, "nothing arrived on the documented topic");
             let Some(record) = consumer.poll(Duration::from_millis(200)) else { continue };
-            let record = record.expect("a record");
-            let mut headers = BTreeMap::new();
-            for header in record.headers().iter().flat_map(|list| list.iter()) {
-                let value = header.value.map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
-                headers.insert(header.key.to_owned(), value);
-            }
-            let key = String::from_utf8_lossy(record.key().unwrap_or_default()).into_owned();
-            return (key, Received { headers, body: record.payload().unwrap_or_default().to_vec() });
+            let record = record_of(&record.expect("a record"));
+            return (record.key, record.received);
         }
     })
     .await

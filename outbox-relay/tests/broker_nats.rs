@@ -38,6 +38,17 @@ async fn create_stream(broker: &Broker) -> jetstream::Context {
     js
 }
 
+/// A message's headers (the first value of each) and body.
+fn received_of(message: &async_nats::Message) -> Received {
+    let mut headers = BTreeMap::new();
+    for (name, values) in message.headers.iter().flat_map(|map| map.iter()) {
+        if let Some(value) = values.first() {
+            headers.insert(name.to_string(), value.to_string());
+        }
+    }
+    Received { headers, body: message.payload.to_vec() }
+}
+
 /// Reads every message of the stream, in stream order, with an ephemeral pull consumer.
 async fn consume_all(broker: &Broker) -> Vec<Received> {
     let client = async_nats::connect(broker.url()).await.expect("connect to NATS");
@@ -55,16 +66,7 @@ async fn consume_all(broker: &Broker) -> Vec<Received> {
         let mut batch =
             consumer.fetch().max_messages(500).expires(Duration::from_secs(1)).messages().await.expect("fetch");
         while let Some(message) = batch.next().await {
-            let message = message.expect("a message");
-            let mut headers = BTreeMap::new();
-            if let Some(map) = &message.headers {
-                for (name, values) in map.iter() {
-                    if let Some(value) = values.first() {
-                        headers.insert(name.to_string(), value.to_string());
-                    }
-                }
-            }
-            received.push(Received { headers, body: message.payload.to_vec() });
+            received.push(received_of(&message.expect("a message")));
         }
     }
     received
@@ -316,11 +318,5 @@ async fn the_asyncapi_document_names_the_subject_an_event_arrives_on_with_its_he
         .await
         .expect("the event arrives on the documented subject")
         .expect("a message");
-    let mut headers = BTreeMap::new();
-    for (name, values) in arrived.headers.iter().flat_map(|h| h.iter()) {
-        if let Some(value) = values.first() {
-            headers.insert(name.to_string(), value.to_string());
-        }
-    }
-    broker_support::check_described(&described, &Received { headers, body: arrived.payload.to_vec() });
+    broker_support::check_described(&described, &received_of(&arrived));
 }

@@ -28,10 +28,15 @@ fn publisher(broker: &Broker) -> RedisPublisher {
 
 /// Every entry of the stream `outbox.order`, in stream order (XRANGE - +).
 async fn consume_all(broker: &Broker) -> Vec<Received> {
+    consume_stream(broker, "outbox.order").await
+}
+
+/// Every entry of `stream`, in stream order (XRANGE - +).
+async fn consume_stream(broker: &Broker, stream: &str) -> Vec<Received> {
     let client = redis::Client::open(broker.url()).expect("redis URL");
     let mut connection = client.get_multiplexed_async_connection().await.expect("connect to Redis");
     let reply: StreamRangeReply =
-        redis::cmd("XRANGE").arg("outbox.order").arg("-").arg("+").query_async(&mut connection).await.expect("XRANGE");
+        redis::cmd("XRANGE").arg(stream).arg("-").arg("+").query_async(&mut connection).await.expect("XRANGE");
     reply
         .ids
         .into_iter()
@@ -218,22 +223,7 @@ async fn the_asyncapi_document_names_the_stream_an_event_arrives_on_with_its_fie
     publisher.connect().await.expect("connect");
     let message = broker_support::described_message();
     assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
-    let client = redis::Client::open(broker.url()).expect("redis URL");
-    let mut connection = client.get_multiplexed_async_connection().await.expect("connect to Redis");
-    let reply: StreamRangeReply = redis::cmd("XRANGE")
-        .arg(&described.address)
-        .arg("-")
-        .arg("+")
-        .query_async(&mut connection)
-        .await
-        .expect("XRANGE");
-    assert_eq!(reply.ids.len(), 1, "the event is in the documented stream");
-    let mut headers = BTreeMap::new();
-    for (name, value) in &reply.ids[0].map {
-        if let redis::Value::BulkString(bytes) = value {
-            headers.insert(name.clone(), String::from_utf8_lossy(bytes).into_owned());
-        }
-    }
-    let body = headers.remove("data").unwrap_or_default().into_bytes();
-    broker_support::check_described(&described, &Received { headers, body });
+    let received = consume_stream(&broker, &described.address).await;
+    assert_eq!(received.len(), 1, "the event is in the documented stream");
+    broker_support::check_described(&described, &received[0]);
 }

@@ -226,7 +226,7 @@ async fn the_asyncapi_document_names_the_queue_an_event_arrives_in_with_its_attr
     assert_eq!(described.address, "shop-order-v2");
     let server = described.document["servers"]["sqs"]["host"].as_str().expect("a server").to_owned();
     assert!(broker.url().ends_with(&server), "the server is the queue's host: {server}");
-    let publisher = sink.parse::<outbox_relay::Sink>().unwrap().open_with(true).unwrap();
+    let publisher = sink.parse::<outbox_relay::Sink>().unwrap().open().unwrap();
     let message = broker_support::described_message();
     let queue_url = format!("{}/123456789012/{}", broker.url(), described.address);
     client(&broker.url()).create_queue().queue_name(&described.address).send().await.expect("create the queue");

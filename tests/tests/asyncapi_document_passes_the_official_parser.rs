@@ -5,8 +5,7 @@
 //! Needs `node` and the parser installed with `npm ci --prefix tests/asyncapi` (scripts/test-all.sh does it).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use outbox_core::contracts::{Contracts, ASYNCAPI_FILE};
 use outbox_core::registry::EventDescriptor;
@@ -76,11 +75,6 @@ struct Parcel {
     weight_grams: u32,
 }
 
-fn validator() -> (PathBuf, PathBuf) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("asyncapi");
-    (dir.join("validate.mjs"), dir.join("node_modules/@asyncapi/parser"))
-}
-
 fn exported(name: &str) -> PathBuf {
     let events = [
         EventDescriptor::of::<PaymentPaidV1>("PaymentPaidV1"),
@@ -96,17 +90,8 @@ fn exported(name: &str) -> PathBuf {
 
 #[test]
 fn asyncapi_document_passes_the_official_parser() {
-    let (script, parser) = validator();
-    assert!(
-        parser.is_dir(),
-        "@asyncapi/parser is not installed: run `npm ci --prefix tests/asyncapi` (scripts/test-all.sh does it)"
-    );
     let dir = exported("valid");
-    let output = Command::new("node")
-        .arg(&script)
-        .arg(dir.join(ASYNCAPI_FILE))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run `node` ({e}): install Node.js 18 or later"));
+    let output = outbox_tests::asyncapi::parse(&dir.join(ASYNCAPI_FILE));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the parser rejected the document:\n{stderr}");
 
@@ -143,8 +128,6 @@ fn asyncapi_document_passes_the_official_parser() {
 
 #[test]
 fn a_broken_document_is_rejected_by_the_validator() {
-    let (script, parser) = validator();
-    assert!(parser.is_dir(), "@asyncapi/parser is not installed: run `npm ci --prefix tests/asyncapi`");
     let dir = exported("broken");
     let path = dir.join("broken.json");
     std::fs::write(
@@ -152,6 +135,6 @@ fn a_broken_document_is_rejected_by_the_validator() {
         r##"{"asyncapi":"3.0.0","info":{"title":"x"},"channels":{"a":{"messages":{"m":{"$ref":"#/nowhere"}}}}}"##,
     )
     .unwrap();
-    let output = Command::new("node").arg(&script).arg(&path).output().expect("node");
+    let output = outbox_tests::asyncapi::parse(&path);
     assert!(!output.status.success(), "the validator accepted a broken document");
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
+use super::wire::{attribute_description, CLOUDEVENTS_ATTRIBUTES};
 use super::{ContractError, Contracts, Wire, RESERVED};
 use crate::schema::AGGREGATE;
 
@@ -18,6 +19,9 @@ pub const SCHEMA_FORMAT: &str = "application/schema+json;version=draft-2020-12";
 /// The message header that carries the aggregate id (CloudEvents' `subject`, as the relay sends it to Kafka): the
 /// AsyncAPI `correlationId` of every message of the broker-neutral document.
 pub(crate) const AGGREGATE_ID_HEADER: &str = "ce_subject";
+
+/// What the W3C `traceparent` header holds.
+const TRACEPARENT: &str = "W3C trace context of the enqueuing transaction.";
 
 /// The AsyncAPI 3.0 document for `contracts`, titled `title`, without a broker: the document `export` writes
 /// into a contracts folder. For the document of the broker a relay publishes to, see [`asyncapi_document_for`].
@@ -214,27 +218,24 @@ fn message(event_type: &str, version: u32, aggregate: &str, message_key: &str, w
     message
 }
 
+/// A string property described by `description`.
+fn text(description: &str) -> Value {
+    json!({ "type": "string", "description": description })
+}
+
 /// The CloudEvents structured-mode envelope around `data`.
 fn envelope_schema(data: &Value) -> Value {
-    let text = |description: &str| json!({ "type": "string", "description": description });
+    let mut properties: Map<String, Value> =
+        CLOUDEVENTS_ATTRIBUTES.iter().map(|(name, description)| ((*name).to_owned(), text(description))).collect();
+    properties.insert("specversion".to_owned(), json!({ "const": "1.0" }));
+    properties.insert("datacontenttype".to_owned(), json!({ "const": "application/json" }));
+    properties.insert("traceparent".to_owned(), text(TRACEPARENT));
+    properties.insert("tracestate".to_owned(), text("W3C trace state."));
+    properties.insert("data".to_owned(), data.clone());
     json!({
         "type": "object",
         "description": "A CloudEvents 1.0 envelope (structured mode); `data` is the event's payload.",
-        "properties": {
-            "id": text("The event id (UUID v7): deduplicate on it, delivery is at least once."),
-            "source": text("The producing service."),
-            "specversion": { "const": "1.0" },
-            "type": text("The event type."),
-            "subject": text("The aggregate id."),
-            "time": text("When the event was enqueued (RFC 3339)."),
-            "datacontenttype": { "const": "application/json" },
-            "dataschema": text("Where the payload's contract is published."),
-            "schemaversion": text("The schema version of the payload."),
-            "aggregatetype": text("The aggregate type."),
-            "traceparent": text("W3C trace context of the enqueuing transaction."),
-            "tracestate": text("W3C trace state."),
-            "data": data,
-        },
+        "properties": properties,
         "required": ["id", "source", "specversion", "type", "subject", "data"],
     })
 }
@@ -257,20 +258,15 @@ fn wire_headers_schema(wire: &Wire) -> Value {
 }
 
 fn headers_schema() -> Value {
-    let header = |description: &str| json!({ "type": "string", "description": description });
+    let mut properties: Map<String, Value> = ["id", "type", "source", "specversion", "subject", "time", "dataschema"]
+        .into_iter()
+        .filter_map(|name| attribute_description(name).map(|description| (format!("ce_{name}"), text(description))))
+        .collect();
+    properties.insert("traceparent".to_owned(), text(TRACEPARENT));
     json!({
         "type": "object",
         "description": "CloudEvents 1.0 attributes (Kafka binding names) and the W3C trace context captured at enqueue.",
-        "properties": {
-            "ce_id": header("The event id (UUID v7): deduplicate on it, delivery is at least once."),
-            "ce_type": header("The event type."),
-            "ce_source": header("The producing service."),
-            "ce_specversion": header("Always 1.0."),
-            "ce_subject": header("The aggregate id."),
-            "ce_time": header("When the event was enqueued (RFC 3339)."),
-            "ce_dataschema": header("The schema version of the payload."),
-            "traceparent": header("W3C trace context of the enqueuing transaction."),
-        },
+        "properties": properties,
         "required": ["ce_id", "ce_type", "ce_subject"],
     })
 }

@@ -4,6 +4,27 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+/// The CloudEvents attributes the relay sends with every event, by their unprefixed names, with what each holds:
+/// every AsyncAPI document describes them with these words. `dataschema` is sent when a schema base is
+/// configured.
+pub const CLOUDEVENTS_ATTRIBUTES: &[(&str, &str)] = &[
+    ("id", "The event id (UUID v7): deduplicate on it, delivery is at least once."),
+    ("source", "The producing service."),
+    ("specversion", "Always 1.0."),
+    ("type", "The event type."),
+    ("subject", "The aggregate id."),
+    ("time", "When the event was enqueued (RFC 3339)."),
+    ("dataschema", "Where the payload's contract is published."),
+    ("schemaversion", "The schema version of the payload."),
+    ("aggregatetype", "The aggregate type."),
+];
+
+/// What the CloudEvents attribute `name` (unprefixed) holds, from [`CLOUDEVENTS_ATTRIBUTES`].
+#[must_use]
+pub fn attribute_description(name: &str) -> Option<&'static str> {
+    CLOUDEVENTS_ATTRIBUTES.iter().find(|(attribute, _)| *attribute == name).map(|(_, description)| *description)
+}
+
 /// One message header (or attribute, or stream field) a broker carries beside the payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

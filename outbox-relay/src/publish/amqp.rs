@@ -657,12 +657,14 @@ impl AmqpPublisher {
             lapin::ExchangeKind::Headers => "headers",
             lapin::ExchangeKind::Custom(_) | lapin::ExchangeKind::Topic => "topic",
         };
+        let vhost = self.url.path().trim_start_matches('/');
         super::wire::Shape {
             protocol: if self.url.scheme() == "amqps" { "amqps" } else { "amqp" },
             destination: &self.routing_key,
             binding: Binding::Amqp,
             envelope: &self.envelope,
             own_headers: &[],
+            pathname: Some(format!("/{}", if vhost.is_empty() { "%2f" } else { vhost })),
             keyed_by_aggregate: false,
             channel_bindings: Some(serde_json::json!({
                 "amqp": {

@@ -748,6 +748,7 @@ impl KafkaPublisher {
             binding: Binding::Kafka,
             envelope: &self.envelope,
             own_headers: &[("content-type", "The body's media type.")],
+            pathname: None,
             keyed_by_aggregate: true,
             channel_bindings: None,
             description:

@@ -627,6 +627,7 @@ impl NatsPublisher {
                 ),
                 ("content-type", "The body's media type."),
             ],
+            pathname: None,
             keyed_by_aggregate: false,
             channel_bindings: None,
             description:

@@ -421,6 +421,7 @@ impl RedisPublisher {
             binding: Binding::Underscore,
             envelope: &self.envelope,
             own_headers: &[("content-type", "The media type of the field `data`.")],
+            pathname: None,
             keyed_by_aggregate: false,
             channel_bindings: None,
             description: "The outbox relay appends each event to a stream (XADD); the field `data` holds the body, the other fields are the headers.",

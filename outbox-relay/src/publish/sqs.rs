@@ -574,6 +574,7 @@ impl SqsPublisher {
             binding: Binding::Underscore,
             envelope: &self.envelope,
             own_headers: &[],
+            pathname: None,
             keyed_by_aggregate: false,
             channel_bindings: None,
             description: "The outbox relay sends each event as a message whose attributes are the headers; when an event's own headers do not fit SQS's ten attributes they travel as one JSON object in `outbox_headers`. FIFO queues group by aggregate id and deduplicate by event id.",

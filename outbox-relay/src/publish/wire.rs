@@ -2,7 +2,7 @@
 //! (`outbox contracts asyncapi CONTRACTS --sink URL`): the same templates and header names the publisher uses, so
 //! the document names the destinations events really arrive at.
 
-use outbox_core::contracts::{asyncapi_document_for, Contracts, Wire};
+use outbox_core::contracts::{asyncapi_document_for, attribute_description, Contracts, Wire};
 use outbox_core::schema::AGGREGATE;
 use serde_json::Value;
 
@@ -23,28 +23,14 @@ pub(crate) struct Shape<'a> {
     pub(crate) envelope: &'a CloudEvents,
     /// Headers of the publisher's own beside the CloudEvents attributes: name and what it holds.
     pub(crate) own_headers: &'static [(&'static str, &'static str)],
+    /// The server's path (an AMQP virtual host), if it has one.
+    pub(crate) pathname: Option<String>,
     /// Whether the message key is the aggregate id.
     pub(crate) keyed_by_aggregate: bool,
     /// The channels' protocol bindings, if the broker has any to state.
     pub(crate) channel_bindings: Option<Value>,
     /// What the relay does there, for the server's description.
     pub(crate) description: &'static str,
-}
-
-/// What each CloudEvents attribute holds, by its unprefixed name.
-fn attribute_description(name: &str) -> &'static str {
-    match name {
-        "id" => "The event id (UUID v7): deduplicate on it, delivery is at least once.",
-        "source" => "The producing service.",
-        "specversion" => "Always 1.0.",
-        "type" => "The event type.",
-        "subject" => "The aggregate id.",
-        "time" => "When the event was enqueued (RFC 3339).",
-        "dataschema" => "Where the payload's contract is published.",
-        "schemaversion" => "The schema version of the payload.",
-        "aggregatetype" => "The aggregate type.",
-        _ => "A CloudEvents attribute.",
-    }
 }
 
 /// The AsyncAPI document of `contracts` as the publisher of `sink` publishes them, titled `title`: channel
@@ -106,9 +92,8 @@ pub fn asyncapi_document(contracts: &Contracts, title: &str, sink: &Sink) -> Res
         }
     }
     let mut wire = Wire::new(shape.protocol, server).description(shape.description);
-    if matches!(shape.protocol, "amqp" | "amqps") {
-        let vhost = url.path().trim_start_matches('/');
-        wire = wire.pathname(format!("/{}", if vhost.is_empty() { "%2f" } else { vhost }));
+    if let Some(pathname) = shape.pathname {
+        wire = wire.pathname(pathname);
     }
     for (event_type, version, address) in addresses {
         wire = wire.address(event_type, version, address);
@@ -119,7 +104,7 @@ pub fn asyncapi_document(contracts: &Contracts, title: &str, sink: &Sink) -> Res
     let sample = Message::new(uuid::Uuid::nil(), "order.placed", "order", "1", "{}");
     let prefix = shape.binding.prefix();
     for (name, _) in shape.envelope.attribute_headers(&sample, shape.binding) {
-        let description = attribute_description(name.trim_start_matches(prefix));
+        let description = attribute_description(name.trim_start_matches(prefix)).unwrap_or("A CloudEvents attribute.");
         wire = wire.header(name, description, true);
     }
     wire = if shape.envelope.content_mode() == ContentMode::Structured {

@@ -265,7 +265,7 @@ pub fn envelope_query() -> String {
 }
 
 /// The AsyncAPI document of `sink` for one contract (`order.placed` v2 about an `order`, as [`OrderPlaced`]),
-/// validated by the official parser (`tests/asyncapi/validate.mjs`, installed by `scripts/test-all.sh`).
+/// validated by the official parser ([`outbox_tests::asyncapi::parse`]).
 pub struct Described {
     /// The channel address of `order.placed` v2.
     pub address: String,
@@ -287,10 +287,7 @@ pub fn describe(sink: &str) -> Described {
     let document = outbox_relay::asyncapi_document(&contracts, "Broker test", &sink).expect("the document");
     let file = std::env::temp_dir().join(format!("outbox-asyncapi-{}.json", Uuid::now_v7().simple()));
     std::fs::write(&file, document.to_string()).expect("write the document");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/asyncapi/validate.mjs");
-    let output = std::process::Command::new("node").arg(script).arg(&file).output().unwrap_or_else(|e| {
-        panic!("cannot run node ({e}): install Node.js and run `npm ci --prefix tests/asyncapi` (scripts/test-all.sh does)")
-    });
+    let output = outbox_tests::asyncapi::parse(&file);
     let _ = std::fs::remove_file(&file);
     assert!(
         output.status.success(),
