@@ -90,6 +90,9 @@ fn asyncapi_for_a_sink_names_its_channels_and_server_and_never_its_password() {
     assert_eq!(addresses, ["shop.order.placed.v1", "shop.order.placed.v2"]);
     let headers = &document["components"]["schemas"]["outbox.headers"]["properties"];
     assert!(headers.get("cloudEvents:id").is_some(), "AMQP's attribute names: {headers}");
+    assert!(headers.get("traceparent").is_some(), "the trace context travels under its own name: {headers}");
+    let required = &document["components"]["schemas"]["outbox.headers"]["required"];
+    assert!(!required.as_array().unwrap().contains(&"traceparent".into()), "only traced events carry it: {required}");
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use super::wire::{attribute_description, CLOUDEVENTS_ATTRIBUTES};
+use super::wire::{attribute_description, CLOUDEVENTS_ATTRIBUTES, TRACE_CONTEXT_HEADERS};
 use super::{ContractError, Contracts, Wire, RESERVED};
 use crate::schema::AGGREGATE;
 
@@ -19,9 +19,6 @@ pub const SCHEMA_FORMAT: &str = "application/schema+json;version=draft-2020-12";
 /// The message header that carries the aggregate id (CloudEvents' `subject`, as the relay sends it to Kafka): the
 /// AsyncAPI `correlationId` of every message of the broker-neutral document.
 pub(crate) const AGGREGATE_ID_HEADER: &str = "ce_subject";
-
-/// What the W3C `traceparent` header holds.
-const TRACEPARENT: &str = "W3C trace context of the enqueuing transaction.";
 
 /// The AsyncAPI 3.0 document for `contracts`, titled `title`, without a broker: the document `export` writes
 /// into a contracts folder. For the document of the broker a relay publishes to, see [`asyncapi_document_for`].
@@ -229,8 +226,9 @@ fn envelope_schema(data: &Value) -> Value {
         CLOUDEVENTS_ATTRIBUTES.iter().map(|(name, description)| ((*name).to_owned(), text(description))).collect();
     properties.insert("specversion".to_owned(), json!({ "const": "1.0" }));
     properties.insert("datacontenttype".to_owned(), json!({ "const": "application/json" }));
-    properties.insert("traceparent".to_owned(), text(TRACEPARENT));
-    properties.insert("tracestate".to_owned(), text("W3C trace state."));
+    for (name, description) in TRACE_CONTEXT_HEADERS {
+        properties.insert((*name).to_owned(), text(description));
+    }
     properties.insert("data".to_owned(), data.clone());
     json!({
         "type": "object",
@@ -262,7 +260,9 @@ fn headers_schema() -> Value {
         .into_iter()
         .filter_map(|name| attribute_description(name).map(|description| (format!("ce_{name}"), text(description))))
         .collect();
-    properties.insert("traceparent".to_owned(), text(TRACEPARENT));
+    if let Some((name, description)) = TRACE_CONTEXT_HEADERS.first() {
+        properties.insert((*name).to_owned(), text(description));
+    }
     json!({
         "type": "object",
         "description": "CloudEvents 1.0 attributes (Kafka binding names) and the W3C trace context captured at enqueue.",

@@ -75,4 +75,4 @@ pub use policy::RESERVED;
 pub use report::{Finding, Report};
 pub use rules::{Rule, Side};
 pub use snapshot::{assert_compatible, Outcome, Snapshot, OVERWRITE_ENV};
-pub use wire::{attribute_description, Wire, WireHeader, CLOUDEVENTS_ATTRIBUTES};
+pub use wire::{attribute_description, Wire, WireHeader, CLOUDEVENTS_ATTRIBUTES, TRACE_CONTEXT_HEADERS};

@@ -19,6 +19,11 @@ pub const CLOUDEVENTS_ATTRIBUTES: &[(&str, &str)] = &[
     ("aggregatetype", "The aggregate type."),
 ];
 
+/// The W3C trace context headers an event carries when its transaction was traced, under their own names on every
+/// broker, with what each holds.
+pub const TRACE_CONTEXT_HEADERS: &[(&str, &str)] =
+    &[("traceparent", "W3C trace context of the enqueuing transaction."), ("tracestate", "W3C trace state.")];
+
 /// What the CloudEvents attribute `name` (unprefixed) holds, from [`CLOUDEVENTS_ATTRIBUTES`].
 #[must_use]
 pub fn attribute_description(name: &str) -> Option<&'static str> {

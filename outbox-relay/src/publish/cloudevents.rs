@@ -16,6 +16,7 @@
 
 use std::fmt;
 
+use outbox_core::contracts::TRACE_CONTEXT_HEADERS;
 use serde_json::value::RawValue;
 use time::format_description::well_known::Rfc3339;
 
@@ -27,9 +28,6 @@ pub(crate) const STRUCTURED_CONTENT_TYPE: &str = "application/cloudevents+json";
 
 /// The content type of the payload.
 pub(crate) const DATA_CONTENT_TYPE: &str = "application/json";
-
-/// Trace context headers forwarded from the event's row.
-const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
 
 /// How the event travels: attributes as headers (binary) or the whole envelope as the body (structured).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -274,7 +272,7 @@ impl CloudEvents {
 
 /// The trace context headers of `message` (`traceparent`, `tracestate`) that it has.
 pub(crate) fn trace_headers(message: &Message) -> impl Iterator<Item = (&'static str, &str)> {
-    TRACE_HEADERS.iter().filter_map(|name| message.headers.get(*name).map(|value| (*name, value.as_str())))
+    TRACE_CONTEXT_HEADERS.iter().filter_map(|(name, _)| message.headers.get(*name).map(|value| (*name, value.as_str())))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! (`outbox contracts asyncapi CONTRACTS --sink URL`): the same templates and header names the publisher uses, so
 //! the document names the destinations events really arrive at.
 
-use outbox_core::contracts::{asyncapi_document_for, attribute_description, Contracts, Wire};
+use outbox_core::contracts::{asyncapi_document_for, attribute_description, Contracts, Wire, TRACE_CONTEXT_HEADERS};
 use outbox_core::schema::AGGREGATE;
 use serde_json::Value;
 
@@ -106,6 +106,10 @@ pub fn asyncapi_document(contracts: &Contracts, title: &str, sink: &Sink) -> Res
     for (name, _) in shape.envelope.attribute_headers(&sample, shape.binding) {
         let description = attribute_description(name.trim_start_matches(prefix)).unwrap_or("A CloudEvents attribute.");
         wire = wire.header(name, description, true);
+    }
+    for (name, description) in TRACE_CONTEXT_HEADERS {
+        // Only on events whose transaction was traced.
+        wire = wire.header(*name, *description, false);
     }
     wire = if shape.envelope.content_mode() == ContentMode::Structured {
         wire.structured_envelope()
