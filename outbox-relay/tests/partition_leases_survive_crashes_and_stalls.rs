@@ -95,7 +95,8 @@ async fn a_dead_relays_partitions_are_taken_over_and_its_batch_counts_an_attempt
     assert_eq!(membership.owned.len(), 256, "a lone relay owns every partition");
     let read = read_all(&store, &membership.owned).await;
     assert_eq!(read.len(), 30);
-    store.start_batch(dead, Uuid::now_v7(), &read).await.unwrap();
+    let leases: Vec<(u16, i64)> = membership.owned.iter().map(|l| (l.partition, l.epoch)).collect();
+    assert!(store.start_batch(dead, Uuid::now_v7(), &leases, &read).await.unwrap(), "recorded while owned");
 
     let recorder = Recorder::new();
     let relay = start(&db, recorder.for_relay(1), common::config().lease(Duration::from_secs(30)).build().unwrap());
@@ -117,7 +118,7 @@ async fn a_dead_relays_partitions_are_taken_over_and_its_batch_counts_an_attempt
 }
 
 #[tokio::test]
-async fn a_relay_whose_partitions_were_taken_over_cannot_settle_them() {
+async fn a_relay_whose_partitions_were_taken_over_can_neither_record_nor_settle_a_batch_of_them() {
     let db = TestDatabase::migrated().await;
     let store = PgStore::new(db.pool.clone());
     enqueue(&db.pool, &(0..5).map(|n| event("fenced", n)).collect::<Vec<_>>()).await;
@@ -132,14 +133,22 @@ async fn a_relay_whose_partitions_were_taken_over_cannot_settle_them() {
     assert_eq!((fresh.removed, fresh.owned.len()), (1, 256));
     assert!(fresh.owned.iter().zip(&stale.owned).all(|(f, s)| f.partition == s.partition && f.epoch > s.epoch));
 
-    // A wakes up and settles what it read at its old epochs: nothing changes.
-    let marks: Vec<Settlement> = stale_ids.iter().map(|id| Settlement::published(*id)).collect();
+    // A wakes up and records a batch of what it read at its old epochs: refused, so it publishes nothing.
     let old: Vec<(u16, i64)> = stale.owned.iter().map(|l| (l.partition, l.epoch)).collect();
+    let new: Vec<(u16, i64)> = fresh.owned.iter().map(|l| (l.partition, l.epoch)).collect();
+    assert!(!store.start_batch(a, Uuid::now_v7(), &old, &stale_ids).await.unwrap(), "A recorded a lost batch");
+    assert!(!store.start_batch(a, Uuid::now_v7(), &new, &stale_ids).await.unwrap(), "A recorded at B's epochs");
+    assert!(!store.start_batch(b, Uuid::now_v7(), &old, &stale_ids).await.unwrap(), "B recorded at old epochs");
+    assert_eq!(batches_in_flight(&db).await, 0, "a refused batch left a record");
+    assert!(store.start_batch(b, Uuid::now_v7(), &new[..1], &stale_ids).await.unwrap(), "the owner records");
+    assert_eq!(batches_in_flight(&db).await, 1);
+
+    // Nor can it settle them: nothing changes.
+    let marks: Vec<Settlement> = stale_ids.iter().map(|id| Settlement::published(*id)).collect();
     let report = store.settle(&SettleBatch::new(a, Uuid::now_v7(), old.clone(), marks.clone())).await.unwrap();
     assert_eq!((report.published, report.fenced), (0, 5));
     assert_eq!(count(&db.pool, "pending").await, 5, "A's settle changed rows B owns");
     // Nor does A with B's epochs, or B with A's.
-    let new: Vec<(u16, i64)> = fresh.owned.iter().map(|l| (l.partition, l.epoch)).collect();
     let forged = store.settle(&SettleBatch::new(a, Uuid::now_v7(), new.clone(), marks.clone())).await.unwrap();
     assert_eq!(forged.fenced, 5);
     let stale_epochs = store.settle(&SettleBatch::new(b, Uuid::now_v7(), old, marks.clone())).await.unwrap();

@@ -189,7 +189,7 @@ fn on_crash(event: &CrashedEvent) -> SettleOutcome {
 }
 
 #[tokio::test]
-async fn sqlite_dead_relay_is_replaced_and_the_stale_owner_is_fenced() {
+async fn sqlite_dead_relay_is_replaced_and_the_stale_owner_can_neither_record_nor_settle() {
     let db = TestDatabase::migrated().await;
     let ids = enqueue_interleaved(&db.pool, 2, 1).await;
     let store = SqliteStore::new(db.pool.clone());
@@ -199,7 +199,8 @@ async fn sqlite_dead_relay_is_replaced_and_the_stale_owner_is_fenced() {
     let read = store.read(&ReadRequest::new(vec![ReadRange::new(0, 0, 10)])).await.unwrap();
     let read_ids: Vec<Uuid> = read.rows.iter().map(|r| r.event.id).collect();
     assert_eq!(read_ids, ids);
-    store.start_batch(stale, Uuid::now_v7(), &read_ids).await.unwrap();
+    let leases = [(0, first.owned[0].epoch)];
+    assert!(store.start_batch(stale, Uuid::now_v7(), &leases, &read_ids).await.unwrap(), "recorded while owned");
     let waiting = store.heartbeat(&Heartbeat::new(fresh, "b", Duration::from_secs(30), &on_crash)).await.unwrap();
     assert!(waiting.owned.is_empty(), "a live relay's partition is not taken");
 
@@ -208,8 +209,12 @@ async fn sqlite_dead_relay_is_replaced_and_the_stale_owner_is_fenced() {
     assert_eq!((second.removed, second.crashed, second.owned.len()), (1, 2, 1));
     assert!(second.owned[0].epoch > first.owned[0].epoch);
 
-    let marks: Vec<_> = read_ids.iter().map(|id| Settlement::published(*id)).collect();
     let old = vec![(0, first.owned[0].epoch)];
+    let batches = || sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_batches").fetch_one(&db.pool);
+    assert_eq!(batches().await.unwrap(), 0, "the dead relay's batch was adopted and counted");
+    assert!(!store.start_batch(stale, Uuid::now_v7(), &old, &read_ids).await.unwrap(), "recorded a lost batch");
+    assert_eq!(batches().await.unwrap(), 0, "a refused batch left a record");
+    let marks: Vec<_> = read_ids.iter().map(|id| Settlement::published(*id)).collect();
     let report = store.settle(&SettleBatch::new(stale, Uuid::now_v7(), old, marks.clone())).await.unwrap();
     assert_eq!((report.published, report.fenced), (0, 2), "the stalled relay cannot mark rows it lost");
     let new = vec![(0, second.owned[0].epoch)];

@@ -381,14 +381,28 @@ impl Lane {
         let read_at: Vec<(Uuid, i64)> = items.iter().map(|item| (item.id, item.epoch)).collect();
         let span = crate::telemetry::read_span(0);
         let batch_span = crate::telemetry::record_batch(&span, items.iter().map(Item::event_type), items.len());
-        if let Err(error) = shared.store.start_batch(shared.relay, batch_id, &ids).await {
-            tracing::warn!(error = %Error::from_store(error), "cannot record the batch; reading its partitions again");
+        let leases: Vec<(u16, i64)> =
+            items.iter().map(|item| (item.partition, item.epoch)).collect::<BTreeMap<_, _>>().into_iter().collect();
+        let recorded = match shared.store.start_batch(shared.relay, batch_id, &leases, &ids).await {
+            Ok(true) => true,
+            Ok(false) => {
+                // Taken over since the ownership check: the new owner publishes these events.
+                tracing::warn!(events = items.len(), "partitions taken over before recording the batch; not published");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(error = %Error::from_store(error), "cannot record the batch; reading its partitions again");
+                false
+            }
+        };
+        if !recorded {
             for item in &items {
                 self.handover.remove(item.partition, 1);
                 if let Some(state) = self.partitions.get_mut(&item.partition) {
                     state.reset = true;
                 }
             }
+            self.handover.kick.notify_one();
             return;
         }
         let mut partitions: BTreeMap<u16, usize> = BTreeMap::new();
@@ -418,8 +432,6 @@ impl Lane {
                 state.park(aggregate, seq, until);
             }
         }
-        let leases: Vec<(u16, i64)> =
-            partitions.keys().filter_map(|p| self.partitions.get(p).map(|state| (*p, state.lease.epoch))).collect();
         let delete = shared.config.retention == crate::config::Retention::Immediately;
         let settle = SettleBatch::new(shared.relay, batch_id, leases, published.settlements).delete_published(delete);
         while self.settles.len() >= SETTLES_IN_FLIGHT {

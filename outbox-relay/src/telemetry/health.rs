@@ -110,8 +110,14 @@ impl Store for WatchedListener {
         self.inner.blocked_aggregates(partitions)
     }
 
-    fn start_batch<'a>(&'a self, relay: Uuid, batch: Uuid, events: &'a [Uuid]) -> StoreFuture<'a, ()> {
-        self.inner.start_batch(relay, batch, events)
+    fn start_batch<'a>(
+        &'a self,
+        relay: Uuid,
+        batch: Uuid,
+        leases: &'a [(u16, i64)],
+        events: &'a [Uuid],
+    ) -> StoreFuture<'a, bool> {
+        self.inner.start_batch(relay, batch, leases, events)
     }
 
     fn settle<'a>(&'a self, batch: &'a SettleBatch) -> StoreFuture<'a, SettleReport> {

@@ -44,7 +44,9 @@ async fn stop_holding_a_batch(scene: &Scene, relay: &RelayProcess, owner: Uuid) 
             continue;
         }
         relay.pause();
-        // Frozen now: what the table says it holds, it holds for good.
+        // Frozen now; a statement it sent just before the stop still runs at the server. Then what the table says
+        // it holds, it holds for good: any batch it publishes after the stall was recorded before it.
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let held = held_by(scene, owner).await;
         if !held.is_empty() {
             return held;

@@ -27,8 +27,14 @@ impl Store for PgStore {
         Box::pin(read::blocked_aggregates(&self.pool, partitions))
     }
 
-    fn start_batch<'a>(&'a self, relay: Uuid, batch: Uuid, events: &'a [Uuid]) -> StoreFuture<'a, ()> {
-        Box::pin(batch::start_batch(&self.pool, relay, batch, events))
+    fn start_batch<'a>(
+        &'a self,
+        relay: Uuid,
+        batch: Uuid,
+        leases: &'a [(u16, i64)],
+        events: &'a [Uuid],
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(batch::start_batch(&self.pool, relay, batch, leases, events))
     }
 
     fn settle<'a>(&'a self, batch: &'a SettleBatch) -> StoreFuture<'a, SettleReport> {
