@@ -4,6 +4,7 @@ mod admin;
 mod backlog;
 mod batch;
 mod control;
+mod fence;
 mod inbox;
 mod inspect;
 mod listen;

@@ -2,23 +2,18 @@
 
 use sqlx::{PgPool, Row};
 
+use super::fence::{held_leases, lease_arrays};
 use crate::store::{short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
 use crate::Result;
 
-/// The batch's partition leases, locked FOR KEY SHARE: a takeover changes the epoch (a key column), so it waits
-/// for this statement to commit, and a settle that starts after a takeover finds no lease and changes nothing.
-/// Heartbeats do not change the epoch, so they never wait for a settle. The statement is planned at every call
-/// with the arrays' real lengths (unnamed statement): a cached generic plan does not know them and joins the
-/// rows with the arrays in a nested loop, far slower for a batch of 1000 than the hash join the real sizes give.
+/// The batch's leases are fenced (`held_leases!`). The statement is planned at every call with the arrays' real
+/// lengths (unnamed statement): a cached generic plan does not know them and joins the rows with the arrays in a
+/// nested loop, far slower for a batch of 1000 than the hash join the real sizes give.
 macro_rules! settle_sql {
     ($published:literal) => {
         concat!(
-            "WITH held AS (
-SELECT p.partition FROM outbox_partitions p
-  JOIN UNNEST($2::int2[], $3::int8[]) AS h(partition, epoch) ON p.partition = h.partition AND p.epoch = h.epoch
- WHERE p.owner = $1
-   FOR KEY SHARE OF p
-),
+            held_leases!(),
+            ",
 s AS (SELECT * FROM UNNEST($5::uuid[], $6::text[], $7::text[], $8::float8[]) AS s(id, outcome, error, delay_secs)),
 published AS (",
             $published,
@@ -109,8 +104,7 @@ fn columns(settlements: &[Settlement]) -> Columns {
 
 pub(super) async fn settle(pool: &PgPool, batch: &SettleBatch) -> Result<SettleReport> {
     let columns = columns(&batch.settlements);
-    let partitions: Vec<i16> = batch.leases.iter().map(|(p, _)| i16::try_from(*p).unwrap_or(i16::MAX)).collect();
-    let epochs: Vec<i64> = batch.leases.iter().map(|(_, e)| *e).collect();
+    let (partitions, epochs) = lease_arrays(&batch.leases);
     let sql = if batch.delete_published { DELETE_PUBLISHED } else { MARK_PUBLISHED };
     let rows = sqlx::query(sql)
         .persistent(false)

@@ -8,6 +8,7 @@ mod backlog;
 mod batch;
 mod clock;
 mod control;
+mod fence;
 mod inspect;
 mod maintenance;
 mod membership;

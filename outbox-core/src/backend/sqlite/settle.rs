@@ -7,6 +7,7 @@ use serde::Serialize;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use super::clock::now;
+use super::fence::{partition_zero_epoch, HELD};
 use crate::store::{short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
 use crate::Result;
 
@@ -14,9 +15,6 @@ use crate::Result;
 const SETTLEMENTS: &str = "(SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.outcome') AS outcome,
         json_extract(value, '$.error') AS error, json_extract(value, '$.delay') AS delay
    FROM json_each(?1))";
-
-/// Whether the relay `?2` still holds partition 0 at epoch `?3`.
-const HELD: &str = "EXISTS (SELECT 1 FROM outbox_partitions p WHERE p.partition = 0 AND p.owner = ?2 AND p.epoch = ?3)";
 
 #[derive(Serialize)]
 struct Entry<'a> {
@@ -64,7 +62,7 @@ fn update(held: &str) -> String {
 pub(super) async fn settle(pool: &SqlitePool, batch: &SettleBatch) -> Result<SettleReport> {
     let (rows, outcome_of) = entries(&batch.settlements);
     let relay = batch.relay.hyphenated().to_string();
-    let epoch = batch.leases.iter().find(|(p, _)| *p == 0).map_or(-1, |(_, e)| *e);
+    let epoch = partition_zero_epoch(&batch.leases);
     let mut tx = pool.begin().await?;
     let mut applied: Vec<String> = Vec::new();
     if batch.delete_published {
