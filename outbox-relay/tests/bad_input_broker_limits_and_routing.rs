@@ -23,7 +23,7 @@ use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptio
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties, ExchangeKind};
 use outbox_core::{Outbox, OutboxEvent};
-use outbox_relay::{AmqpPublisher, NatsPublisher};
+use outbox_relay::{AmqpPublisher, NatsPublisher, RelayConfig};
 use outbox_tests::brokers::{Broker, Kind};
 use outbox_tests::pg::TestDatabase;
 use serde::Serialize;
@@ -120,21 +120,31 @@ async fn a_nats_subject_without_a_stream_is_retried_with_a_clear_error_until_a_s
     let orders = enqueue(&db.pool, 5, 2).await;
     let invoices = enqueue_invoices(&db.pool, 2).await;
     let url = format!("{}?subject=outbox.{{event_type}}&ack_timeout_ms=2000&{}", broker.url(), envelope_query());
-    let relay = start(&db, NatsPublisher::from_url(&url.parse().unwrap()).unwrap(), config());
+    // Full jitter may draw a delay near zero for any one retry, so backoff is proven over several: at least one
+    // sample between failures finds the event waiting for its next attempt.
+    let config = RelayConfig::builder()
+        .poll_interval(Duration::from_millis(10))
+        .backoff(Duration::from_millis(200), Duration::from_secs(2))
+        .max_attempts(100_000)
+        .build()
+        .expect("config");
+    let relay = start(&db, NatsPublisher::from_url(&url.parse().unwrap()).unwrap(), config);
     wait_for(&db.pool, "published", orders.len() as i64, Duration::from_secs(60)).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut seen_waiting = false;
     loop {
         let (status, error, attempts, backing_off) = row(&db.pool, invoices[0]).await;
         assert_ne!(status, "failed", "a missing stream is not a permanent failure: {error}");
         assert_ne!(status, "published", "published with no stream to take it");
+        seen_waiting |= attempts >= 1 && backing_off;
         if attempts >= 3 {
             assert!(error.contains("no JetStream stream captures the subject `outbox.invoice.sent`"), "{error}");
             assert!(!error.contains(SECRET_NOTE), "the error carries the payload: {error}");
-            assert!(backing_off || status == "in_flight", "retried at once, without backoff");
+            assert!(seen_waiting, "retried {attempts} times and never waited for a next attempt");
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "no retries within 60 s: {status} {attempts} {error}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
     js.create_stream(stream("INVOICES", "outbox.invoice.>")).await.expect("create the invoices stream");
