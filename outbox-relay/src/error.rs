@@ -61,6 +61,26 @@ pub enum Error {
         reason: String,
     },
 
+    /// The outbox table is published by the other source: a table relay started while the WAL relay publishes it,
+    /// or the other way round. Fatal: `outbox relay` exits at once (exit 2), saying how to switch.
+    #[error("the outbox table is published by the {active} source, not this relay's ({hint})")]
+    WrongSource {
+        /// The source that publishes the table.
+        active: outbox_core::store::Source,
+        /// How to switch, e.g. ``stop the table relays, then run `outbox wal enable` ``.
+        hint: &'static str,
+    },
+
+    /// A requirement of the WAL source is missing on the database: `wal_level = logical`, the REPLICATION
+    /// privilege, or the publication `outbox_wal`. Fatal: `outbox relay --source wal` exits at once (exit 2).
+    #[error("{what}; {fix}")]
+    WalUnavailable {
+        /// What is missing, e.g. `wal_level is replica, not logical`.
+        what: String,
+        /// What to run, e.g. `ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL`.
+        fix: String,
+    },
+
     /// Event contracts could not be described (for example an AsyncAPI document names no address for one of
     /// them). Fatal.
     #[error("{0}")]

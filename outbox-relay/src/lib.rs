@@ -56,6 +56,8 @@ mod relay;
 mod sink;
 pub mod telemetry;
 mod wakeup;
+#[cfg(feature = "wal")]
+mod wal;
 
 pub use backoff::Backoff;
 pub use config::{RelayConfig, RelayConfigBuilder, Retention, Wakeup};
@@ -80,6 +82,8 @@ pub use publish::{WebhookBuilder, WebhookPublisher};
 pub use relay::{shutdown_signal, Relay, RunSummary};
 pub use sink::{Sink, SinkPublisher, WEBHOOK_SECRET_ENV};
 pub use tokio_util::sync::CancellationToken;
+#[cfg(feature = "wal")]
+pub use wal::WalRelay;
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

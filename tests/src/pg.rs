@@ -162,7 +162,8 @@ fn init_cluster(bin: &Path, prefix: &str) -> Result<PathBuf, String> {
 /// How a private cluster treats durability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// `fsync`, `synchronous_commit` and `full_page_writes` off: fast, for tests.
+    /// `fsync`, `synchronous_commit` and `full_page_writes` off: fast, for tests; `wal_level = logical` for the
+    /// WAL source.
     Throwaway,
     /// PostgreSQL's defaults (every commit flushed to disk), for benchmarks; `pg_stat_statements` is loaded so a
     /// benchmark can say where the database's time goes.
@@ -175,7 +176,10 @@ impl Durability {
     pub fn settings(self) -> &'static str {
         match self {
             Self::Throwaway => {
-                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c track_commit_timestamp=on"
+                concat!(
+                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c track_commit_timestamp=on ",
+                    "-c wal_level=logical -c max_replication_slots=50 -c max_wal_senders=50"
+                )
             }
             Self::Durable => "-c shared_preload_libraries=pg_stat_statements",
         }

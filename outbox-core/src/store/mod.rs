@@ -47,6 +47,7 @@ mod inspect;
 mod membership;
 mod read;
 mod settle;
+mod source;
 mod status;
 mod stored;
 
@@ -59,6 +60,7 @@ pub use membership::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionL
 pub use read::{AggregateKey, BlockedAggregate, Ordering, ReadBatch, ReadRange, ReadRow, Snapshot};
 pub(crate) use settle::short_error;
 pub use settle::{SettleBatch, SettleOutcome, SettleReport, Settlement};
+pub use source::{Source, SourceSwitch, WalState};
 pub use status::{EventStatus, UnknownStatus};
 pub use stored::{Checked, CorruptedRow, StoredEvent};
 
@@ -184,6 +186,12 @@ pub trait Store: Send + Sync + 'static {
     /// Subscribes to commit notifications on `channel` (PostgreSQL `LISTEN`). Backends without notifications
     /// return a stream that never yields.
     fn listen<'a>(&'a self, channel: &'a str) -> StoreFuture<'a, Box<dyn Wakeups>>;
+
+    /// The source that publishes the table. A relay of the table source refuses to start when it is
+    /// [`Source::Wal`]. Backends without a WAL source always answer [`Source::Table`].
+    fn source(&self) -> StoreFuture<'_, Source> {
+        Box::pin(async { Ok(Source::Table) })
+    }
 }
 
 /// The [`Store`] of a PostgreSQL database.

@@ -6,7 +6,7 @@
 //! - [`partition`]: what the owner knows of one partition (cursors, held-back aggregates, ranges to read again).
 //! - [`batch`]: publishing one batch in order; [`settle`]: writing its outcomes; [`retry`]: what a failure leads to.
 
-mod batch;
+pub(crate) mod batch;
 mod lane;
 mod membership;
 mod partition;
@@ -50,7 +50,7 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
-    fn add(&mut self, report: SettleReport) {
+    pub(crate) fn add(&mut self, report: SettleReport) {
         self.published += report.published;
         self.retried += report.retried;
         self.failed += report.failed;
@@ -152,6 +152,12 @@ impl Relay {
         let (members, ownership) = membership::Members::new(Arc::clone(&shared), Arc::clone(&handover));
         // The first heartbeat tells at once whether the tables are there and this relay may use them.
         first_beat(&members, &shutdown).await?;
+        // After the first beat: `outbox wal enable` sees this relay live from then on, and refuses to switch.
+        if let Err(error) = table_is_the_source(&shared).await {
+            tracing::error!(error = %error, "not starting");
+            members.leave().await;
+            return Err(error);
+        }
         tracing::info!(
             relay_id = %shared.relay, ordering = ?config.ordering, wakeup = ?config.wakeup, lanes = config.concurrency,
             "relay started"
@@ -239,6 +245,17 @@ async fn first_beat(members: &membership::Members, shutdown: &CancellationToken)
                 }
             }
         }
+    }
+}
+
+/// `Ok` when the table source publishes the table (not the WAL relay).
+async fn table_is_the_source(shared: &Shared) -> Result<()> {
+    match shared.store.source().await.map_err(crate::error::Error::from_store)? {
+        outbox_core::store::Source::Table => Ok(()),
+        active => Err(crate::error::Error::WrongSource {
+            active,
+            hint: "stop the WAL relay, then run `outbox wal disable` to publish from the table again",
+        }),
     }
 }
 

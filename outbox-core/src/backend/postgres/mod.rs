@@ -13,6 +13,7 @@ mod read;
 mod retention;
 mod settle;
 mod store;
+mod wal;
 
 use sqlx::migrate::Migrator;
 use sqlx::{Connection, Executor, PgConnection, PgPool, Postgres};

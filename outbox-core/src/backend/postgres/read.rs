@@ -113,7 +113,7 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
     Ok(batch)
 }
 
-fn read_row(row: &PgRow) -> Result<Option<ReadRow>> {
+pub(super) fn read_row(row: &PgRow) -> Result<Option<ReadRow>> {
     let Some(n) = row.try_get::<Option<i64>, _>("n")? else {
         return Ok(None);
     };

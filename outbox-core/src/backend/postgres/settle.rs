@@ -6,6 +6,20 @@ use super::fence::{held_leases, lease_arrays};
 use crate::store::{short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
 use crate::Result;
 
+/// The `SET` clause of a failed attempt of row `e` with settlement `s`: an attempt counted, the error kept, and
+/// either `failed` or a retry after `s.delay_secs`.
+macro_rules! failure_set {
+    () => {
+        "   SET status = CASE s.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
+       attempts = e.attempts + 1,
+       next_attempt_at = CASE WHEN s.outcome = 'retry' THEN now() + make_interval(secs => s.delay_secs)
+                              ELSE e.next_attempt_at END,
+       last_error = s.error
+"
+    };
+}
+pub(super) use failure_set;
+
 /// The batch's leases are fenced (`held_leases!`). The statement is planned at every call with the arrays' real
 /// lengths (unnamed statement): a cached generic plan does not know them and joins the rows with the arrays in a
 /// nested loop, far slower for a batch of 1000 than the hash join the real sizes give.
@@ -20,12 +34,9 @@ published AS (",
             "),
 others AS (
 UPDATE outbox_events e
-   SET status = CASE s.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
-       attempts = e.attempts + 1,
-       next_attempt_at = CASE WHEN s.outcome = 'retry' THEN now() + make_interval(secs => s.delay_secs)
-                              ELSE e.next_attempt_at END,
-       last_error = s.error
-  FROM s
+",
+            failure_set!(),
+            "  FROM s
  WHERE s.outcome <> 'published' AND e.id = s.id AND e.status = 'pending'
    AND e.partition IN (SELECT partition FROM held)
 RETURNING s.outcome
@@ -58,30 +69,28 @@ RETURNING 'published'::text AS outcome"
 
 /// The attempts of a dead relay's batches, counted by the relay that adopted them (no lease: the event may be in any
 /// partition), and the adopted batches deleted, in one statement: counted once, whoever dies when.
-const APPLY_ADOPTED: &str = "\
-WITH counted AS (
+const APPLY_ADOPTED: &str = concat!(
+    "WITH counted AS (
 UPDATE outbox_events e
-   SET status = CASE s.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
-       attempts = e.attempts + 1,
-       next_attempt_at = CASE WHEN s.outcome = 'retry' THEN now() + make_interval(secs => s.delay_secs)
-                              ELSE e.next_attempt_at END,
-       last_error = s.error
-  FROM UNNEST($3::uuid[], $4::text[], $5::text[], $6::float8[]) AS s(id, outcome, error, delay_secs)
+",
+    failure_set!(),
+    "  FROM UNNEST($3::uuid[], $4::text[], $5::text[], $6::float8[]) AS s(id, outcome, error, delay_secs)
  WHERE e.id = s.id AND e.status = 'pending' AND s.outcome <> 'published'
 RETURNING 1
 ),
 forgotten AS (DELETE FROM outbox_batches WHERE relay_id = $1 AND crashed AND batch_id = ANY($2))
-SELECT count(*) FROM counted";
+SELECT count(*) FROM counted"
+);
 
 /// The settlements as parallel arrays: ids, outcome names, errors, delays in seconds.
-struct Columns {
-    ids: Vec<uuid::Uuid>,
-    outcomes: Vec<&'static str>,
-    errors: Vec<Option<String>>,
-    delays: Vec<f64>,
+pub(super) struct Columns {
+    pub(super) ids: Vec<uuid::Uuid>,
+    pub(super) outcomes: Vec<&'static str>,
+    pub(super) errors: Vec<Option<String>>,
+    pub(super) delays: Vec<f64>,
 }
 
-fn columns(settlements: &[Settlement]) -> Columns {
+pub(super) fn columns(settlements: &[Settlement]) -> Columns {
     let mut columns = Columns {
         ids: Vec::with_capacity(settlements.len()),
         outcomes: Vec::with_capacity(settlements.len()),
@@ -118,6 +127,11 @@ pub(super) async fn settle(pool: &PgPool, batch: &SettleBatch) -> Result<SettleR
         .bind(columns.delays)
         .fetch_all(pool)
         .await?;
+    report(&rows, batch.settlements.len())
+}
+
+/// The report of a settle of `settled` outcomes from its rows (`outcome`, `n`): what was not applied was fenced.
+pub(super) fn report(rows: &[sqlx::postgres::PgRow], settled: usize) -> Result<SettleReport> {
     let mut report = SettleReport::default();
     for row in rows {
         let outcome: String = row.try_get("outcome")?;
@@ -129,7 +143,7 @@ pub(super) async fn settle(pool: &PgPool, batch: &SettleBatch) -> Result<SettleR
         }
     }
     let applied = report.published + report.retried + report.failed;
-    report.fenced = (batch.settlements.len() as u64).saturating_sub(applied);
+    report.fenced = (settled as u64).saturating_sub(applied);
     Ok(report)
 }
 

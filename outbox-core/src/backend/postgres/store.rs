@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{admin, backlog, batch, control, inspect, listen, membership, read, retention, settle};
+use super::{admin, backlog, batch, control, inspect, listen, membership, read, retention, settle, wal};
 use crate::store::{
     Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, PgStore,
-    ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
+    ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, Source, StatusReport, Store, StoreFuture, Wakeups,
 };
 
 impl Store for PgStore {
@@ -83,5 +83,9 @@ impl Store for PgStore {
 
     fn listen<'a>(&'a self, channel: &'a str) -> StoreFuture<'a, Box<dyn Wakeups>> {
         Box::pin(listen::listen(&self.pool, channel))
+    }
+
+    fn source(&self) -> StoreFuture<'_, Source> {
+        Box::pin(wal::source_of(&self.pool))
     }
 }

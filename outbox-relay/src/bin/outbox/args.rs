@@ -52,6 +52,11 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: EventsCommand,
     },
+    /// Switch the outbox table between the table source and the write-ahead-log source (`relay --source wal`).
+    Wal {
+        #[command(subcommand)]
+        command: WalCommand,
+    },
     /// Pause publishing: every relay on the database stops reading new batches (in-flight batches finish).
     Pause,
     /// Resume publishing after `outbox pause`.
@@ -81,6 +86,16 @@ pub(crate) struct RelayArgs {
     /// `kafka://USER@...?sasl_mechanism=plain|scram-sha-256|scram-sha-512&password_env=VAR`.
     #[arg(long, value_parser = parse_sink, value_name = "URL")]
     pub(crate) sink: Sink,
+
+    /// Where events come from: `table` (relays read the pending rows) or `wal` (one relay streams the inserts
+    /// from PostgreSQL's write-ahead log, in commit order; needs `wal_level = logical`, the REPLICATION privilege
+    /// and `outbox wal enable` first).
+    #[arg(long, value_enum, default_value_t = SourceArg::Table)]
+    pub(crate) source: SourceArg,
+
+    /// The replication slot of `--source wal` [default: outbox_events_DATABASE].
+    #[arg(long, value_name = "NAME")]
+    pub(crate) slot: Option<String>,
 
     /// Create a missing destination at start, with the settings of the sink URL, instead of stopping with an
     /// error naming it: the JetStream stream of the subjects (`stream=OUTBOX`, `stream_storage=file|memory`,
@@ -143,6 +158,26 @@ pub(crate) struct RelayArgs {
     /// e.g. 127.0.0.1:9464.
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics_addr: Option<SocketAddr>,
+}
+
+/// `--source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SourceArg {
+    /// Relays read the table's pending rows.
+    Table,
+    /// One relay streams the table's inserts from the write-ahead log.
+    Wal,
+}
+
+/// `outbox wal ...`.
+#[derive(Debug, Clone, Copy, Subcommand)]
+pub(crate) enum WalCommand {
+    /// Publish from the write-ahead log: refused while table relays are live (stop them first).
+    Enable,
+    /// Publish from the table again: drops the WAL relay's slot; refused while the WAL relay reads it.
+    Disable,
+    /// Drop the WAL relay's slot (the next WAL relay creates a new one, publishing first what is pending).
+    DropSlot,
 }
 
 /// `--ordering`.

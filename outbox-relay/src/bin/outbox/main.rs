@@ -17,6 +17,7 @@ mod migrate;
 mod relay;
 mod status;
 mod telemetry;
+mod wal;
 
 use args::{Cli, Command, LogFormat};
 
@@ -83,6 +84,7 @@ async fn run(cli: Cli) -> Outcome {
         Command::Relay(relay) => relay::run(database_url.as_deref(), relay).await,
         Command::Status(status) => status::run(database_url.as_deref(), status).await,
         Command::Events { command } => events::run(database_url.as_deref(), command).await,
+        Command::Wal { command } => wal::run(database_url.as_deref(), command).await,
         Command::Pause => control::run(database_url.as_deref(), true).await,
         Command::Resume => control::run(database_url.as_deref(), false).await,
         Command::Contracts { .. } => Ok(()), // run by `main` before the runtime starts

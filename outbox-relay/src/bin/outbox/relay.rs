@@ -10,9 +10,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use outbox_relay::{CancellationToken, Ordering, Relay, RelayConfig, Retention, Wakeup};
+use outbox_relay::{CancellationToken, Ordering, Relay, RelayConfig, Retention, Wakeup, WalRelay};
 
-use crate::args::{OrderingArg, RelayArgs};
+use crate::args::{OrderingArg, RelayArgs, SourceArg};
 use crate::{connect, telemetry, Failure, Outcome};
 
 /// The first wait after a failed attempt at start; it doubles up to [`LAST_RETRY`].
@@ -48,8 +48,26 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     if let Some(addr) = args.metrics_addr {
         telemetry::serve(addr, store.clone()).await?;
     }
-    let relay = Relay::with_shared_store(store, publisher, config);
-    let summary = relay.run(shutdown).await.map_err(Failure::runtime)?;
+    let summary = match (args.source, &database) {
+        (SourceArg::Table, _) => Relay::with_shared_store(store, publisher, config).run(shutdown).await,
+        (SourceArg::Wal, connect::Database::Postgres(pool)) => {
+            let url = database_url.unwrap_or_default();
+            let mut relay = WalRelay::new(pool.clone(), url, publisher, config).map_err(usage)?;
+            if let Some(slot) = &args.slot {
+                relay = relay.slot(slot).map_err(usage)?;
+            }
+            relay.run(shutdown).await
+        }
+        (SourceArg::Wal, connect::Database::Sqlite(_)) => {
+            return Err(Failure::Usage("--source wal needs PostgreSQL; this database is SQLite".to_owned()));
+        }
+    }
+    .map_err(|error| match error {
+        outbox_relay::Error::WrongSource { .. }
+        | outbox_relay::Error::WalUnavailable { .. }
+        | outbox_relay::Error::Refused { .. } => usage(error),
+        other => Failure::runtime(other),
+    })?;
     tracing::info!(
         published = summary.published,
         retried = summary.retried,
@@ -58,6 +76,10 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
         "relay exited"
     );
     Ok(())
+}
+
+fn usage(error: impl std::fmt::Display) -> Failure {
+    Failure::Usage(error.to_string())
 }
 
 /// Calls `attempt` until it succeeds. While it reports its server unreachable, logs a warning and tries again after

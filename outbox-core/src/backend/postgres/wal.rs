@@ -1,0 +1,278 @@
+//! The statements of the WAL source: the control row's source and slot, the rows pending when the slot was
+//! created, reading streamed events by id and settling them by id (one relay reads a slot: no partition fence).
+
+use sqlx::{PgPool, Row};
+use uuid::Uuid;
+
+use super::settle::{columns, failure_set, report};
+use crate::store::{PgStore, ReadRow, SettleReport, Settlement, Source, SourceSwitch, WalState};
+use crate::Result;
+
+const STATE: &str = "SELECT source, wal_slot, wal_backlog_through FROM outbox_control WHERE id";
+const STATE_FOR_UPDATE: &str = "SELECT source, wal_slot, wal_backlog_through FROM outbox_control WHERE id FOR UPDATE";
+
+/// The source only changes while no relay of the other source is live: a table relay is live while its
+/// membership has not expired; the WAL relay while a session holds its slot.
+const TO_WAL: &str = "\
+UPDATE outbox_control SET source = 'wal', changed_at = now()
+ WHERE id AND source = 'table' AND NOT EXISTS (SELECT 1 FROM outbox_relays WHERE expires_at > now())";
+const LIVE_TABLE_RELAYS: &str = "SELECT relay_id FROM outbox_relays WHERE expires_at > now() ORDER BY relay_id";
+const SLOT_ACTIVE: &str = "SELECT active FROM pg_replication_slots WHERE slot_name = $1";
+
+/// Dropping the slot fails (SQLSTATE 55006) while a session reads it: the transaction then changes nothing.
+const DROP_SLOT: &str = "\
+SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()";
+const FORGET_SLOT: &str = "UPDATE outbox_control SET wal_slot = NULL, wal_backlog_through = NULL WHERE id";
+const TO_TABLE: &str = "UPDATE outbox_control SET source = 'table', changed_at = now() WHERE id AND source = 'wal'";
+
+const RECORD_SLOT: &str = "UPDATE outbox_control SET wal_slot = $1, wal_backlog_through = $2 WHERE id";
+const BACKLOG_DONE: &str = "UPDATE outbox_control SET wal_backlog_through = NULL WHERE id AND wal_backlog_through = $1";
+
+const PENDING_IDS: &str = "SELECT id, seq FROM outbox_events WHERE status = 'pending' ORDER BY seq";
+const PENDING_IDS_THROUGH: &str = "SELECT id FROM outbox_events WHERE status = 'pending' AND seq <= $1 ORDER BY seq";
+
+/// The pending rows among the ids, in the order of the ids (`n`), with the columns [`super::read::read_row`]
+/// takes. How long ago their transaction committed the relay knows from the stream.
+const BY_ID: &str = "\
+SELECT i.n, e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
+       e.payload::text AS payload, e.headers::text AS headers, e.sensitive_paths::text AS sensitive_paths,
+       e.created_at, e.attempts,
+       GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs,
+       GREATEST(0, EXTRACT(EPOCH FROM now() - e.created_at))::float8 AS since_commit_secs
+  FROM UNNEST($1::uuid[]) WITH ORDINALITY AS i(id, n)
+  JOIN outbox_events e ON e.id = i.id
+ WHERE e.status = 'pending'
+ ORDER BY i.n";
+
+macro_rules! settle_by_id {
+    ($published:literal) => {
+        concat!(
+            "WITH s AS (
+SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::float8[]) AS s(id, outcome, error, delay_secs)
+),
+published AS (",
+            $published,
+            "),
+others AS (
+UPDATE outbox_events e
+",
+            failure_set!(),
+            "  FROM s
+ WHERE s.outcome <> 'published' AND e.id = s.id AND e.status = 'pending'
+RETURNING s.outcome
+)
+SELECT outcome, count(*) AS n FROM (SELECT outcome FROM published UNION ALL SELECT outcome FROM others) done
+ GROUP BY outcome"
+        )
+    };
+}
+
+const MARK_BY_ID: &str = settle_by_id!(
+    "UPDATE outbox_events e SET status = 'published', published_at = now()
+  FROM s
+ WHERE s.outcome = 'published' AND e.id = s.id AND e.status = 'pending'
+RETURNING 'published'::text AS outcome"
+);
+
+const DELETE_BY_ID: &str = settle_by_id!(
+    "DELETE FROM outbox_events e
+ USING s
+ WHERE s.outcome = 'published' AND e.id = s.id AND e.status = 'pending'
+RETURNING 'published'::text AS outcome"
+);
+
+fn source(name: &str) -> Source {
+    if name == "wal" {
+        Source::Wal
+    } else {
+        Source::Table
+    }
+}
+
+pub(super) async fn source_of(pool: &PgPool) -> Result<Source> {
+    Ok(wal_state(pool).await?.source)
+}
+
+async fn wal_state(pool: &PgPool) -> Result<WalState> {
+    state_from(sqlx::query(STATE).fetch_optional(pool).await?)
+}
+
+fn state_from(row: Option<sqlx::postgres::PgRow>) -> Result<WalState> {
+    let Some(row) = row else { return Ok(WalState::default()) };
+    Ok(WalState {
+        source: source(&row.try_get::<String, _>("source")?),
+        slot: row.try_get("wal_slot")?,
+        backlog_through: row.try_get("wal_backlog_through")?,
+    })
+}
+
+/// The WAL source's statements, for the WAL relay and `outbox wal`. PostgreSQL only.
+impl PgStore {
+    /// The source that publishes the table, the WAL relay's slot and its backlog.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database); SQLSTATE 42703 (no `source` column) before `outbox migrate`.
+    pub async fn wal_state(&self) -> Result<WalState> {
+        wal_state(&self.pool).await
+    }
+
+    /// Makes `to` the source that publishes the table, if no relay of the other source is live. Switching to
+    /// [`Source::Table`] also drops the WAL relay's slot, so that a later switch back starts from a fresh
+    /// snapshot and never replays what the table source published.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn switch_source(&self, to: Source) -> Result<SourceSwitch> {
+        let mut tx = self.pool.begin().await?;
+        let state = wal_state_in(&mut tx).await?;
+        if state.source == to {
+            return Ok(SourceSwitch::Unchanged);
+        }
+        match to {
+            Source::Wal => {
+                if sqlx::query(TO_WAL).execute(&mut *tx).await?.rows_affected() == 0 {
+                    let live: Vec<Uuid> = sqlx::query_scalar(LIVE_TABLE_RELAYS).fetch_all(&mut *tx).await?;
+                    return Ok(SourceSwitch::TableRelaysLive(live));
+                }
+            }
+            Source::Table => {
+                if let Some(slot) = &state.slot {
+                    if let Some(active) = drop_slot_in(&mut tx, slot).await? {
+                        return Ok(active);
+                    }
+                }
+                sqlx::query(TO_TABLE).execute(&mut *tx).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(SourceSwitch::Switched)
+    }
+
+    /// Drops the WAL relay's slot (the next WAL relay creates a new one, publishing first what is pending), unless
+    /// a session reads it. `Ok(None)` when there was no slot to drop.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn drop_wal_slot(&self) -> Result<Option<SourceSwitch>> {
+        let mut tx = self.pool.begin().await?;
+        let Some(slot) = wal_state_in(&mut tx).await?.slot else { return Ok(None) };
+        if let Some(active) = drop_slot_in(&mut tx, &slot).await? {
+            return Ok(Some(active));
+        }
+        tx.commit().await?;
+        Ok(Some(SourceSwitch::Switched))
+    }
+
+    /// Records the slot the WAL relay created and the highest `seq` pending at its snapshot (`None`: nothing
+    /// was).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn record_wal_slot(&self, slot: &str, backlog_through: Option<i64>) -> Result<()> {
+        sqlx::query(RECORD_SLOT).bind(slot).bind(backlog_through).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Records that the rows pending at the slot's creation, through `seq` `through`, are all published.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn wal_backlog_done(&self, through: i64) -> Result<()> {
+        sqlx::query(BACKLOG_DONE).bind(through).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// The ids of the rows pending at the snapshot `snapshot` (exported by the creation of a replication slot
+    /// on a session still open), in `seq` order, and the highest `seq` among them.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database), also when the snapshot is no longer valid.
+    pub async fn pending_at_snapshot(&self, snapshot: &str) -> Result<(Vec<Uuid>, Option<i64>)> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
+        // The name comes from the server; quoted as a literal all the same.
+        let import = format!("SET TRANSACTION SNAPSHOT '{}'", snapshot.replace('\'', "''"));
+        sqlx::query(&import).execute(&mut *tx).await?;
+        let rows = sqlx::query(PENDING_IDS).fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut through = None;
+        for row in rows {
+            ids.push(row.try_get("id")?);
+            through = Some(row.try_get::<i64, _>("seq")?);
+        }
+        Ok((ids, through))
+    }
+
+    /// The ids of the rows still pending with a `seq` up to `through`, in `seq` order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn pending_through(&self, through: i64) -> Result<Vec<Uuid>> {
+        Ok(sqlx::query_scalar(PENDING_IDS_THROUGH).bind(through).fetch_all(&self.pool).await?)
+    }
+
+    /// The rows among `ids` that are still pending, in the order of `ids` ([`ReadRow::range`] is the index in
+    /// `ids`); rows published, failed, cancelled or deleted since are left out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn pending_by_id(&self, ids: &[Uuid]) -> Result<Vec<ReadRow>> {
+        let rows = sqlx::query(BY_ID).persistent(false).bind(ids).fetch_all(&self.pool).await?;
+        let mut read = Vec::with_capacity(rows.len());
+        for row in &rows {
+            read.extend(super::read::read_row(row)?);
+        }
+        Ok(read)
+    }
+
+    /// Writes the outcomes of streamed events in one statement: published rows marked (or deleted with
+    /// `delete_published`), failures counted. Only rows still pending change.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn settle_by_id(&self, settlements: &[Settlement], delete_published: bool) -> Result<SettleReport> {
+        let columns = columns(settlements);
+        let sql = if delete_published { DELETE_BY_ID } else { MARK_BY_ID };
+        let rows = sqlx::query(sql)
+            .persistent(false)
+            .bind(columns.ids)
+            .bind(columns.outcomes)
+            .bind(columns.errors)
+            .bind(columns.delays)
+            .fetch_all(&self.pool)
+            .await?;
+        report(&rows, settlements.len())
+    }
+}
+
+/// The state, locked until `tx` ends: two switches never interleave.
+async fn wal_state_in(tx: &mut sqlx::PgConnection) -> Result<WalState> {
+    state_from(sqlx::query(STATE_FOR_UPDATE).fetch_optional(&mut *tx).await?)
+}
+
+/// Drops `slot` and forgets it in `tx`; `Some(SlotActive)` when a session reads it (nothing changed).
+async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str) -> Result<Option<SourceSwitch>> {
+    let active: Option<bool> = sqlx::query_scalar(SLOT_ACTIVE).bind(slot).fetch_optional(&mut *tx).await?;
+    if active == Some(true) {
+        return Ok(Some(SourceSwitch::SlotActive(slot.to_owned())));
+    }
+    match sqlx::query(DROP_SLOT).bind(slot).execute(&mut *tx).await {
+        Ok(_) => {}
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("55006") => {
+            return Ok(Some(SourceSwitch::SlotActive(slot.to_owned())));
+        }
+        Err(error) => return Err(error.into()),
+    }
+    sqlx::query(FORGET_SLOT).execute(&mut *tx).await?;
+    Ok(None)
+}

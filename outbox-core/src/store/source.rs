@@ -1,0 +1,57 @@
+//! Which source publishes the outbox table: relays reading its rows, or one relay streaming its inserts from the
+//! write-ahead log.
+
+/// The source that publishes the events of a database's outbox table. Exactly one at a time: a relay of the other
+/// source refuses to start, and switching is an explicit step (`outbox wal enable`, `outbox wal disable`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Source {
+    /// Relays read the pending rows (`outbox relay`, the default).
+    #[default]
+    Table,
+    /// One relay streams the inserts through logical replication (`outbox relay --source wal`, PostgreSQL).
+    Wal,
+}
+
+impl Source {
+    /// The name stored in the control row and accepted by the CLI: `table` or `wal`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Table => "table",
+            Self::Wal => "wal",
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the control row of a PostgreSQL database says about the WAL source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WalState {
+    /// The source that publishes the table.
+    pub source: Source,
+    /// The replication slot the WAL relay created, until `outbox wal disable` or `outbox wal drop-slot` drops it.
+    pub slot: Option<String>,
+    /// The highest `seq` that was pending when the slot was created, while those rows are not all published.
+    pub backlog_through: Option<i64>,
+}
+
+/// What [`PgStore::switch_source`](crate::store::PgStore::switch_source) did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SourceSwitch {
+    /// The table is now published by the source asked for.
+    Switched,
+    /// It already was; nothing changed.
+    Unchanged,
+    /// Nothing changed: relays of the table source are live (their ids), and must be stopped first.
+    TableRelaysLive(Vec<uuid::Uuid>),
+    /// Nothing changed: the WAL relay is reading its slot (named), and must be stopped first.
+    SlotActive(String),
+}

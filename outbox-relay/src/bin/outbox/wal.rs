@@ -1,0 +1,50 @@
+//! `outbox wal enable | disable | drop-slot`: which source publishes the outbox table, and the WAL relay's slot.
+
+use outbox_core::store::{Source, SourceSwitch};
+
+use crate::args::WalCommand;
+use crate::connect::{self, Database};
+use crate::{Failure, Outcome};
+
+pub(crate) async fn run(database_url: Option<&str>, command: WalCommand) -> Outcome {
+    let Database::Postgres(pool) = connect::open(database_url, 2).await? else {
+        return Err(Failure::Usage("the WAL source needs PostgreSQL; this database is SQLite".to_owned()));
+    };
+    let store = outbox_core::store::PgStore::new(pool);
+    let switched = match command {
+        WalCommand::Enable => store.switch_source(Source::Wal).await,
+        WalCommand::Disable => store.switch_source(Source::Table).await,
+        WalCommand::DropSlot => match store.drop_wal_slot().await.map_err(Failure::runtime)? {
+            None => {
+                println!("no slot to drop");
+                return Ok(());
+            }
+            Some(switch) => Ok(switch),
+        },
+    }
+    .map_err(Failure::runtime)?;
+    match (command, switched) {
+        (WalCommand::Enable, SourceSwitch::Switched) => {
+            println!("the WAL source publishes the table now: start `outbox relay --source wal`");
+        }
+        (WalCommand::Enable, SourceSwitch::Unchanged) => println!("the WAL source already publishes the table"),
+        (WalCommand::Disable, SourceSwitch::Switched) => {
+            println!("the table source publishes the table now (the slot is dropped): start `outbox relay`");
+        }
+        (WalCommand::Disable, SourceSwitch::Unchanged) => println!("the table source already publishes the table"),
+        (WalCommand::DropSlot, _) => println!("slot dropped"),
+        (_, SourceSwitch::TableRelaysLive(relays)) => {
+            return Err(Failure::Runtime(format!(
+                "{} table relay(s) are live; stop them, then run `outbox wal enable` again",
+                relays.len()
+            )));
+        }
+        (_, SourceSwitch::SlotActive(slot)) => {
+            return Err(Failure::Runtime(format!(
+                "the WAL relay is reading slot `{slot}`; stop it, then run this again"
+            )));
+        }
+        (_, _) => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! The write-ahead-log source: publishes the outbox table's inserts from PostgreSQL's logical replication stream,
+//! in the order their transactions committed, with no polling.
+//!
+//! - [`replication`]: the replication connection, the slot's name, why this client;
+//! - [`preflight`]: `wal_level`, the REPLICATION privilege, the publication, the table's source;
+//! - [`leader`]: one relay reads a slot, standbys wait to take over;
+//! - [`session`]: the slot and its snapshot, the rows pending then, the stream and its acknowledgements;
+//! - [`pgoutput`]: the two `pgoutput` messages decoded here; [`flush`]: publishing and settling by id.
+
+mod flush;
+mod leader;
+mod pgoutput;
+mod preflight;
+mod replication;
+mod session;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_core::store::PgStore;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::config::RelayConfig;
+use crate::error::{Error, Result};
+use crate::publish::Publisher;
+use crate::relay::{RunSummary, Shared};
+
+/// Publishes committed outbox events from PostgreSQL's write-ahead log (`outbox relay --source wal`): one
+/// relay streams the inserts into `outbox_events` through a logical replication slot, in the order their
+/// transactions committed, and settles each batch by id in one statement (`published`, or deleted with
+/// [`Retention::Immediately`](crate::Retention::Immediately)), so `outbox status` and `outbox events` work as with the table source.
+///
+/// - **Commit order**: events are published in the order their transactions committed (per aggregate, and
+///   across aggregates the stream's order), also when two transactions commit in the reverse of their inserts.
+/// - **At least once, restartable**: the slot's confirmed position moves only past transactions whose events are
+///   settled; after a crash the stream resumes there, and events settled since are skipped.
+/// - **No gap when switching**: the slot is created with an exported snapshot; the rows pending at that snapshot
+///   are published first (in `seq` order), then the stream continues from the slot's consistent point.
+/// - **One reader**: relays started with the same slot stand by and one takes over within a second or so after
+///   the active relay dies or loses its connection.
+///
+/// It needs `wal_level = logical`, a role with the REPLICATION privilege, the publication `outbox_wal` (created by
+/// [`outbox_core::migrate`]) and the table switched to the WAL source (`outbox wal enable`); otherwise
+/// [`run`](Self::run) stops at once with [`Error::WalUnavailable`] or [`Error::WrongSource`].
+///
+/// # Example
+///
+/// ```no_run
+/// # use outbox_relay::{RelayConfig, StdoutPublisher, WalRelay};
+/// # async fn run() -> Result<(), outbox_relay::Error> {
+/// let url = "postgres://relay@127.0.0.1/shop";
+/// let pool = sqlx::PgPool::connect(url).await.expect("database");
+/// let relay = WalRelay::new(pool, url, StdoutPublisher::new(), RelayConfig::builder().build()?)?;
+/// let summary = relay.run(outbox_relay::CancellationToken::new()).await?;
+/// println!("published {} events", summary.published);
+/// # Ok(())
+/// # }
+/// ```
+pub struct WalRelay {
+    shared: Arc<Shared>,
+    store: PgStore,
+    target: replication::Target,
+    options: sqlx::postgres::PgConnectOptions,
+    slot: String,
+}
+
+impl std::fmt::Debug for WalRelay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalRelay").field("slot", &self.slot).field("database", &self.target).finish_non_exhaustive()
+    }
+}
+
+impl WalRelay {
+    /// A WAL relay of the database `pool` connects to, streaming over a replication connection to
+    /// `database_url` (the same database), publishing with `publisher`. Its slot is `outbox_events_DATABASE`
+    /// ([`slot`](Self::slot) names another).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] when `database_url` is not a `postgres://` URL.
+    pub fn new(pool: sqlx::PgPool, database_url: &str, publisher: impl Publisher, config: RelayConfig) -> Result<Self> {
+        let target = replication::Target::from_url(database_url)?;
+        let options: sqlx::postgres::PgConnectOptions = database_url
+            .parse()
+            .map_err(|_| Error::InvalidConfig { field: "database_url", reason: "is not a postgres:// URL".into() })?;
+        let publisher: Arc<dyn crate::publish::ErasedPublisher> =
+            Arc::new(crate::telemetry::Instrumented::new(Arc::new(publisher)));
+        let store = PgStore::new(pool);
+        let shared = Arc::new(Shared { store: Arc::new(store.clone()), publisher, config, relay: Uuid::now_v7() });
+        let slot = replication::default_slot(&target.database);
+        Ok(Self { shared, store, target, options, slot })
+    }
+
+    /// Reads the replication slot `slot` (lower-case letters, digits and `_`, at most 63) instead of the default.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a name PostgreSQL does not take.
+    pub fn slot(mut self, slot: &str) -> Result<Self> {
+        if !replication::valid_slot(slot) {
+            return Err(Error::InvalidConfig {
+                field: "slot",
+                reason: format!("must be 1 to 63 lower-case letters, digits or `_`, got `{slot}`"),
+            });
+        }
+        slot.clone_into(&mut self.slot);
+        Ok(self)
+    }
+
+    /// The replication slot this relay reads.
+    #[must_use]
+    pub fn slot_name(&self) -> &str {
+        &self.slot
+    }
+
+    /// Streams until `shutdown` is cancelled, then returns the totals. Events streamed but not settled at
+    /// shutdown are not acknowledged: the next relay on the slot streams them again, and publishes those still
+    /// pending.
+    ///
+    /// Retryable errors (the database restarting, a lost replication connection) are logged and the session is
+    /// started again with backoff. While another relay reads the slot, this one stands by.
+    ///
+    /// # Errors
+    ///
+    /// Fatal errors only: [`Error::WalUnavailable`] (no `wal_level = logical`, no REPLICATION privilege, no
+    /// publication), [`Error::WrongSource`] (the table source publishes the table), [`Error::Refused`] (the
+    /// server refused the replication connection) and [`Error::Schema`] (tables missing: `outbox migrate`).
+    pub async fn run(self, shutdown: CancellationToken) -> Result<RunSummary> {
+        let server_version = preflight::check(&self.store).await.inspect_err(|error| {
+            tracing::error!(error = %error, "cannot publish from the write-ahead log; stopping");
+        })?;
+        tracing::info!(relay_id = %self.shared.relay, slot = %self.slot, "WAL relay started");
+        let mut summary = RunSummary::default();
+        let backoff =
+            crate::backoff::Backoff::new(Duration::from_millis(200), Duration::from_secs(10)).unwrap_or_default();
+        let mut failures = 0;
+        loop {
+            let Some(_leader) = leader::acquire(&self.options, &self.slot, &shutdown).await? else { break };
+            let mut session = session::Session {
+                shared: &self.shared,
+                store: &self.store,
+                target: &self.target,
+                slot: &self.slot,
+                server_version,
+                summary: &mut summary,
+            };
+            let wait = match session.run(&shutdown).await {
+                Ok(session::Ended::Shutdown) => break,
+                Ok(session::Ended::SlotBusy) => {
+                    tracing::info!(slot = %self.slot, "the slot is still held by a session that is ending; retrying");
+                    Duration::from_millis(500)
+                }
+                Err(error) if error.is_retryable() => {
+                    let wait = backoff.ceiling(failures);
+                    failures += 1;
+                    tracing::warn!(retry_in = ?wait, error = %error, "replication session failed; starting a new one");
+                    wait
+                }
+                Err(error) => {
+                    tracing::error!(error = %error, "cannot publish from the write-ahead log; stopping");
+                    return Err(error);
+                }
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+        tracing::info!(relay_id = %self.shared.relay, published = summary.published, "WAL relay stopped");
+        Ok(summary)
+    }
+}

@@ -1,0 +1,63 @@
+//! What the WAL source needs of the database, checked before anything is streamed: each missing piece is a
+//! one-line error that names it and what to run.
+
+use outbox_core::store::{PgStore, Source};
+use sqlx::Row;
+
+use super::replication::PUBLICATION;
+use crate::error::{Error, Result};
+
+const CHECKS: &str = "\
+SELECT current_setting('wal_level') AS wal_level,
+       current_setting('server_version_num')::int4 AS server_version,
+       current_user AS role,
+       (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user) AS may_replicate,
+       EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1) AS published";
+
+/// Checks `wal_level`, the role's REPLICATION privilege, the publication and the table's source; returns the
+/// server's version number (e.g. `150004`).
+pub(crate) async fn check(store: &PgStore) -> Result<u32> {
+    let row = sqlx::query(CHECKS)
+        .bind(PUBLICATION)
+        .fetch_one(store.pool())
+        .await
+        .map_err(|error| Error::from_store(error.into()))?;
+    let get = |column: &str| -> Result<_> {
+        row.try_get::<Option<String>, _>(column).map_err(|error| Error::from_store(error.into()))
+    };
+    let wal_level = get("wal_level")?.unwrap_or_default();
+    let role = get("role")?.unwrap_or_default();
+    let version: i32 = row.try_get("server_version").map_err(|error| Error::from_store(error.into()))?;
+    let may_replicate: Option<bool> = row.try_get("may_replicate").map_err(|error| Error::from_store(error.into()))?;
+    let published: bool = row.try_get("published").map_err(|error| Error::from_store(error.into()))?;
+    if wal_level != "logical" {
+        return Err(Error::WalUnavailable {
+            what: format!("wal_level is `{wal_level}`, and the WAL source needs `logical`"),
+            fix: "run `ALTER SYSTEM SET wal_level = logical` and restart PostgreSQL (managed services: a \
+                  parameter, see the README)"
+                .to_owned(),
+        });
+    }
+    if may_replicate != Some(true) {
+        return Err(Error::WalUnavailable {
+            what: format!("role `{role}` has no REPLICATION privilege"),
+            fix: format!(
+                "run `ALTER ROLE \"{role}\" REPLICATION` as a superuser (RDS: `GRANT rds_replication TO \"{role}\"`)"
+            ),
+        });
+    }
+    if !published {
+        return Err(Error::WalUnavailable {
+            what: format!("the database has no publication `{PUBLICATION}`"),
+            fix: "run `outbox migrate` as a role with the CREATE privilege on the database".to_owned(),
+        });
+    }
+    let source = store.wal_state().await.map_err(Error::from_store)?.source;
+    if source != Source::Wal {
+        return Err(Error::WrongSource {
+            active: source,
+            hint: "stop the table relays, then run `outbox wal enable` to publish from the WAL",
+        });
+    }
+    Ok(version.unsigned_abs())
+}

@@ -1,0 +1,217 @@
+//! One replication session of the active relay: the slot (created with an exported snapshot, or resumed), the
+//! rows pending at that snapshot published first, then the stream, transaction by transaction in commit order.
+//! The slot's confirmed position moves only past transactions whose events are all settled.
+
+use std::time::{Duration, SystemTime};
+
+use outbox_core::store::PgStore;
+use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::flush::{database, flush, Flushed, Streamed};
+use super::pgoutput::Relations;
+use super::replication::{classify, create_slot_sql, sqlstate, Target};
+use crate::error::{Error, Result};
+use crate::relay::{RunSummary, Shared};
+
+/// PostgreSQL's epoch (2000-01-01) in Unix microseconds: the stream's commit times count from it.
+const PG_EPOCH_UNIX_MICROS: u64 = 946_684_800_000_000;
+
+/// How a session ended.
+pub(crate) enum Ended {
+    /// Shutdown: the relay stops.
+    Shutdown,
+    /// Another session holds the slot: stand by and try again.
+    SlotBusy,
+}
+
+/// What the session needs.
+pub(crate) struct Session<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) store: &'a PgStore,
+    pub(crate) target: &'a Target,
+    pub(crate) slot: &'a str,
+    pub(crate) server_version: u32,
+    pub(crate) summary: &'a mut RunSummary,
+}
+
+impl Session<'_> {
+    /// Runs the session until shutdown or an error (retryable ones: the caller starts a new session).
+    pub(crate) async fn run(&mut self, shutdown: &CancellationToken) -> Result<Ended> {
+        let config = self.target.config(self.slot, self.shared.relay);
+        let mut client =
+            ReplicationClient::connect_gated(config).await.map_err(|error| classify(&error, self.target))?;
+        let backlog = self.slot_and_backlog(&mut client, shutdown).await?;
+        client.start().await.map_err(|error| classify(&error, self.target))?;
+        if let Err(error) = client.wait_started().await {
+            if sqlstate(&error) == Some("55006") {
+                return Ok(Ended::SlotBusy);
+            }
+            return Err(classify(&error, self.target));
+        }
+        tracing::info!(slot = self.slot, "streaming from the write-ahead log");
+        if let Some((ids, through)) = backlog {
+            if !self.publish_backlog(ids, through, shutdown).await? {
+                client.stop();
+                return Ok(Ended::Shutdown);
+            }
+        }
+        let ended = self.stream(&mut client, shutdown).await;
+        client.stop();
+        let _ = tokio::time::timeout(Duration::from_secs(5), client.shutdown()).await;
+        ended
+    }
+
+    /// Creates the slot, reading at its snapshot the rows pending then; or, when it exists, the rows left from
+    /// such a backlog by a relay that stopped before publishing them all. `None`: nothing to publish first.
+    async fn slot_and_backlog(
+        &self,
+        client: &mut ReplicationClient,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<(Vec<Uuid>, i64)>> {
+        match client.simple_query(&create_slot_sql(self.slot, self.server_version)).await {
+            Ok(rows) => {
+                let snapshot = rows
+                    .first()
+                    .and_then(|row| row.get(2).cloned().flatten())
+                    .map(|name| String::from_utf8_lossy(&name).into_owned())
+                    .ok_or_else(|| Error::Unreachable {
+                        target: self.target.masked.clone(),
+                        reason: "the slot was created without a snapshot".to_owned(),
+                    })?;
+                // The session stays idle while the snapshot is read: it is valid until its next command.
+                let (ids, through) = self.store.pending_at_snapshot(&snapshot).await.map_err(Error::from_store)?;
+                self.store.record_wal_slot(self.slot, through).await.map_err(Error::from_store)?;
+                tracing::info!(slot = self.slot, pending = ids.len(), "created the replication slot");
+                Ok(through.map(|through| (ids, through)))
+            }
+            Err(error) if sqlstate(&error) == Some("42710") => {
+                let state = self.store.wal_state().await.map_err(Error::from_store)?;
+                if state.slot.as_deref() != Some(self.slot) {
+                    self.store.record_wal_slot(self.slot, state.backlog_through).await.map_err(Error::from_store)?;
+                }
+                let Some(through) = state.backlog_through else { return Ok(None) };
+                let Some(ids) = database(shutdown, || self.store.pending_through(through)).await? else {
+                    return Ok(None);
+                };
+                Ok(Some((ids, through)))
+            }
+            Err(error) => Err(classify(&error, self.target)),
+        }
+    }
+
+    /// Publishes the rows pending at the slot's creation, in `seq` order; `false` when shutdown came first.
+    async fn publish_backlog(&mut self, ids: Vec<Uuid>, through: i64, shutdown: &CancellationToken) -> Result<bool> {
+        tracing::info!(events = ids.len(), "publishing the events pending when the slot was created");
+        let size = self.shared.config.batch_size as usize;
+        for chunk in ids.chunks(size.max(1)) {
+            let events: Vec<Streamed> = chunk.iter().map(|id| (*id, None)).collect();
+            if flush(self.shared, self.store, self.summary, &events, shutdown).await? == Flushed::Stopped {
+                return Ok(false);
+            }
+        }
+        let done = database(shutdown, || self.store.wal_backlog_done(through)).await?;
+        Ok(done.is_some())
+    }
+
+    /// Reads the stream: the ids of each committed transaction join the batch, which is published when it is full
+    /// or when nothing more is waiting on the stream; then the slot is acknowledged past it.
+    async fn stream(&mut self, client: &mut ReplicationClient, shutdown: &CancellationToken) -> Result<Ended> {
+        let mut relations = Relations::default();
+        let mut transaction: Vec<Uuid> = Vec::new();
+        let mut in_transaction = false;
+        let mut commit_time = None;
+        let mut batch: Vec<Streamed> = Vec::new();
+        let mut batch_end = Lsn::ZERO;
+        let size = self.shared.config.batch_size as usize;
+        loop {
+            let event = if batch.is_empty() || in_transaction {
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(Ended::Shutdown),
+                    event = client.recv() => event,
+                }
+            } else {
+                // Something to publish: take what is already waiting, publish when nothing more is.
+                tokio::select! {
+                    biased;
+                    event = client.recv() => event,
+                    () = std::future::ready(()) => {
+                        if !self.publish(&mut batch, client, batch_end, shutdown).await? {
+                            return Ok(Ended::Shutdown);
+                        }
+                        continue;
+                    }
+                }
+            };
+            let event = event.map_err(|error| classify(&error, self.target))?.ok_or_else(|| Error::Unreachable {
+                target: self.target.masked.clone(),
+                reason: "the replication stream ended".to_owned(),
+            })?;
+            match event {
+                ReplicationEvent::Begin { commit_time_micros, .. } => {
+                    in_transaction = true;
+                    commit_time = Some(commit_time_micros);
+                }
+                ReplicationEvent::XLogData { data, .. } => match data.first() {
+                    Some(b'R') => relations.apply(&data).map_err(|error| self.protocol(&error))?,
+                    Some(b'I') => {
+                        transaction.push(relations.inserted_id(&data).map_err(|error| self.protocol(&error))?)
+                    }
+                    _ => {}
+                },
+                ReplicationEvent::Commit { end_lsn, .. } => {
+                    in_transaction = false;
+                    let at = commit_time.take().map(system_time);
+                    batch.extend(transaction.drain(..).map(|id| (id, at)));
+                    if batch.is_empty() {
+                        // A transaction without events: nothing waits for it.
+                        client.update_applied_lsn(end_lsn);
+                    } else {
+                        batch_end = end_lsn;
+                        if batch.len() >= size && !self.publish(&mut batch, client, batch_end, shutdown).await? {
+                            return Ok(Ended::Shutdown);
+                        }
+                    }
+                }
+                ReplicationEvent::KeepAlive { wal_end, .. } => {
+                    // Every transaction that committed before `wal_end` was sent before this keepalive: with
+                    // nothing unsettled, the slot may move past the WAL of other tables.
+                    if batch.is_empty() && !in_transaction {
+                        client.update_applied_lsn(wal_end);
+                    }
+                }
+                ReplicationEvent::Message { .. } => {}
+                ReplicationEvent::StoppedAt { .. } => return Ok(Ended::Shutdown),
+            }
+        }
+    }
+
+    /// Publishes and settles `batch`, then acknowledges the stream through `end`; `false` when shutdown came
+    /// first (nothing of the batch is acknowledged: it is streamed again).
+    async fn publish(
+        &mut self,
+        batch: &mut Vec<Streamed>,
+        client: &ReplicationClient,
+        end: Lsn,
+        shutdown: &CancellationToken,
+    ) -> Result<bool> {
+        let flushed = flush(self.shared, self.store, self.summary, batch, shutdown).await?;
+        batch.clear();
+        if flushed == Flushed::Stopped {
+            return Ok(false);
+        }
+        client.update_applied_lsn(end);
+        Ok(true)
+    }
+
+    fn protocol(&self, error: &super::pgoutput::Malformed) -> Error {
+        Error::Unreachable { target: self.target.masked.clone(), reason: error.to_string() }
+    }
+}
+
+/// A commit time of the stream (microseconds since 2000-01-01) as a system time.
+fn system_time(pg_micros: i64) -> SystemTime {
+    let unix = PG_EPOCH_UNIX_MICROS.saturating_add_signed(pg_micros);
+    SystemTime::UNIX_EPOCH + Duration::from_micros(unix)
+}
