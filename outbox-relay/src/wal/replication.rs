@@ -172,8 +172,8 @@ mod tests {
             ("relay", "s@cret", "shop")
         );
         assert!(!format!("{target:?}").contains("s%40cret") && !format!("{target:?}").contains("s@cret"));
-        let socket = Target::from_url("postgres://relay@/shop?host=/run/postgresql").unwrap();
-        assert_eq!(socket.host, "/run/postgresql");
+        let socket = Target::from_url("postgres:///shop?host=/run/postgresql&user=relay").unwrap();
+        assert_eq!((socket.host.as_str(), socket.user.as_str()), ("/run/postgresql", "relay"));
         assert!(Target::from_url("sqlite://outbox.db").is_err());
     }
 
