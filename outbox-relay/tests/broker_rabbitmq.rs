@@ -153,7 +153,9 @@ async fn duplicates_carry_the_same_message_id_and_unroutable_or_oversized_events
     let (status, error) = broker_support::status_of(&db.pool, big).await;
     assert_eq!(status, "failed");
     assert!(!error.unwrap_or_default().contains("xxxx"), "errors never carry the payload");
-    check(&sent, &consume_all(&broker).await, SPELLING, true);
+    // The broker closes the channel on the oversized message: events of the same publish whose confirms had not
+    // arrived yet have an unknown fate and are published again (at least once, same message id), in order.
+    check(&sent, &consume_all(&broker).await, SPELLING, false);
 }
 
 // ---- production setups: TLS with a private CA and a user, a missing exchange ----
