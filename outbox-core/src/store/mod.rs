@@ -60,7 +60,7 @@ pub use membership::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionL
 pub use read::{AggregateKey, BlockedAggregate, Ordering, ReadBatch, ReadRange, ReadRow, Snapshot};
 pub(crate) use settle::short_error;
 pub use settle::{SettleBatch, SettleOutcome, SettleReport, Settlement};
-pub use source::{Source, SourceSwitch, WalState};
+pub use source::{SlotStatus, Source, SourceSwitch, WalState};
 pub use status::{EventStatus, UnknownStatus};
 pub use stored::{Checked, CorruptedRow, StoredEvent};
 

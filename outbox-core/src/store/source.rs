@@ -55,3 +55,19 @@ pub enum SourceSwitch {
     /// Nothing changed: the WAL relay is reading its slot (named), and must be stopped first.
     SlotActive(String),
 }
+
+/// The WAL relay's replication slot as the server sees it ([`PgStore::wal_slot_status`](crate::store::PgStore::wal_slot_status)).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SlotStatus {
+    /// The slot's name.
+    pub slot: String,
+    /// Whether a relay reads it now.
+    pub active: bool,
+    /// Bytes of write-ahead log between the slot's confirmed position and the end of WAL: what the slot keeps
+    /// on the server's disk.
+    pub lag_bytes: u64,
+    /// How long ago the reading relay last reported its position (`None` while no relay reads the slot, or when
+    /// the role may not read `pg_stat_replication`).
+    pub last_report_age: Option<std::time::Duration>,
+}

@@ -13,8 +13,9 @@ const FAILURE_KINDS: [&str; 2] = ["transient", "permanent"];
 /// Describes every metric of [`names::ALL`] to the installed recorder ([`describe_metrics`](super::describe_metrics))
 /// and registers every family, so that an exporter shows each one from its first scrape:
 ///
-/// - the gauges set from `backlog` (pending, oldest pending age and failed per event type, the pause flag) and the
-///   listener gauge from [`listeners_connected`](super::listeners_connected);
+/// - the gauges set from `backlog` (pending, oldest pending age and failed per event type, the pause flag), the
+///   listener gauge from [`listeners_connected`](super::listeners_connected) and the WAL source's gauges (0 until a
+///   WAL relay sets them);
 /// - the counters at zero and the histograms empty for every known label value: the event types of `backlog`
 ///   (pending or failed) and of the events derived in this binary ([`outbox_core::registry::events`]), and both
 ///   failure kinds.
@@ -33,6 +34,10 @@ pub fn describe_and_zero(backlog: &Backlog) {
     super::describe_metrics();
     gauges::show_backlog(backlog);
     health::publish_listener_gauge();
+    // The WAL source's gauges, at 0 until a WAL relay's session sets them (and for the table source).
+    for gauge in [names::WAL_LAG_BYTES, names::WAL_CONFIRMED_AGE_SECONDS, names::WAL_HANDED_OVER_AGGREGATES] {
+        metrics::gauge!(gauge).increment(0.0);
+    }
     let registered = outbox_core::registry::events().into_iter().map(|event| event.event_type().to_owned());
     let backlog_types = backlog.pending.iter().map(|p| p.event_type.clone());
     let failed_types = backlog.failed.iter().map(|f| f.event_type.clone());

@@ -51,6 +51,14 @@ pub const PUBLISH_ATTEMPTS: &str = "outbox_publish_attempts";
 pub const COMMIT_TO_PUBLISH_SECONDS: &str = "outbox_commit_to_publish_seconds";
 /// Events per batch (histogram).
 pub const BATCH_SIZE: &str = "outbox_batch_size";
+/// WAL source: bytes of write-ahead log between the slot's confirmed position and the server's end of WAL, as
+/// the stream last reported it (gauge; the WAL the slot holds on the server's disk).
+pub const WAL_LAG_BYTES: &str = "outbox_wal_lag_bytes";
+/// WAL source: how long ago the oldest transaction the slot has not confirmed yet committed (gauge; 0 while the
+/// slot is confirmed up to the end of the stream).
+pub const WAL_CONFIRMED_AGE_SECONDS: &str = "outbox_wal_confirmed_age_seconds";
+/// WAL source: aggregates whose events are published from the table's retry path, not from the stream (gauge).
+pub const WAL_HANDED_OVER_AGGREGATES: &str = "outbox_wal_handed_over_aggregates";
 
 /// The `event_type` label.
 pub const LABEL_EVENT_TYPE: &str = "event_type";
@@ -145,5 +153,29 @@ pub const ALL: &[Metric] = &[
         unit: metrics::Unit::Count,
         help: "Events per batch.",
         buckets: Some(BATCH_BUCKETS),
+    },
+    Metric {
+        name: WAL_LAG_BYTES,
+        kind: Kind::Gauge,
+        labels: &[],
+        unit: metrics::Unit::Bytes,
+        help: "WAL source: write-ahead log between the slot's confirmed position and the end of WAL.",
+        buckets: None,
+    },
+    Metric {
+        name: WAL_CONFIRMED_AGE_SECONDS,
+        kind: Kind::Gauge,
+        labels: &[],
+        unit: metrics::Unit::Seconds,
+        help: "WAL source: age of the oldest committed transaction the slot has not confirmed (0: caught up).",
+        buckets: None,
+    },
+    Metric {
+        name: WAL_HANDED_OVER_AGGREGATES,
+        kind: Kind::Gauge,
+        labels: &[],
+        unit: metrics::Unit::Count,
+        help: "WAL source: aggregates published from the table's retry path instead of the stream.",
+        buckets: None,
     },
 ];

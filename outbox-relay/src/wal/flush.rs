@@ -1,17 +1,20 @@
 //! Publishing the events of committed transactions: read by id (only rows still pending), published in order
 //! ([`crate::relay::batch::publish`]: the same rounds, timeout and outcomes as the table source), settled in one
-//! statement by id. A transient failure is retried in place with the backoff policy until the event is published
-//! or fails for good (`max_attempts`), holding back the later events of its aggregate meanwhile.
+//! statement by id. A transient failure is retried in place with the backoff policy, holding back the later events
+//! of its aggregate, for at most the in-place retry time; then the event and its aggregate go to the table's retry
+//! path ([`super::handover`]) and the stream goes on.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
-use outbox_core::store::{AggregateKey, PgStore, SettleOutcome};
+use outbox_core::store::{PgStore, SettleOutcome};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::handover::Handover;
 use crate::error::{Error, Result};
-use crate::relay::batch::{self, Item};
+use crate::relay::batch::{self, Item, Published};
 use crate::relay::{RunSummary, Shared};
 
 /// An event to publish, with the commit time its transaction had on the stream (`None` for the rows that were
@@ -21,23 +24,25 @@ pub(crate) type Streamed = (Uuid, Option<SystemTime>);
 /// What a flush came to.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Flushed {
-    /// Every event is settled (or held back behind a failed event of its aggregate, pending in the table).
+    /// Every event is settled or handed to the table's retry path.
     Done,
     /// Shutdown came first: what is not settled stays pending and is streamed again.
     Stopped,
 }
 
-/// Publishes and settles `events`, in their order.
+/// Publishes and settles `events`, in their order. Events of aggregates handed to the table's retry path are
+/// left to it; an event still failing after the in-place retry time is handed over with its aggregate.
 pub(crate) async fn flush(
     shared: &Shared,
     store: &PgStore,
     summary: &mut RunSummary,
+    handover: &mut Handover,
     events: &[Streamed],
     shutdown: &CancellationToken,
 ) -> Result<Flushed> {
     let committed: HashMap<Uuid, SystemTime> = events.iter().filter_map(|(id, at)| at.map(|at| (*id, at))).collect();
     let mut todo: Vec<Uuid> = events.iter().map(|(id, _)| *id).collect();
-    let delete = shared.config.retention == crate::config::Retention::Immediately;
+    let deadline = Instant::now() + handover.retry_in_place();
     while !todo.is_empty() {
         if !wait_unless_paused(store, shutdown).await? {
             return Ok(Flushed::Stopped);
@@ -48,6 +53,7 @@ pub(crate) async fn flush(
         let now = SystemTime::now();
         let items: Vec<Item> = rows
             .into_iter()
+            .filter(|row| !handover.holds(&(row.event.aggregate_type.clone(), row.event.aggregate_id.clone())))
             .map(|row| {
                 let since = committed.get(&row.event.id).and_then(|at| now.duration_since(*at).ok());
                 Item::new(row.partition, 0, row.event, since.unwrap_or(row.since_commit))
@@ -56,59 +62,75 @@ pub(crate) async fn flush(
         if items.is_empty() {
             break;
         }
-        let span = crate::telemetry::read_span(0);
-        let batch_span = crate::telemetry::record_batch(&span, items.iter().map(Item::event_type), items.len());
-        let published = tracing::Instrument::instrument(batch::publish(shared, &items), batch_span).await;
-        let Some(report) = database(shutdown, || store.settle_by_id(&published.settlements, delete)).await? else {
+        let Some(published) = publish_and_settle(shared, store, summary, &items, shutdown).await? else {
             return Ok(Flushed::Stopped);
         };
-        summary.batches += 1;
-        summary.add(report);
         let settled: HashSet<Uuid> = published
             .settlements
             .iter()
             .filter(|settlement| !matches!(settlement.outcome, SettleOutcome::Retry { .. }))
             .map(|settlement| settlement.id)
             .collect();
-        let failed_heads: HashSet<&AggregateKey> = published
-            .held_back
-            .iter()
-            .filter(|(.., outcome)| matches!(outcome, SettleOutcome::Failed { .. }))
-            .map(|(_, aggregate, ..)| aggregate)
-            .collect();
-        let retry_in = published
-            .held_back
-            .iter()
-            .filter_map(|(.., outcome)| match outcome {
-                SettleOutcome::Retry { delay, .. } => Some(*delay),
-                _ => None,
-            })
-            .min();
-        let mut held = 0;
+        let mut retry_in = None;
+        for (partition, aggregate, _, outcome) in published.held_back {
+            match outcome {
+                // A failed event holds its aggregate until an operator retries or cancels it.
+                SettleOutcome::Failed { .. } => handover.hold(partition, aggregate, Duration::ZERO),
+                SettleOutcome::Retry { delay, .. } => {
+                    retry_in = Some(retry_in.map_or(delay, |wait: Duration| wait.min(delay)));
+                }
+                SettleOutcome::Published => {}
+            }
+        }
         todo = items
             .iter()
-            .filter(|item| !settled.contains(&item.id))
-            .filter(|item| {
-                let behind_failed = failed_heads.contains(&item.aggregate);
-                held += usize::from(behind_failed);
-                !behind_failed
-            })
+            .filter(|item| !settled.contains(&item.id) && !handover.holds(&item.aggregate))
             .map(|item| item.id)
             .collect();
-        if held > 0 {
-            tracing::warn!(
-                events = held,
-                "events held back behind a failed event of their aggregate stay pending in the table"
-            );
-        }
-        if let Some(wait) = retry_in.filter(|_| !todo.is_empty()) {
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok(Flushed::Stopped),
-                () = tokio::time::sleep(wait) => {}
+        let Some(wait) = retry_in.filter(|_| !todo.is_empty()) else { continue };
+        if Instant::now() + wait > deadline {
+            // Retried in place long enough: the rest leaves the stream for the table's retry path.
+            let mut aggregates = 0;
+            for item in items.iter().filter(|item| todo.contains(&item.id)) {
+                if !handover.holds(&item.aggregate) {
+                    aggregates += 1;
+                    handover.hold(item.partition, item.aggregate.clone(), wait);
+                }
             }
+            tracing::warn!(
+                events = todo.len(),
+                aggregates,
+                "events still failing after the in-place retry go to the table's retry path; the stream goes on"
+            );
+            break;
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(Flushed::Stopped),
+            () = tokio::time::sleep(wait) => {}
         }
     }
     Ok(Flushed::Done)
+}
+
+/// Publishes `items` in order ([`batch::publish`]) and settles them by id in one statement; `None` when shutdown
+/// came first (nothing settled: what was published is published again).
+pub(crate) async fn publish_and_settle(
+    shared: &Shared,
+    store: &PgStore,
+    summary: &mut RunSummary,
+    items: &[Item],
+    shutdown: &CancellationToken,
+) -> Result<Option<Published>> {
+    let span = crate::telemetry::read_span(0);
+    let batch_span = crate::telemetry::record_batch(&span, items.iter().map(Item::event_type), items.len());
+    let published = tracing::Instrument::instrument(batch::publish(shared, items), batch_span).await;
+    let delete = shared.config.retention == crate::config::Retention::Immediately;
+    let Some(report) = database(shutdown, || store.settle_by_id(&published.settlements, delete)).await? else {
+        return Ok(None);
+    };
+    summary.batches += 1;
+    summary.add(report);
+    Ok(Some(published))
 }
 
 /// While publishing is paused (`outbox pause`), waits; `false` when shutdown came first.

@@ -5,14 +5,18 @@
 //! - [`preflight`]: `wal_level`, the REPLICATION privilege, the publication, the table's source;
 //! - [`leader`]: one relay reads a slot, standbys wait to take over;
 //! - [`session`]: the slot and its snapshot, the rows pending then, the stream and its acknowledgements;
-//! - [`pgoutput`]: the two `pgoutput` messages decoded here; [`flush`]: publishing and settling by id.
+//! - [`pgoutput`]: the two `pgoutput` messages decoded here; [`flush`]: publishing and settling by id;
+//! - [`handover`]: events that keep failing leave the stream for the table's retry path;
+//! - [`slot_gauges`]: the slot's lag and confirmed age, from the stream.
 
 mod flush;
+mod handover;
 mod leader;
 mod pgoutput;
 mod preflight;
 mod replication;
 mod session;
+mod slot_gauges;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +30,9 @@ use crate::error::{Error, Result};
 use crate::publish::Publisher;
 use crate::relay::{RunSummary, Shared};
 
+/// How long a failing event holds the stream by default ([`WalRelay::retry_in_place`]).
+const DEFAULT_RETRY_IN_PLACE: Duration = Duration::from_secs(10);
+
 /// Publishes committed outbox events from PostgreSQL's write-ahead log (`outbox relay --source wal`): one
 /// relay streams the inserts into `outbox_events` through a logical replication slot, in the order their
 /// transactions committed, and settles each batch by id in one statement (`published`, or deleted with
@@ -37,6 +44,10 @@ use crate::relay::{RunSummary, Shared};
 ///   settled; after a crash the stream resumes there, and events settled since are skipped.
 /// - **No gap when switching**: the slot is created with an exported snapshot; the rows pending at that snapshot
 ///   are published first (in `seq` order), then the stream continues from the slot's consistent point.
+/// - **One bad event does not stop the stream**: a failing event is retried in place with the backoff policy for
+///   [`retry_in_place`](Self::retry_in_place); then it and the later events of its aggregate are published from
+///   the table (pending, with `next_attempt_at`), in order, while the stream moves on. An event that fails for
+///   good (`max_attempts`) holds its aggregate there until an operator retries or cancels it.
 /// - **One reader**: relays started with the same slot stand by and one takes over within a second or so after
 ///   the active relay dies or loses its connection.
 ///
@@ -63,6 +74,7 @@ pub struct WalRelay {
     target: replication::Target,
     options: sqlx::postgres::PgConnectOptions,
     slot: String,
+    retry_in_place: Duration,
 }
 
 impl std::fmt::Debug for WalRelay {
@@ -89,7 +101,7 @@ impl WalRelay {
         let store = PgStore::new(pool);
         let shared = Arc::new(Shared { store: Arc::new(store.clone()), publisher, config, relay: Uuid::now_v7() });
         let slot = replication::default_slot(&target.database);
-        Ok(Self { shared, store, target, options, slot })
+        Ok(Self { shared, store, target, options, slot, retry_in_place: DEFAULT_RETRY_IN_PLACE })
     }
 
     /// Reads the replication slot `slot` (lower-case letters, digits and `_`, at most 63) instead of the default.
@@ -106,6 +118,15 @@ impl WalRelay {
         }
         slot.clone_into(&mut self.slot);
         Ok(self)
+    }
+
+    /// How long a failing event is retried where it stands, holding back the stream, before it and the later
+    /// events of its aggregate go to the table's retry path (pending, with `next_attempt_at`) and the stream
+    /// moves on; default 10 s. `Duration::ZERO` hands a failing event over at its first failure.
+    #[must_use]
+    pub fn retry_in_place(mut self, retry_in_place: Duration) -> Self {
+        self.retry_in_place = retry_in_place;
+        self
     }
 
     /// The replication slot this relay reads.
@@ -135,6 +156,7 @@ impl WalRelay {
         let backoff =
             crate::backoff::Backoff::new(Duration::from_millis(200), Duration::from_secs(10)).unwrap_or_default();
         let mut failures = 0;
+        let gauges = slot_gauges::SlotGauges::start();
         loop {
             let Some(_leader) = leader::acquire(&self.options, &self.slot, &shutdown).await? else { break };
             let mut session = session::Session {
@@ -143,6 +165,8 @@ impl WalRelay {
                 target: &self.target,
                 slot: &self.slot,
                 server_version,
+                retry_in_place: self.retry_in_place,
+                gauges: &gauges,
                 summary: &mut summary,
             };
             let wait = match session.run(&shutdown).await {

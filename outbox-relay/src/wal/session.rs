@@ -10,8 +10,10 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::flush::{database, flush, Flushed, Streamed};
+use super::handover::Handover;
 use super::pgoutput::Relations;
 use super::replication::{classify, create_slot_sql, sqlstate, Target};
+use super::slot_gauges::SlotGauges;
 use crate::error::{Error, Result};
 use crate::relay::{RunSummary, Shared};
 
@@ -33,6 +35,8 @@ pub(crate) struct Session<'a> {
     pub(crate) target: &'a Target,
     pub(crate) slot: &'a str,
     pub(crate) server_version: u32,
+    pub(crate) retry_in_place: Duration,
+    pub(crate) gauges: &'a SlotGauges,
     pub(crate) summary: &'a mut RunSummary,
 }
 
@@ -43,6 +47,10 @@ impl Session<'_> {
         let mut client =
             ReplicationClient::connect_gated(config).await.map_err(|error| classify(&error, self.target))?;
         let backlog = self.slot_and_backlog(&mut client, shutdown).await?;
+        let Some(mut handover) = Handover::rebuild(self.store, self.retry_in_place, shutdown).await? else {
+            client.stop();
+            return Ok(Ended::Shutdown);
+        };
         client.start().await.map_err(|error| classify(&error, self.target))?;
         if let Err(error) = client.wait_started().await {
             if sqlstate(&error) == Some("55006") {
@@ -52,12 +60,12 @@ impl Session<'_> {
         }
         tracing::info!(slot = self.slot, "streaming from the write-ahead log");
         if let Some((ids, through)) = backlog {
-            if !self.publish_backlog(ids, through, shutdown).await? {
+            if !self.publish_backlog(&mut handover, ids, through, shutdown).await? {
                 client.stop();
                 return Ok(Ended::Shutdown);
             }
         }
-        let ended = self.stream(&mut client, shutdown).await;
+        let ended = self.stream(&mut client, &mut handover, shutdown).await;
         client.stop();
         let _ = tokio::time::timeout(Duration::from_secs(5), client.shutdown()).await;
         ended
@@ -102,12 +110,18 @@ impl Session<'_> {
     }
 
     /// Publishes the rows pending at the slot's creation, in `seq` order; `false` when shutdown came first.
-    async fn publish_backlog(&mut self, ids: Vec<Uuid>, through: i64, shutdown: &CancellationToken) -> Result<bool> {
+    async fn publish_backlog(
+        &mut self,
+        handover: &mut Handover,
+        ids: Vec<Uuid>,
+        through: i64,
+        shutdown: &CancellationToken,
+    ) -> Result<bool> {
         tracing::info!(events = ids.len(), "publishing the events pending when the slot was created");
         let size = self.shared.config.batch_size as usize;
         for chunk in ids.chunks(size.max(1)) {
             let events: Vec<Streamed> = chunk.iter().map(|id| (*id, None)).collect();
-            if flush(self.shared, self.store, self.summary, &events, shutdown).await? == Flushed::Stopped {
+            if flush(self.shared, self.store, self.summary, handover, &events, shutdown).await? == Flushed::Stopped {
                 return Ok(false);
             }
         }
@@ -116,8 +130,14 @@ impl Session<'_> {
     }
 
     /// Reads the stream: the ids of each committed transaction join the batch, which is published when it is full
-    /// or when nothing more is waiting on the stream; then the slot is acknowledged past it.
-    async fn stream(&mut self, client: &mut ReplicationClient, shutdown: &CancellationToken) -> Result<Ended> {
+    /// or when nothing more is waiting on the stream; then the slot is acknowledged past it. The table's retry path
+    /// runs in between when it is due.
+    async fn stream(
+        &mut self,
+        client: &mut ReplicationClient,
+        handover: &mut Handover,
+        shutdown: &CancellationToken,
+    ) -> Result<Ended> {
         let mut relations = Relations::default();
         let mut transaction: Vec<Uuid> = Vec::new();
         let mut in_transaction = false;
@@ -126,10 +146,18 @@ impl Session<'_> {
         let mut batch_end = Lsn::ZERO;
         let size = self.shared.config.batch_size as usize;
         loop {
+            if handover.is_due() {
+                if !handover.run(self.shared, self.store, self.summary, shutdown).await? {
+                    return Ok(Ended::Shutdown);
+                }
+                self.gauges.handed_over(handover.len());
+            }
             let event = if batch.is_empty() || in_transaction {
+                let retry_at = handover.next_run();
                 tokio::select! {
                     () = shutdown.cancelled() => return Ok(Ended::Shutdown),
                     event = client.recv() => event,
+                    () = sleep_until(retry_at) => continue,
                 }
             } else {
                 // Something to publish: take what is already waiting, publish when nothing more is.
@@ -137,7 +165,7 @@ impl Session<'_> {
                     biased;
                     event = client.recv() => event,
                     () = std::future::ready(()) => {
-                        if !self.publish(&mut batch, client, batch_end, shutdown).await? {
+                        if !self.publish(&mut batch, client, batch_end, handover, shutdown).await? {
                             return Ok(Ended::Shutdown);
                         }
                         continue;
@@ -163,13 +191,19 @@ impl Session<'_> {
                 ReplicationEvent::Commit { end_lsn, .. } => {
                     in_transaction = false;
                     let at = commit_time.take().map(system_time);
+                    if let (Some(at), false) = (at, transaction.is_empty()) {
+                        self.gauges.unconfirmed(at);
+                    }
                     batch.extend(transaction.drain(..).map(|id| (id, at)));
                     if batch.is_empty() {
                         // A transaction without events: nothing waits for it.
                         client.update_applied_lsn(end_lsn);
+                        self.gauges.confirmed(end_lsn, true);
                     } else {
                         batch_end = end_lsn;
-                        if batch.len() >= size && !self.publish(&mut batch, client, batch_end, shutdown).await? {
+                        if batch.len() >= size
+                            && !self.publish(&mut batch, client, batch_end, handover, shutdown).await?
+                        {
                             return Ok(Ended::Shutdown);
                         }
                     }
@@ -177,8 +211,10 @@ impl Session<'_> {
                 ReplicationEvent::KeepAlive { wal_end, .. } => {
                     // Every transaction that committed before `wal_end` was sent before this keepalive: with
                     // nothing unsettled, the slot may move past the WAL of other tables.
+                    self.gauges.wal_end(wal_end);
                     if batch.is_empty() && !in_transaction {
                         client.update_applied_lsn(wal_end);
+                        self.gauges.confirmed(wal_end, true);
                     }
                 }
                 ReplicationEvent::Message { .. } => {}
@@ -194,19 +230,30 @@ impl Session<'_> {
         batch: &mut Vec<Streamed>,
         client: &ReplicationClient,
         end: Lsn,
+        handover: &mut Handover,
         shutdown: &CancellationToken,
     ) -> Result<bool> {
-        let flushed = flush(self.shared, self.store, self.summary, batch, shutdown).await?;
+        let flushed = flush(self.shared, self.store, self.summary, handover, batch, shutdown).await?;
         batch.clear();
         if flushed == Flushed::Stopped {
             return Ok(false);
         }
         client.update_applied_lsn(end);
+        self.gauges.confirmed(end, true);
+        self.gauges.handed_over(handover.len());
         Ok(true)
     }
 
     fn protocol(&self, error: &super::pgoutput::Malformed) -> Error {
         Error::Unreachable { target: self.target.masked.clone(), reason: error.to_string() }
+    }
+}
+
+/// Sleeps until `at`; forever when `None`.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

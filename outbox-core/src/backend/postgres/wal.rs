@@ -5,7 +5,9 @@ use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 use super::settle::{columns, failure_set, report};
-use crate::store::{PgStore, ReadRow, SettleReport, Settlement, Source, SourceSwitch, WalState};
+use crate::store::{
+    AggregateKey, PgStore, ReadRow, SettleReport, Settlement, SlotStatus, Source, SourceSwitch, WalState,
+};
 use crate::Result;
 
 const STATE: &str = "SELECT source, wal_slot, wal_backlog_through FROM outbox_control WHERE id";
@@ -27,6 +29,22 @@ const TO_TABLE: &str = "UPDATE outbox_control SET source = 'table', changed_at =
 
 const RECORD_SLOT: &str = "UPDATE outbox_control SET wal_slot = $1, wal_backlog_through = $2 WHERE id";
 const BACKLOG_DONE: &str = "UPDATE outbox_control SET wal_backlog_through = NULL WHERE id AND wal_backlog_through = $1";
+
+/// The aggregates the WAL relay handed to the table's retry path: those with a pending event that failed an
+/// attempt (through the pending index) or a failed event (through the failed index).
+const HANDED_OVER: &str = "\
+SELECT DISTINCT partition, aggregate_type, aggregate_id FROM outbox_events
+ WHERE (status = 'pending' AND attempts > 0) OR status = 'failed'";
+
+/// The recorded slot as the server sees it; `pg_stat_replication` shows the reader's last report.
+const SLOT_STATUS: &str = "\
+SELECT s.slot_name, s.active,
+       GREATEST(0, pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn))::int8 AS lag_bytes,
+       EXTRACT(EPOCH FROM now() - r.reply_time)::float8 AS report_age_secs
+  FROM outbox_control c
+  JOIN pg_replication_slots s ON s.slot_name = c.wal_slot AND s.database = current_database()
+  LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+ WHERE c.id";
 
 const PENDING_IDS: &str = "SELECT id, seq FROM outbox_events WHERE status = 'pending' ORDER BY seq";
 const PENDING_IDS_THROUGH: &str = "SELECT id FROM outbox_events WHERE status = 'pending' AND seq <= $1 ORDER BY seq";
@@ -252,6 +270,40 @@ impl PgStore {
             .fetch_all(&self.pool)
             .await?;
         report(&rows, settlements.len())
+    }
+
+    /// The WAL relay's slot as the server sees it: whether a relay reads it, how much WAL it keeps, when the
+    /// reader last reported its position. `None` when no slot is recorded or it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn wal_slot_status(&self) -> Result<Option<SlotStatus>> {
+        let Some(row) = sqlx::query(SLOT_STATUS).fetch_optional(&self.pool).await? else { return Ok(None) };
+        let age: Option<f64> = row.try_get("report_age_secs")?;
+        Ok(Some(SlotStatus {
+            slot: row.try_get("slot_name")?,
+            active: row.try_get("active")?,
+            lag_bytes: row.try_get::<Option<i64>, _>("lag_bytes")?.unwrap_or(0).unsigned_abs(),
+            last_report_age: age.and_then(|age| std::time::Duration::try_from_secs_f64(age.max(0.0)).ok()),
+        }))
+    }
+
+    /// The aggregates whose events the WAL relay publishes from the table (see `WalRelay`'s hand-over): every
+    /// aggregate with a pending event that has failed an attempt, or with a failed event. A WAL relay rebuilds
+    /// its hand-over from them when its session starts.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn wal_handed_over(&self) -> Result<Vec<(u16, AggregateKey)>> {
+        let rows = sqlx::query(HANDED_OVER).fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| {
+                let partition = row.try_get::<i16, _>("partition")?.unsigned_abs();
+                Ok((partition, (row.try_get("aggregate_type")?, row.try_get("aggregate_id")?)))
+            })
+            .collect()
     }
 }
 

@@ -44,7 +44,7 @@ pub(crate) enum Command {
     /// Create or upgrade the outbox tables (safe to run at every deploy, and concurrently).
     Migrate,
     /// Publish committed events to a sink until SIGINT/SIGTERM.
-    Relay(RelayArgs),
+    Relay(Box<RelayArgs>),
     /// Backlog, in-flight, failed and recently published counts, and whether publishing is paused.
     Status(StatusArgs),
     /// List, show, retry, cancel or purge events.
@@ -96,6 +96,11 @@ pub(crate) struct RelayArgs {
     /// The replication slot of `--source wal` [default: outbox_events_DATABASE].
     #[arg(long, value_name = "NAME")]
     pub(crate) slot: Option<String>,
+
+    /// With `--source wal`: how long a failing event is retried where it stands, holding the stream, before it
+    /// and the later events of its aggregate go to the table's retry path and the stream moves on.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    pub(crate) retry_in_place: Duration,
 
     /// Create a missing destination at start, with the settings of the sink URL, instead of stopping with an
     /// error naming it: the JetStream stream of the subjects (`stream=OUTBOX`, `stream_storage=file|memory`,
@@ -362,7 +367,7 @@ mod tests {
     fn relay(flag: &str, value: &str) -> Result<RelayArgs, clap::Error> {
         let value = format!("{flag}={value}"); // `=`: a value starting with `-` is a value, not a flag
         match Cli::try_parse_from(["outbox", "relay", "--sink", "stdout", value.as_str()])?.command {
-            Command::Relay(args) => Ok(args),
+            Command::Relay(args) => Ok(*args),
             other => panic!("parsed as {other:?}"),
         }
     }

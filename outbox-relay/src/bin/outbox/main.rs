@@ -81,7 +81,7 @@ async fn run(cli: Cli) -> Outcome {
     let database_url = cli.database_url;
     match cli.command {
         Command::Migrate => migrate::run(database_url.as_deref()).await,
-        Command::Relay(relay) => relay::run(database_url.as_deref(), relay).await,
+        Command::Relay(relay) => relay::run(database_url.as_deref(), *relay).await,
         Command::Status(status) => status::run(database_url.as_deref(), status).await,
         Command::Events { command } => events::run(database_url.as_deref(), command).await,
         Command::Wal { command } => wal::run(database_url.as_deref(), command).await,

@@ -52,7 +52,8 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
         (SourceArg::Table, _) => Relay::with_shared_store(store, publisher, config).run(shutdown).await,
         (SourceArg::Wal, connect::Database::Postgres(pool)) => {
             let url = database_url.unwrap_or_default();
-            let mut relay = WalRelay::new(pool.clone(), url, publisher, config).map_err(usage)?;
+            let mut relay =
+                WalRelay::new(pool.clone(), url, publisher, config).map_err(usage)?.retry_in_place(args.retry_in_place);
             if let Some(slot) = &args.slot {
                 relay = relay.slot(slot).map_err(usage)?;
             }

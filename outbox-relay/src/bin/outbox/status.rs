@@ -2,19 +2,33 @@
 //!
 //! The backlog (pending and oldest pending age by event type), the dead letters by event type and the pause flag
 //! come from [`Store::backlog`](outbox_core::store::Store::backlog), the statement the relay's gauges are
-//! refreshed from: the command and the metrics show the same numbers.
+//! refreshed from: the command and the metrics show the same numbers. On PostgreSQL it also shows the source
+//! that publishes the table and, for the WAL source, its slot: whether a relay reads it, the WAL it keeps (lag in
+//! bytes) and when the reader last reported its position.
 
 use std::collections::BTreeMap;
 
+use outbox_core::store::{PgStore, SlotStatus, Source};
 use serde_json::json;
 
 use crate::args::StatusArgs;
 use crate::{connect, Failure, Outcome};
 
 pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome {
-    let store = connect::open(database_url, 2).await?.store();
+    let database = connect::open(database_url, 2).await?;
+    let store = database.store();
     let backlog = store.backlog().await.map_err(Failure::runtime)?;
     let status = store.status().await.map_err(Failure::runtime)?;
+    let wal = match &database {
+        connect::Database::Postgres(pool) => {
+            let pg = PgStore::new(pool.clone());
+            let state = pg.wal_state().await.map_err(Failure::runtime)?;
+            Some((state.source, pg.wal_slot_status().await.map_err(Failure::runtime)?))
+        }
+        connect::Database::Sqlite(_) => None,
+    };
+    let source = wal.as_ref().map_or(Source::Table, |(source, _)| *source);
+    let slot = wal.and_then(|(_, slot)| slot);
     if args.json {
         let pending: Vec<_> = backlog
             .pending
@@ -30,6 +44,13 @@ pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome
         let failed: Vec<_> =
             backlog.failed.iter().map(|f| json!({"event_type": f.event_type, "failed": f.failed})).collect();
         let report = json!({
+            "source": source.as_str(),
+            "wal_slot": slot.as_ref().map(|slot| json!({
+                "slot": slot.slot,
+                "active": slot.active,
+                "lag_bytes": slot.lag_bytes,
+                "last_report_age_seconds": slot.last_report_age.map(|age| age.as_secs_f64()),
+            })),
             "paused": backlog.paused,
             "pending": backlog.pending_total(),
             "oldest_pending_age_seconds": backlog.oldest_pending_age().as_secs_f64(),
@@ -54,6 +75,7 @@ pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome
         println!("{report}");
         return Ok(());
     }
+    println!("source:     {}", source_line(source, slot.as_ref()));
     println!("paused:     {}", if backlog.paused { "yes (`outbox resume` to resume)" } else { "no" });
     println!("pending:    {}", backlog.pending_total());
     println!("in flight:  {}", status.in_flight);
@@ -110,6 +132,30 @@ pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome
         }
     }
     Ok(())
+}
+
+/// The source, and the WAL relay's slot when there is one.
+fn source_line(source: Source, slot: Option<&SlotStatus>) -> String {
+    let Some(slot) = slot else {
+        return match source {
+            Source::Wal => "wal (no slot yet: the first `outbox relay --source wal` creates it)".to_owned(),
+            _ => source.to_string(),
+        };
+    };
+    let reader = if slot.active {
+        match slot.last_report_age {
+            Some(age) => format!("read by a relay that reported its position {} ago", rounded(age)),
+            None => "read by a relay".to_owned(),
+        }
+    } else {
+        "no relay reads it: the server keeps its WAL (`outbox wal drop-slot` if it is abandoned)".to_owned()
+    };
+    format!("{source} (slot {}: lag {} bytes of WAL, {reader})", slot.slot, slot.lag_bytes)
+}
+
+/// A duration to the tenth of a second.
+fn rounded(age: std::time::Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(std::time::Duration::from_millis(age.as_millis() as u64 / 100 * 100))
 }
 
 /// Partitions as compact ranges: `0-63,128`.

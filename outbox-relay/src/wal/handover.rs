@@ -1,0 +1,202 @@
+//! The hand-over to the table's retry path: an event that keeps failing for longer than the in-place retry
+//! allows, or that failed for good, leaves the stream together with its aggregate. The aggregate's events stay
+//! pending in the table (the failing one with its `next_attempt_at`) and are published from there, in `seq`
+//! order, while the stream moves on; the stream skips the aggregate's later events until the table holds none of
+//! its events any more. A failed event holds its aggregate (with `--ordering aggregate`) until an operator retries
+//! or cancels it, as with the table source.
+//!
+//! The hand-over is the table's state, so a relay that restarts rebuilds it from there
+//! ([`PgStore::wal_handed_over`]). While nothing is handed over, it costs no query.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use outbox_core::store::{AggregateKey, Ordering, PgStore, ReadRange, ReadRequest, SettleOutcome, Store};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::flush::{database, publish_and_settle};
+use crate::error::Result;
+use crate::relay::batch::Item;
+use crate::relay::{RunSummary, Shared};
+
+/// The most aggregates one run of the retry path reads, and the most events it reads of each.
+const AGGREGATES_PER_RUN: usize = 200;
+const EVENTS_PER_AGGREGATE: u32 = 100;
+/// How often an aggregate held by a failed event (or publishing, while paused) is looked at again: an operator's
+/// retry or cancel is seen within this.
+const RECHECK: Duration = Duration::from_secs(2);
+
+/// The aggregates published from the table rather than from the stream, and when to look at them next.
+#[derive(Debug, Default)]
+pub(crate) struct Handover {
+    held: HashMap<AggregateKey, u16>,
+    next: Option<Instant>,
+    retry_in_place: Duration,
+}
+
+impl Handover {
+    /// The hand-over as the table records it; a failing event is handed over after `retry_in_place`.
+    pub(crate) async fn rebuild(
+        store: &PgStore,
+        retry_in_place: Duration,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<Self>> {
+        let Some(held) = database(shutdown, || store.wal_handed_over()).await? else { return Ok(None) };
+        let mut handover = Self { retry_in_place, ..Self::default() };
+        for (partition, aggregate) in held {
+            handover.hold(partition, aggregate, Duration::ZERO);
+        }
+        if !handover.held.is_empty() {
+            tracing::info!(aggregates = handover.held.len(), "aggregates published from the table's retry path");
+        }
+        Ok(Some(handover))
+    }
+
+    /// How long a failing event is retried in place, holding the stream, before it is handed over.
+    pub(crate) fn retry_in_place(&self) -> Duration {
+        self.retry_in_place
+    }
+
+    /// Whether the events of `aggregate` go through the table's retry path.
+    pub(crate) fn holds(&self, aggregate: &AggregateKey) -> bool {
+        self.held.contains_key(aggregate)
+    }
+
+    /// How many aggregates are handed over.
+    pub(crate) fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Hands `aggregate` over; the retry path looks at it in `after` at the latest.
+    pub(crate) fn hold(&mut self, partition: u16, aggregate: AggregateKey, after: Duration) {
+        self.held.insert(aggregate, partition);
+        self.wake_in(after);
+    }
+
+    /// When the retry path runs next (`None`: nothing is handed over).
+    pub(crate) fn next_run(&self) -> Option<Instant> {
+        self.next.filter(|_| !self.held.is_empty())
+    }
+
+    /// Whether the retry path is due.
+    pub(crate) fn is_due(&self) -> bool {
+        self.next_run().is_some_and(|at| at <= Instant::now())
+    }
+
+    fn wake_in(&mut self, after: Duration) {
+        let at = Instant::now() + after;
+        self.next = Some(self.next.map_or(at, |next| next.min(at)));
+    }
+
+    /// One run of the retry path: reads the pending events of the handed-over aggregates (one statement), and
+    /// publishes and settles those whose aggregate's head is due, in `seq` order; aggregates left with no
+    /// event in the table are released to the stream. `false` when shutdown came first.
+    pub(crate) async fn run(
+        &mut self,
+        shared: &Shared,
+        store: &PgStore,
+        summary: &mut RunSummary,
+        shutdown: &CancellationToken,
+    ) -> Result<bool> {
+        self.next = None;
+        let aggregates: Vec<(AggregateKey, u16)> = {
+            let mut held: Vec<_> = self.held.iter().map(|(key, partition)| (key.clone(), *partition)).collect();
+            held.sort();
+            held.truncate(AGGREGATES_PER_RUN);
+            held
+        };
+        if aggregates.len() < self.held.len() {
+            self.wake_in(Duration::ZERO);
+        }
+        // A range of one aggregate is bounded by `through`: here, every `seq` there is.
+        let request = ReadRequest::new(
+            aggregates
+                .iter()
+                .map(|(key, partition)| {
+                    ReadRange::new(*partition, 0, EVENTS_PER_AGGREGATE).through(i64::MAX).aggregate(key.clone())
+                })
+                .collect(),
+        );
+        let Some(read) = database(shutdown, || store.read(&request)).await? else {
+            return Ok(false);
+        };
+        if read.paused {
+            self.wake_in(RECHECK);
+            return Ok(true);
+        }
+        let failed = self.failed_heads(shared, store, &aggregates, shutdown).await?;
+        let Some(failed) = failed else { return Ok(false) };
+        let mut rows: BTreeMap<usize, Vec<outbox_core::store::ReadRow>> = BTreeMap::new();
+        for row in read.rows {
+            rows.entry(row.range).or_default().push(row);
+        }
+        let mut items = Vec::new();
+        for (index, (key, _)) in aggregates.iter().enumerate() {
+            let mine = rows.remove(&index).unwrap_or_default();
+            if mine.len() >= EVENTS_PER_AGGREGATE as usize {
+                self.wake_in(Duration::ZERO);
+            }
+            let failed_seq = failed.get(key).copied();
+            let Some(head) = mine.first() else {
+                if failed_seq.is_some() {
+                    self.wake_in(RECHECK);
+                } else {
+                    // Nothing of it is left in the table: its next events come from the stream again.
+                    self.held.remove(key);
+                }
+                continue;
+            };
+            if failed_seq.is_some_and(|seq| seq < head.event.seq) {
+                self.wake_in(RECHECK);
+                continue;
+            }
+            if !head.wait.is_zero() {
+                self.wake_in(head.wait);
+                continue;
+            }
+            items.extend(
+                mine.into_iter()
+                    .take_while(|row| failed_seq.is_none_or(|seq| row.event.seq < seq))
+                    .map(|row| Item::new(row.partition, 0, row.event, row.since_commit)),
+            );
+        }
+        if items.is_empty() {
+            return Ok(true);
+        }
+        items.sort_by_key(|item| item.seq);
+        let Some(published) = publish_and_settle(shared, store, summary, &items, shutdown).await? else {
+            return Ok(false);
+        };
+        for (.., outcome) in &published.held_back {
+            match outcome {
+                SettleOutcome::Retry { delay, .. } => self.wake_in(*delay),
+                _ => self.wake_in(RECHECK),
+            }
+        }
+        // What was published may have more events behind it, or be done: the next run tells.
+        self.wake_in(Duration::ZERO);
+        Ok(true)
+    }
+
+    /// The `seq` of the oldest failed event of each aggregate (with ordering: a failed event holds its aggregate);
+    /// `None` when shutdown came first.
+    async fn failed_heads(
+        &self,
+        shared: &Shared,
+        store: &PgStore,
+        aggregates: &[(AggregateKey, u16)],
+        shutdown: &CancellationToken,
+    ) -> Result<Option<HashMap<AggregateKey, i64>>> {
+        if shared.config.ordering == Ordering::None {
+            return Ok(Some(HashMap::new()));
+        }
+        let mut partitions: Vec<u16> = aggregates.iter().map(|(_, partition)| *partition).collect();
+        partitions.sort_unstable();
+        partitions.dedup();
+        let Some(blocked) = database(shutdown, || store.blocked_aggregates(&partitions)).await? else {
+            return Ok(None);
+        };
+        Ok(Some(blocked.into_iter().map(|blocked| (blocked.aggregate, blocked.seq)).collect()))
+    }
+}

@@ -1,0 +1,199 @@
+//! One bad event does not stop the write-ahead-log stream: an event still failing after `--retry-in-place` goes to
+//! the table's retry path with the later events of its aggregate, the stream publishes everything else meanwhile,
+//! and once the sink takes the event its aggregate is published in order and returns to the stream. The hand-over
+//! is the table's state, so a restarted relay keeps it. Real `outbox` processes, a real PostgreSQL with
+//! `wal_level = logical` and a real HTTP receiver on 127.0.0.1.
+#![cfg(feature = "wal")]
+
+mod bad_input_support;
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use outbox_tests::pg::TestDatabase;
+use uuid::Uuid;
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// An HTTP receiver: answers 503 to events of aggregate `flaky` and 400 to those of `poison` while `down`, and
+/// records the events it accepted (id, aggregate), in order.
+#[derive(Default)]
+struct Receiver {
+    down: AtomicBool,
+    accepted: Mutex<Vec<(Uuid, String)>>,
+}
+
+impl Receiver {
+    fn accepted(&self) -> Vec<(Uuid, String)> {
+        self.accepted.lock().unwrap().clone()
+    }
+
+    fn of(&self, aggregate: &str) -> Vec<Uuid> {
+        self.accepted().into_iter().filter(|(_, of)| of == aggregate).map(|(id, _)| id).collect()
+    }
+
+    async fn wait_for(&self, aggregate: &str, n: usize) -> Vec<Uuid> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ids = self.of(aggregate);
+            if ids.len() >= n {
+                return ids;
+            }
+            assert!(Instant::now() < deadline, "{} of {n} events of `{aggregate}` arrived within 30 s", ids.len());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+async fn start_receiver() -> (Arc<Receiver>, String) {
+    let receiver = Arc::new(Receiver::default());
+    let state = Arc::clone(&receiver);
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: String| {
+            let state = Arc::clone(&state);
+            async move {
+                let event: serde_json::Value = serde_json::from_str(&body).expect("a JSON event");
+                let aggregate = event["aggregate"]["id"].as_str().expect("an aggregate id").to_owned();
+                if state.down.load(Ordering::SeqCst) {
+                    match aggregate.as_str() {
+                        "flaky" => return StatusCode::SERVICE_UNAVAILABLE,
+                        "poison" => return StatusCode::BAD_REQUEST,
+                        _ => {}
+                    }
+                }
+                let id = event["id"].as_str().expect("an id").parse().expect("a UUID");
+                state.accepted.lock().unwrap().push((id, aggregate));
+                StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (receiver, format!("http://{address}/hook"))
+}
+
+fn outbox(url: &str, args: &[&str]) -> std::process::Output {
+    outbox_tests::outbox!().database(url).run(args)
+}
+
+async fn one(db: &TestDatabase, aggregate: &str, n: u32) -> Uuid {
+    common::enqueue(&db.pool, &[common::event(aggregate, n)]).await[0]
+}
+
+const RELAY: &[&str] = &[
+    "relay",
+    "--source",
+    "wal",
+    "--retry-in-place",
+    "1s",
+    "--backoff-base",
+    "50ms",
+    "--backoff-max",
+    "200ms",
+    "--max-attempts",
+    "1000",
+];
+
+fn start_relay(db: &TestDatabase, sink: &str) -> outbox_tests::process::OutboxProcess {
+    let args: Vec<&str> = RELAY.iter().copied().chain(["--sink", sink]).collect();
+    bad_input_support::start(&db.url, &args, &[("OUTBOX_WEBHOOK_SECRET", SECRET)])
+}
+
+#[tokio::test]
+async fn an_event_still_failing_after_the_in_place_retry_leaves_the_stream_with_its_aggregate_and_order_holds() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let (receiver, sink) = start_receiver().await;
+    let mut relay = start_relay(&db, &sink);
+    let warm = one(&db, "warm-up", 0).await;
+    assert_eq!(receiver.wait_for("warm-up", 1).await, [warm], "the relay streams");
+
+    receiver.down.store(true, Ordering::SeqCst);
+    let mut flaky = vec![one(&db, "flaky", 0).await, one(&db, "flaky", 1).await];
+    let others = common::enqueue(&db.pool, &[common::event("other", 0), common::event("other", 1)]).await;
+    assert_eq!(receiver.wait_for("other", 2).await, others, "the stream goes on past the failing event");
+    assert!(receiver.of("flaky").is_empty(), "nothing of the failing aggregate while the sink refuses it");
+    relay.wait_for_lines("the table's retry path", 1, Duration::from_secs(10)).await;
+
+    // The hand-over is the table's state: a restarted relay still publishes the aggregate from the table.
+    assert_eq!(relay.terminate().await.code(), Some(0));
+    let mut relay = start_relay(&db, &sink);
+    flaky.push(one(&db, "flaky", 2).await);
+    let later = one(&db, "other", 2).await;
+    assert_eq!(receiver.wait_for("other", 3).await[2], later, "the restarted relay streams");
+    assert!(receiver.of("flaky").is_empty(), "the aggregate's later event waits behind its failing head");
+    let status = outbox(&db.url, &["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status --json");
+    assert_eq!(status["source"], "wal", "{status}");
+    assert_eq!(status["wal_slot"]["active"], true, "{status}");
+    assert!(status["wal_slot"]["lag_bytes"].is_u64(), "{status}");
+    assert_eq!(status["pending"], 3, "the failing aggregate's events wait in the table: {status}");
+
+    receiver.down.store(false, Ordering::SeqCst);
+    assert_eq!(receiver.wait_for("flaky", 3).await, flaky, "the aggregate in order once the sink takes it");
+    // Back on the stream: a new event of the aggregate follows at once.
+    let back = one(&db, "flaky", 3).await;
+    assert_eq!(receiver.wait_for("flaky", 4).await[3], back);
+    let mut published = 0;
+    for _ in 0..100 {
+        published = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_events WHERE status = 'published'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if published == 8 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rows: Vec<(String, String, i32)> =
+        sqlx::query_as("SELECT aggregate_id, status, attempts FROM outbox_events ORDER BY seq")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(published, 8, "every event is settled in the table: {rows:?}");
+    assert_eq!(receiver.accepted().len(), 8, "nothing twice: {:?}", receiver.accepted());
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
+#[tokio::test]
+async fn an_event_that_fails_for_good_holds_its_aggregate_until_an_operator_retries_it() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let (receiver, sink) = start_receiver().await;
+    let mut relay = start_relay(&db, &sink);
+    receiver.down.store(true, Ordering::SeqCst);
+    let head = one(&db, "poison", 0).await;
+    let follower = one(&db, "poison", 1).await;
+    let other = one(&db, "other", 0).await;
+    assert_eq!(receiver.wait_for("other", 1).await, [other], "the stream goes on past the failed event");
+    let status = |id: Uuid| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>("SELECT status FROM outbox_events WHERE id = $1")
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status(head).await != "failed" {
+        assert!(Instant::now() < deadline, "the refused event is failed within 10 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(status(follower).await, "pending", "the follower waits behind its failed head");
+    assert!(receiver.of("poison").is_empty());
+
+    receiver.down.store(false, Ordering::SeqCst);
+    let head_id = head.to_string();
+    let retried = outbox(&db.url, &["events", "retry", head_id.as_str()]);
+    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+    assert_eq!(receiver.wait_for("poison", 2).await, [head, follower], "in order after the retry");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
