@@ -53,6 +53,16 @@ pub enum Error {
     #[error(transparent)]
     Decode(#[from] crate::consume::DecodeError),
 
+    /// A [`WalOutbox`](crate::WalOutbox) enqueue found no WAL relay slot to keep its messages: the WAL source
+    /// was never started, or `outbox wal disable` / `outbox wal drop-slot` removed the slot (or is removing it).
+    /// Nothing was written and the transaction can go on: enqueue with [`Outbox`](crate::Outbox) instead, or
+    /// roll back.
+    #[error(
+        "the WAL source has no slot to keep message-mode events: run `outbox wal enable` and start `outbox relay \
+         --source wal` once, or enqueue with `Outbox` (table rows); nothing was written"
+    )]
+    WalSourceOff,
+
     /// The database reported an error; the transaction is in an unknown state and should be rolled back.
     #[error(transparent)]
     Database(#[from] sqlx::Error),

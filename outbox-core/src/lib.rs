@@ -75,6 +75,7 @@ pub mod registry;
 pub mod schema;
 pub mod store;
 mod transaction;
+mod via_wal;
 
 pub use backend::Backend;
 pub use commit_with_events::OutboxTransaction;
@@ -90,3 +91,4 @@ pub use outbox_derive::{OutboxEvent, Redact, RedactedDebug};
 pub use redact::Redact;
 pub use schemars;
 pub use transaction::InTransaction;
+pub use via_wal::WalOutbox;

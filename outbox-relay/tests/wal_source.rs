@@ -123,3 +123,117 @@ async fn wal_enable_is_refused_while_a_table_relay_is_live() {
     assert_eq!(source, "table", "a refused switch changes nothing");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
+
+/// Waits until the WAL relay has created and recorded its slot: message-mode enqueues need it.
+async fn wait_for_the_slot(db: &TestDatabase) {
+    common::wait_until(Duration::from_secs(30), "the WAL relay recorded its slot", || async {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM outbox_control c JOIN pg_replication_slots s ON s.slot_name = c.wal_slot)",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    })
+    .await;
+}
+
+/// Enqueues one message-mode event in its own committed transaction.
+async fn via_wal(db: &TestDatabase, aggregate: &str, n: u32) -> Uuid {
+    let mut tx = db.pool.begin().await.unwrap();
+    let id = Outbox::new().via_wal().enqueue(&mut tx, &common::event(aggregate, n)).await.unwrap();
+    tx.commit().await.unwrap();
+    id
+}
+
+async fn rows(db: &TestDatabase) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM outbox_events").fetch_one(&db.pool).await.unwrap()
+}
+
+#[tokio::test]
+async fn message_mode_events_publish_in_commit_order_with_no_table_row_and_never_when_rolled_back() {
+    let db = TestDatabase::migrated().await;
+    let mut tx = db.pool.begin().await.unwrap();
+    let refused = Outbox::new().via_wal().enqueue(&mut tx, &common::event("early", 0)).await;
+    assert!(matches!(refused, Err(outbox_core::Error::WalSourceOff)), "no slot yet: {refused:?}");
+    tx.commit().await.expect("the refused enqueue wrote nothing and left the transaction usable");
+
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let sink = sink_in("messages");
+    let sink_url = format!("file:{}", sink.display());
+    let args = ["relay", "--source", "wal", "--sink", sink_url.as_str()];
+    let mut relay = bad_input_support::start(&db.url, &args, &[]);
+    wait_for_the_slot(&db).await;
+
+    let mut first = db.pool.begin().await.unwrap();
+    let emitted_first = Outbox::new().via_wal().enqueue(&mut first, &common::event("m", 0)).await.unwrap();
+    let mut rolled_back = db.pool.begin().await.unwrap();
+    let never = Outbox::new().via_wal().enqueue(&mut rolled_back, &common::event("m", 9)).await.unwrap();
+    let mut second = db.pool.begin().await.unwrap();
+    let emitted_second = Outbox::new().via_wal().enqueue(&mut second, &common::event("m", 1)).await.unwrap();
+    second.commit().await.unwrap();
+    rolled_back.rollback().await.unwrap();
+    first.commit().await.unwrap();
+    let batch = {
+        let mut tx = db.pool.begin().await.unwrap();
+        let events = [common::event("n", 0), common::event("n", 1)];
+        let ids = Outbox::new().via_wal().enqueue_all(&mut tx, &events).await.unwrap();
+        tx.commit().await.unwrap();
+        ids
+    };
+    let ids = wait_for_lines(&sink, 4);
+    let of =
+        |ids: &[Uuid], aggregate: &[Uuid]| ids.iter().filter(|id| aggregate.contains(id)).copied().collect::<Vec<_>>();
+    assert_eq!(of(&ids, &[emitted_first, emitted_second]), [emitted_second, emitted_first], "in commit order");
+    assert_eq!(of(&ids, &batch), batch, "a batch in its order");
+    let line: serde_json::Value = std::fs::read_to_string(&sink)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|line| line["id"] == emitted_second.to_string())
+        .unwrap();
+    assert_eq!((line["type"].as_str(), line["aggregate"]["id"].as_str()), (Some("test.happened"), Some("m")));
+    assert_eq!(line["payload"]["n"], 1, "the payload as enqueued: {line}");
+    assert_eq!(rows(&db).await, 0, "a message-mode event has no table row");
+
+    assert_eq!(relay.terminate().await.code(), Some(0));
+    let while_stopped = [via_wal(&db, "m", 2).await, via_wal(&db, "m", 3).await];
+    let mut relay = bad_input_support::start(&db.url, &args, &[]);
+    let ids = wait_for_lines(&sink, 6);
+    assert_eq!(of(&ids, &while_stopped), while_stopped, "the slot kept what was enqueued while the relay was stopped");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(written(&sink).len(), 6, "nothing twice: {:?}", written(&sink));
+    assert!(!written(&sink).contains(&never), "the rolled-back transaction's event is never published");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
+#[tokio::test]
+async fn switching_back_to_the_table_moves_the_unpublished_message_mode_events_to_pending_rows() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let sink = sink_in("switch-back");
+    let sink_url = format!("file:{}", sink.display());
+    let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
+    wait_for_the_slot(&db).await;
+    let published = via_wal(&db, "s", 0).await;
+    assert_eq!(wait_for_lines(&sink, 1), [published]);
+    assert_eq!(relay.terminate().await.code(), Some(0));
+
+    // Enqueued after the WAL relay stopped: only the slot holds them.
+    let unpublished = [via_wal(&db, "s", 1).await, via_wal(&db, "s", 2).await];
+    let disabled = outbox(&db.url, &["wal", "disable"]);
+    assert!(disabled.status.success(), "{}", String::from_utf8_lossy(&disabled.stderr));
+    let pending: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM outbox_events WHERE status = 'pending' ORDER BY seq")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(pending, unpublished, "the slot's unpublished events are pending rows, in order");
+    let mut tx = db.pool.begin().await.unwrap();
+    let refused = Outbox::new().via_wal().enqueue(&mut tx, &common::event("s", 3)).await;
+    assert!(matches!(refused, Err(outbox_core::Error::WalSourceOff)), "no slot any more: {refused:?}");
+    tx.rollback().await.unwrap();
+
+    let mut relay = bad_input_support::start(&db.url, &["relay", "--sink", &sink_url], &[]);
+    let ids = wait_for_lines(&sink, 3);
+    assert_eq!(ids[1..], unpublished, "the table relay publishes them");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}

@@ -197,3 +197,53 @@ async fn an_event_that_fails_for_good_holds_its_aggregate_until_an_operator_retr
     assert_eq!(receiver.wait_for("poison", 2).await, [head, follower], "in order after the retry");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
+
+#[tokio::test]
+async fn a_message_mode_event_that_fails_for_good_becomes_a_failed_row_an_operator_can_retry() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let (receiver, sink) = start_receiver().await;
+    let mut relay = start_relay(&db, &sink);
+    common::wait_until(Duration::from_secs(30), "the WAL relay recorded its slot", || async {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM outbox_control c JOIN pg_replication_slots s ON s.slot_name = c.wal_slot)",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    })
+    .await;
+    receiver.down.store(true, Ordering::SeqCst);
+    let via_wal = |aggregate: &'static str, n: u32| {
+        let pool = db.pool.clone();
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            let id = outbox_core::Outbox::new().via_wal().enqueue(&mut tx, &common::event(aggregate, n)).await.unwrap();
+            tx.commit().await.unwrap();
+            id
+        }
+    };
+    let head = via_wal("poison", 0).await;
+    let follower = via_wal("poison", 1).await;
+    let other = via_wal("other", 0).await;
+    assert_eq!(receiver.wait_for("other", 1).await, [other], "the stream goes on past the failed event");
+    let expected = [(head, "failed".to_owned()), (follower, "pending".to_owned())];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows: Vec<(Uuid, String)> =
+            sqlx::query_as("SELECT id, status FROM outbox_events ORDER BY seq").fetch_all(&db.pool).await.unwrap();
+        if rows == expected {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the failed event and its follower are table rows: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(receiver.of("poison").is_empty());
+
+    receiver.down.store(false, Ordering::SeqCst);
+    let head_id = head.to_string();
+    let retried = outbox(&db.url, &["events", "retry", head_id.as_str()]);
+    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+    assert_eq!(receiver.wait_for("poison", 2).await, [head, follower], "in order after the retry");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}

@@ -50,6 +50,7 @@ mod settle;
 mod source;
 mod status;
 mod stored;
+pub(crate) mod wal_message;
 
 pub use crate::backend::SqliteStore;
 pub use inspect::{
@@ -63,6 +64,7 @@ pub use settle::{SettleBatch, SettleOutcome, SettleReport, Settlement};
 pub use source::{SlotStatus, Source, SourceSwitch, WalState};
 pub use status::{EventStatus, UnknownStatus};
 pub use stored::{Checked, CorruptedRow, StoredEvent};
+pub use wal_message::{decode_wal_message, WAL_MESSAGE_PREFIX};
 
 /// A boxed, sendable future, as [`Store`] methods return them (the trait stays usable as `dyn Store`).
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;

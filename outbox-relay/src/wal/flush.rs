@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
-use outbox_core::store::{PgStore, SettleOutcome};
+use outbox_core::store::{AggregateKey, PgStore, ReadRow, SettleOutcome, Settlement, StoredEvent};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -17,9 +17,24 @@ use crate::error::{Error, Result};
 use crate::relay::batch::{self, Item, Published};
 use crate::relay::{RunSummary, Shared};
 
-/// An event to publish, with the commit time its transaction had on the stream (`None` for the rows that were
-/// pending when the slot was created: their age comes from `created_at`).
-pub(crate) type Streamed = (Uuid, Option<SystemTime>);
+/// An event of the stream.
+#[derive(Debug, Clone)]
+pub(crate) enum Streamed {
+    /// A row of the outbox table, with the commit time its transaction had on the stream (`None` for the rows
+    /// that were pending when the slot was created: their age comes from `created_at`).
+    Row(Uuid, Option<SystemTime>),
+    /// An event of the message mode (no table row), with its transaction's commit time.
+    Message(Box<StoredEvent>, SystemTime),
+}
+
+impl Streamed {
+    fn id(&self) -> Uuid {
+        match self {
+            Self::Row(id, _) => *id,
+            Self::Message(event, _) => event.id,
+        }
+    }
+}
 
 /// What a flush came to.
 #[derive(Debug, PartialEq, Eq)]
@@ -31,7 +46,8 @@ pub(crate) enum Flushed {
 }
 
 /// Publishes and settles `events`, in their order. Events of aggregates handed to the table's retry path are
-/// left to it; an event still failing after the in-place retry time is handed over with its aggregate.
+/// left to it (a message-mode event is written to the table for it); an event still failing after the in-place
+/// retry time is handed over with its aggregate.
 pub(crate) async fn flush(
     shared: &Shared,
     store: &PgStore,
@@ -40,68 +56,110 @@ pub(crate) async fn flush(
     events: &[Streamed],
     shutdown: &CancellationToken,
 ) -> Result<Flushed> {
-    let committed: HashMap<Uuid, SystemTime> = events.iter().filter_map(|(id, at)| at.map(|at| (*id, at))).collect();
-    let mut todo: Vec<Uuid> = events.iter().map(|(id, _)| *id).collect();
+    let mut todo: Vec<Streamed> = events.to_vec();
     let deadline = Instant::now() + handover.retry_in_place();
     while !todo.is_empty() {
         if !wait_unless_paused(store, shutdown).await? {
             return Ok(Flushed::Stopped);
         }
-        let Some(rows) = database(shutdown, || store.pending_by_id(&todo)).await? else {
-            return Ok(Flushed::Stopped);
-        };
+        let row_ids: Vec<Uuid> =
+            todo.iter().filter(|event| matches!(event, Streamed::Row(..))).map(Streamed::id).collect();
+        let mut rows: HashMap<Uuid, ReadRow> = HashMap::new();
+        if !row_ids.is_empty() {
+            let Some(read) = database(shutdown, || store.pending_by_id(&row_ids)).await? else {
+                return Ok(Flushed::Stopped);
+            };
+            rows.extend(read.into_iter().map(|row| (row.event.id, row)));
+        }
         let now = SystemTime::now();
-        let items: Vec<Item> = rows
-            .into_iter()
-            .filter(|row| !handover.holds(&(row.event.aggregate_type.clone(), row.event.aggregate_id.clone())))
-            .map(|row| {
-                let since = committed.get(&row.event.id).and_then(|at| now.duration_since(*at).ok());
-                Item::new(row.partition, 0, row.event, since.unwrap_or(row.since_commit))
-            })
-            .collect();
+        let since = |at: &SystemTime| now.duration_since(*at).unwrap_or_default();
+        let mut items: Vec<Item> = Vec::new();
+        let mut messages: HashMap<Uuid, StoredEvent> = HashMap::new();
+        let mut followers: Vec<(StoredEvent, Option<SettleOutcome>)> = Vec::new();
+        for event in &todo {
+            match event {
+                Streamed::Row(id, at) => {
+                    // Not pending any more (settled by an earlier session), or left to the table's retry path.
+                    let Some(row) = rows.remove(id) else { continue };
+                    if handover.holds(&(row.event.aggregate_type.clone(), row.event.aggregate_id.clone())) {
+                        continue;
+                    }
+                    let since_commit = at.as_ref().map_or(row.since_commit, since);
+                    items.push(Item::new(row.partition, 0, row.event, since_commit));
+                }
+                Streamed::Message(event, at) => {
+                    if handover.holds(&(event.aggregate_type.clone(), event.aggregate_id.clone())) {
+                        followers.push((StoredEvent::clone(event), None));
+                        continue;
+                    }
+                    messages.insert(event.id, StoredEvent::clone(event));
+                    items.push(Item::new(0, 0, StoredEvent::clone(event), since(at)));
+                }
+            }
+        }
+        if database(shutdown, || store.write_wal_events(&followers)).await?.is_none() {
+            return Ok(Flushed::Stopped);
+        }
         if items.is_empty() {
             break;
         }
-        let Some(published) = publish_and_settle(shared, store, summary, &items, shutdown).await? else {
+        let Some(published) = publish_and_settle(shared, store, summary, &items, &messages, shutdown).await? else {
             return Ok(Flushed::Stopped);
         };
-        let settled: HashSet<Uuid> = published
-            .settlements
-            .iter()
-            .filter(|settlement| !matches!(settlement.outcome, SettleOutcome::Retry { .. }))
-            .map(|settlement| settlement.id)
-            .collect();
         let mut retry_in = None;
-        for (partition, aggregate, _, outcome) in published.held_back {
-            match outcome {
-                // A failed event holds its aggregate until an operator retries or cancels it.
-                SettleOutcome::Failed { .. } => handover.hold(partition, aggregate, Duration::ZERO),
+        let mut failed_messages = Vec::new();
+        let mut retrying: HashSet<Uuid> = HashSet::new();
+        for settlement in &published.settlements {
+            match &settlement.outcome {
                 SettleOutcome::Retry { delay, .. } => {
-                    retry_in = Some(retry_in.map_or(delay, |wait: Duration| wait.min(delay)));
+                    retrying.insert(settlement.id);
+                    retry_in = Some(retry_in.map_or(*delay, |wait: Duration| wait.min(*delay)));
+                }
+                SettleOutcome::Failed { .. } => {
+                    if let Some(event) = messages.remove(&settlement.id) {
+                        failed_messages.push((event, Some(settlement.outcome.clone())));
+                    }
                 }
                 SettleOutcome::Published => {}
             }
         }
-        todo = items
-            .iter()
-            .filter(|item| !settled.contains(&item.id) && !handover.holds(&item.aggregate))
-            .map(|item| item.id)
-            .collect();
+        // A message-mode event that failed for good is written to the table as `failed`, for operators to see.
+        let Some(placed) = database(shutdown, || store.write_wal_events(&failed_messages)).await? else {
+            return Ok(Flushed::Stopped);
+        };
+        let partition_of: HashMap<AggregateKey, u16> = placed.into_iter().map(|(p, key)| (key, p)).collect();
+        for (partition, aggregate, _, outcome) in published.held_back {
+            if let SettleOutcome::Failed { .. } = outcome {
+                // A failed event holds its aggregate until an operator retries or cancels it.
+                let partition = partition_of.get(&aggregate).copied().unwrap_or(partition);
+                handover.hold(partition, aggregate, Duration::ZERO);
+            }
+        }
+        // Still to publish: the retrying events and those not attempted behind them, in order.
+        let attempted: HashSet<Uuid> = published.settlements.iter().map(|settlement| settlement.id).collect();
+        let in_batch: HashSet<Uuid> = items.iter().map(|item| item.id).collect();
+        let aggregate_of: HashMap<Uuid, AggregateKey> =
+            items.iter().map(|item| (item.id, item.aggregate.clone())).collect();
+        let mut now_held: Vec<(StoredEvent, Option<SettleOutcome>)> = Vec::new();
+        todo.retain_mut(|event| {
+            let id = event.id();
+            let unsettled = in_batch.contains(&id) && (retrying.contains(&id) || !attempted.contains(&id));
+            let keep = unsettled && aggregate_of.get(&id).is_some_and(|aggregate| !handover.holds(aggregate));
+            match (&mut *event, keep) {
+                (Streamed::Message(event, _), true) if retrying.contains(&id) => event.attempts += 1,
+                // Behind an event of its aggregate that failed meanwhile: a message-mode event has no row to
+                // wait in, so it is written to the table, pending.
+                (Streamed::Message(event, _), false) if unsettled => now_held.push((StoredEvent::clone(event), None)),
+                _ => {}
+            }
+            keep
+        });
+        if database(shutdown, || store.write_wal_events(&now_held)).await?.is_none() {
+            return Ok(Flushed::Stopped);
+        }
         let Some(wait) = retry_in.filter(|_| !todo.is_empty()) else { continue };
         if Instant::now() + wait > deadline {
-            // Retried in place long enough: the rest leaves the stream for the table's retry path.
-            let mut aggregates = 0;
-            for item in items.iter().filter(|item| todo.contains(&item.id)) {
-                if !handover.holds(&item.aggregate) {
-                    aggregates += 1;
-                    handover.hold(item.partition, item.aggregate.clone(), wait);
-                }
-            }
-            tracing::warn!(
-                events = todo.len(),
-                aggregates,
-                "events still failing after the in-place retry go to the table's retry path; the stream goes on"
-            );
+            hand_over(store, handover, &items, &published.settlements, &todo, wait, shutdown).await?;
             break;
         }
         tokio::select! {
@@ -112,6 +170,51 @@ pub(crate) async fn flush(
     Ok(Flushed::Done)
 }
 
+/// Retried in place long enough: what is left leaves the stream for the table's retry path with its aggregates
+/// (message-mode events are written to the table: pending, the retrying ones after their delay).
+async fn hand_over(
+    store: &PgStore,
+    handover: &mut Handover,
+    items: &[Item],
+    settlements: &[Settlement],
+    todo: &[Streamed],
+    wait: Duration,
+    shutdown: &CancellationToken,
+) -> Result<()> {
+    let outcomes: HashMap<Uuid, &SettleOutcome> =
+        settlements.iter().map(|settlement| (settlement.id, &settlement.outcome)).collect();
+    let messages: Vec<(StoredEvent, Option<SettleOutcome>)> = todo
+        .iter()
+        .filter_map(|event| match event {
+            Streamed::Message(event, _) => {
+                let mut event = StoredEvent::clone(event);
+                // The attempt that just failed is counted by the write.
+                event.attempts = event.attempts.saturating_sub(1);
+                let outcome = outcomes.get(&event.id).map(|outcome| (*outcome).clone());
+                Some((event, outcome))
+            }
+            Streamed::Row(..) => None,
+        })
+        .collect();
+    let Some(placed) = database(shutdown, || store.write_wal_events(&messages)).await? else { return Ok(()) };
+    let partition_of: HashMap<AggregateKey, u16> = placed.into_iter().map(|(p, key)| (key, p)).collect();
+    let left: HashSet<Uuid> = todo.iter().map(Streamed::id).collect();
+    let mut aggregates = 0;
+    for item in items.iter().filter(|item| left.contains(&item.id)) {
+        if !handover.holds(&item.aggregate) {
+            aggregates += 1;
+            let partition = partition_of.get(&item.aggregate).copied().unwrap_or(item.partition);
+            handover.hold(partition, item.aggregate.clone(), wait);
+        }
+    }
+    tracing::warn!(
+        events = todo.len(),
+        aggregates,
+        "events still failing after the in-place retry go to the table's retry path; the stream goes on"
+    );
+    Ok(())
+}
+
 /// Publishes `items` in order ([`batch::publish`]) and settles them by id in one statement; `None` when shutdown
 /// came first (nothing settled: what was published is published again).
 pub(crate) async fn publish_and_settle(
@@ -119,17 +222,30 @@ pub(crate) async fn publish_and_settle(
     store: &PgStore,
     summary: &mut RunSummary,
     items: &[Item],
+    messages: &HashMap<Uuid, StoredEvent>,
     shutdown: &CancellationToken,
 ) -> Result<Option<Published>> {
     let span = crate::telemetry::read_span(0);
     let batch_span = crate::telemetry::record_batch(&span, items.iter().map(Item::event_type), items.len());
     let published = tracing::Instrument::instrument(batch::publish(shared, items), batch_span).await;
+    // Message-mode events have no row to settle: published, they are done; the caller writes the others.
+    let (of_messages, of_rows): (Vec<Settlement>, Vec<Settlement>) =
+        published.settlements.iter().cloned().partition(|settlement| messages.contains_key(&settlement.id));
     let delete = shared.config.retention == crate::config::Retention::Immediately;
-    let Some(report) = database(shutdown, || store.settle_by_id(&published.settlements, delete)).await? else {
-        return Ok(None);
-    };
+    if !of_rows.is_empty() {
+        let Some(report) = database(shutdown, || store.settle_by_id(&of_rows, delete)).await? else {
+            return Ok(None);
+        };
+        summary.add(report);
+    }
     summary.batches += 1;
-    summary.add(report);
+    for settlement in &of_messages {
+        match settlement.outcome {
+            SettleOutcome::Published => summary.published += 1,
+            SettleOutcome::Retry { .. } => summary.retried += 1,
+            SettleOutcome::Failed { .. } => summary.failed += 1,
+        }
+    }
     Ok(Some(published))
 }
 

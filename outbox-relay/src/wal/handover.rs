@@ -165,7 +165,8 @@ impl Handover {
             return Ok(true);
         }
         items.sort_by_key(|item| item.seq);
-        let Some(published) = publish_and_settle(shared, store, summary, &items, shutdown).await? else {
+        let Some(published) = publish_and_settle(shared, store, summary, &items, &HashMap::new(), shutdown).await?
+        else {
             return Ok(false);
         };
         for (.., outcome) in &published.held_back {

@@ -168,6 +168,7 @@ impl WalRelay {
                 retry_in_place: self.retry_in_place,
                 gauges: &gauges,
                 summary: &mut summary,
+                acknowledged: pgwire_replication::Lsn::ZERO,
             };
             let wait = match session.run(&shutdown).await {
                 Ok(session::Ended::Shutdown) => break,

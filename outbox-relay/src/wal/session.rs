@@ -5,6 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use outbox_core::store::PgStore;
+use outbox_core::store::{decode_wal_message, WAL_MESSAGE_PREFIX};
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -38,6 +39,8 @@ pub(crate) struct Session<'a> {
     pub(crate) retry_in_place: Duration,
     pub(crate) gauges: &'a SlotGauges,
     pub(crate) summary: &'a mut RunSummary,
+    /// The highest position acknowledged to the client in this session.
+    pub(crate) acknowledged: Lsn,
 }
 
 impl Session<'_> {
@@ -66,6 +69,7 @@ impl Session<'_> {
             }
         }
         let ended = self.stream(&mut client, &mut handover, shutdown).await;
+        reported(&client, self.acknowledged).await;
         client.stop();
         let _ = tokio::time::timeout(Duration::from_secs(5), client.shutdown()).await;
         ended
@@ -120,7 +124,7 @@ impl Session<'_> {
         tracing::info!(events = ids.len(), "publishing the events pending when the slot was created");
         let size = self.shared.config.batch_size as usize;
         for chunk in ids.chunks(size.max(1)) {
-            let events: Vec<Streamed> = chunk.iter().map(|id| (*id, None)).collect();
+            let events: Vec<Streamed> = chunk.iter().map(|id| Streamed::Row(*id, None)).collect();
             if flush(self.shared, self.store, self.summary, handover, &events, shutdown).await? == Flushed::Stopped {
                 return Ok(false);
             }
@@ -139,7 +143,7 @@ impl Session<'_> {
         shutdown: &CancellationToken,
     ) -> Result<Ended> {
         let mut relations = Relations::default();
-        let mut transaction: Vec<Uuid> = Vec::new();
+        let mut transaction: Vec<InTransaction> = Vec::new();
         let mut in_transaction = false;
         let mut commit_time = None;
         let mut batch: Vec<Streamed> = Vec::new();
@@ -183,9 +187,8 @@ impl Session<'_> {
                 }
                 ReplicationEvent::XLogData { data, .. } => match data.first() {
                     Some(b'R') => relations.apply(&data).map_err(|error| self.protocol(&error))?,
-                    Some(b'I') => {
-                        transaction.push(relations.inserted_id(&data).map_err(|error| self.protocol(&error))?)
-                    }
+                    Some(b'I') => transaction
+                        .push(InTransaction::Row(relations.inserted_id(&data).map_err(|error| self.protocol(&error))?)),
                     _ => {}
                 },
                 ReplicationEvent::Commit { end_lsn, .. } => {
@@ -194,11 +197,10 @@ impl Session<'_> {
                     if let (Some(at), false) = (at, transaction.is_empty()) {
                         self.gauges.unconfirmed(at);
                     }
-                    batch.extend(transaction.drain(..).map(|id| (id, at)));
+                    batch.extend(transaction.drain(..).map(|event| event.committed(at)));
                     if batch.is_empty() {
                         // A transaction without events: nothing waits for it.
-                        client.update_applied_lsn(end_lsn);
-                        self.gauges.confirmed(end_lsn, true);
+                        self.acknowledge(client, end_lsn);
                     } else {
                         batch_end = end_lsn;
                         if batch.len() >= size
@@ -213,9 +215,14 @@ impl Session<'_> {
                     // nothing unsettled, the slot may move past the WAL of other tables.
                     self.gauges.wal_end(wal_end);
                     if batch.is_empty() && !in_transaction {
-                        client.update_applied_lsn(wal_end);
-                        self.gauges.confirmed(wal_end, true);
+                        self.acknowledge(client, wal_end);
                     }
+                }
+                ReplicationEvent::Message { transactional: true, lsn, prefix, content }
+                    if prefix == WAL_MESSAGE_PREFIX =>
+                {
+                    let at = commit_time.map_or_else(SystemTime::now, system_time);
+                    transaction.extend(InTransaction::message(&content, lsn, at));
                 }
                 ReplicationEvent::Message { .. } => {}
                 ReplicationEvent::StoppedAt { .. } => return Ok(Ended::Shutdown),
@@ -238,14 +245,63 @@ impl Session<'_> {
         if flushed == Flushed::Stopped {
             return Ok(false);
         }
-        client.update_applied_lsn(end);
-        self.gauges.confirmed(end, true);
+        self.acknowledge(client, end);
         self.gauges.handed_over(handover.len());
         Ok(true)
     }
 
+    /// Everything streamed through `lsn` is settled: the client reports it to the server at its next status
+    /// interval, and the slot may move past it.
+    fn acknowledge(&mut self, client: &ReplicationClient, lsn: Lsn) {
+        client.update_applied_lsn(lsn);
+        self.acknowledged = self.acknowledged.max(lsn);
+        self.gauges.confirmed(lsn, true);
+    }
+
     fn protocol(&self, error: &super::pgoutput::Malformed) -> Error {
         Error::Unreachable { target: self.target.masked.clone(), reason: error.to_string() }
+    }
+}
+
+/// An event of the transaction being streamed, until its commit.
+enum InTransaction {
+    /// An insert into the outbox table: the row's id.
+    Row(Uuid),
+    /// An event of the message mode, with its transaction's commit time.
+    Message(Box<outbox_core::store::StoredEvent>, SystemTime),
+}
+
+impl InTransaction {
+    /// The event a message of the message mode carries, at WAL position `lsn` in a transaction that commits at
+    /// `at`; `None` for a message that is not an outbox event (written by hand with the outbox's prefix: there
+    /// is nothing to publish, so it is logged and skipped).
+    fn message(content: &[u8], lsn: Lsn, at: SystemTime) -> Option<Self> {
+        let seq = i64::try_from(lsn.as_u64()).unwrap_or(i64::MAX);
+        match decode_wal_message(content, time::OffsetDateTime::from(at), seq) {
+            Ok(event) => Some(Self::Message(Box::new(event), at)),
+            Err(error) => {
+                tracing::error!(lsn = %lsn.to_pg_string(), error = %error, "skipped a WAL message");
+                None
+            }
+        }
+    }
+
+    /// The event to publish, now that its transaction committed at `at`.
+    fn committed(self, at: Option<SystemTime>) -> Streamed {
+        match self {
+            Self::Row(id) => Streamed::Row(id, at),
+            Self::Message(event, at) => Streamed::Message(event, at),
+        }
+    }
+}
+
+/// Waits (at most a second) until the client has reported `acknowledged` to the server, which it does at its
+/// next status interval: closing the stream before would stream the last settled events again to the next
+/// session, and an event of the message mode has no row to tell that it was published.
+async fn reported(client: &ReplicationClient, acknowledged: Lsn) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    while client.metrics().last_applied_lsn() < acknowledged && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

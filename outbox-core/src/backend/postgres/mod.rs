@@ -14,6 +14,7 @@ mod retention;
 mod settle;
 mod store;
 mod wal;
+mod wal_handover;
 
 use sqlx::migrate::Migrator;
 use sqlx::{Connection, Executor, PgConnection, PgPool, Postgres};

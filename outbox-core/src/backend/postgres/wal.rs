@@ -5,8 +5,10 @@ use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 use super::settle::{columns, failure_set, report};
+use crate::store::wal_message::WAL_EMIT_LOCK;
 use crate::store::{
-    AggregateKey, PgStore, ReadRow, SettleReport, Settlement, SlotStatus, Source, SourceSwitch, WalState,
+    decode_wal_message, PgStore, ReadRow, SettleOutcome, SettleReport, Settlement, SlotStatus, Source, SourceSwitch,
+    StoredEvent, WalState, WAL_MESSAGE_PREFIX,
 };
 use crate::Result;
 
@@ -24,17 +26,30 @@ const SLOT_ACTIVE: &str = "SELECT active FROM pg_replication_slots WHERE slot_na
 /// Dropping the slot fails (SQLSTATE 55006) while a session reads it: the transaction then changes nothing.
 const DROP_SLOT: &str = "\
 SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()";
+/// Waits for every transaction that wrote message-mode events for the slot to end, and keeps new ones from
+/// writing (theirs fail with `Error::WalSourceOff`) until the slot is gone.
+const LOCK_EMITS: &str = "SELECT pg_advisory_xact_lock($1)";
+
+/// Logical decoding reads only flushed WAL, and with `synchronous_commit = off` a commit returns before its WAL
+/// is flushed (the WAL writer flushes it within three `wal_writer_delay`s): the slot's messages are read once the
+/// WAL written before the emit lock was taken is flushed.
+const WAL_WRITTEN: &str = "SELECT pg_current_wal_insert_lsn()::text";
+const WAL_FLUSHED_THROUGH: &str = "SELECT pg_current_wal_flush_lsn() >= $1::text::pg_lsn";
+
+/// The message-mode events the slot holds and has not confirmed, in commit order: a pgoutput `M` message is
+/// `'M'`, flags (1: transactional), its LSN (8 bytes), the prefix ending in a zero byte, the content's length
+/// (4 bytes), the content. Rolled-back transactions are not decoded.
+const SLOT_MESSAGES: &str = "\
+SELECT substring(data FROM 22) AS content
+  FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
+       'proto_version', '1', 'publication_names', 'outbox_wal', 'messages', 'true')
+ WHERE get_byte(data, 0) = 77 AND get_byte(data, 1) = 1 AND substring(data FROM 11 FOR 7) = $2";
+
 const FORGET_SLOT: &str = "UPDATE outbox_control SET wal_slot = NULL, wal_backlog_through = NULL WHERE id";
 const TO_TABLE: &str = "UPDATE outbox_control SET source = 'table', changed_at = now() WHERE id AND source = 'wal'";
 
 const RECORD_SLOT: &str = "UPDATE outbox_control SET wal_slot = $1, wal_backlog_through = $2 WHERE id";
 const BACKLOG_DONE: &str = "UPDATE outbox_control SET wal_backlog_through = NULL WHERE id AND wal_backlog_through = $1";
-
-/// The aggregates the WAL relay handed to the table's retry path: those with a pending event that failed an
-/// attempt (through the pending index) or a failed event (through the failed index).
-const HANDED_OVER: &str = "\
-SELECT DISTINCT partition, aggregate_type, aggregate_id FROM outbox_events
- WHERE (status = 'pending' AND attempts > 0) OR status = 'failed'";
 
 /// The recorded slot as the server sees it; `pg_stat_replication` shows the reader's last report.
 const SLOT_STATUS: &str = "\
@@ -288,23 +303,25 @@ impl PgStore {
             last_report_age: age.and_then(|age| std::time::Duration::try_from_secs_f64(age.max(0.0)).ok()),
         }))
     }
+}
 
-    /// The aggregates whose events the WAL relay publishes from the table (see `WalRelay`'s hand-over): every
-    /// aggregate with a pending event that has failed an attempt, or with a failed event. A WAL relay rebuilds
-    /// its hand-over from them when its session starts.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Database`](crate::Error::Database).
-    pub async fn wal_handed_over(&self) -> Result<Vec<(u16, AggregateKey)>> {
-        let rows = sqlx::query(HANDED_OVER).fetch_all(&self.pool).await?;
-        rows.iter()
-            .map(|row| {
-                let partition = row.try_get::<i16, _>("partition")?.unsigned_abs();
-                Ok((partition, (row.try_get("aggregate_type")?, row.try_get("aggregate_id")?)))
-            })
-            .collect()
+/// The message-mode events `slot` has not confirmed, pending again (`None`: no outcome yet). Content that is not
+/// an outbox event is left out, as the relay leaves it out.
+async fn slot_messages(tx: &mut sqlx::PgConnection, slot: &str) -> Result<Vec<(StoredEvent, Option<SettleOutcome>)>> {
+    let written: String = sqlx::query_scalar(WAL_WRITTEN).fetch_one(&mut *tx).await?;
+    // The WAL writer flushes within a second, whatever the settings.
+    while !sqlx::query_scalar::<_, bool>(WAL_FLUSHED_THROUGH).bind(&written).fetch_one(&mut *tx).await? {
+        sqlx::query("SELECT pg_sleep(0.02)").execute(&mut *tx).await?;
     }
+    let prefix = format!("{WAL_MESSAGE_PREFIX}\0");
+    let contents: Vec<Vec<u8>> =
+        sqlx::query_scalar(SLOT_MESSAGES).bind(slot).bind(prefix.as_bytes()).fetch_all(&mut *tx).await?;
+    let now = time::OffsetDateTime::now_utc();
+    Ok(contents
+        .iter()
+        .filter_map(|content| decode_wal_message(content, now, 0).ok())
+        .map(|event| (event, None))
+        .collect())
 }
 
 /// The state, locked until `tx` ends: two switches never interleave.
@@ -312,11 +329,25 @@ async fn wal_state_in(tx: &mut sqlx::PgConnection) -> Result<WalState> {
     state_from(sqlx::query(STATE_FOR_UPDATE).fetch_optional(&mut *tx).await?)
 }
 
-/// Drops `slot` and forgets it in `tx`; `Some(SlotActive)` when a session reads it (nothing changed).
+/// Drops `slot` and forgets it in `tx`; `Some(SlotActive)` when a session reads it (nothing changed). The
+/// message-mode events the slot still holds are written to the table as pending rows first, in `tx`: they have
+/// no row of their own, and the slot is the only place that keeps them.
 async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str) -> Result<Option<SourceSwitch>> {
     let active: Option<bool> = sqlx::query_scalar(SLOT_ACTIVE).bind(slot).fetch_optional(&mut *tx).await?;
     if active == Some(true) {
         return Ok(Some(SourceSwitch::SlotActive(slot.to_owned())));
+    }
+    if active.is_some() {
+        sqlx::query(LOCK_EMITS).bind(WAL_EMIT_LOCK).execute(&mut *tx).await?;
+        match slot_messages(tx, slot).await {
+            Ok(events) => {
+                super::wal_handover::write_wal_events(&mut *tx, &events).await?;
+            }
+            Err(crate::Error::Database(sqlx::Error::Database(db))) if db.code().as_deref() == Some("55006") => {
+                return Ok(Some(SourceSwitch::SlotActive(slot.to_owned())));
+            }
+            Err(error) => return Err(error),
+        }
     }
     match sqlx::query(DROP_SLOT).bind(slot).execute(&mut *tx).await {
         Ok(_) => {}

@@ -1,0 +1,139 @@
+//! The statements of the WAL source's hand-over to the table's retry path: which aggregates it holds, and the
+//! events of the message mode (no table row) written to the table when they leave the stream.
+
+use sqlx::Row;
+
+use crate::store::{short_error, AggregateKey, PgStore, SettleOutcome, StoredEvent};
+use crate::Result;
+
+/// The aggregates the WAL relay handed to the table's retry path: those with a pending event that failed an
+/// attempt (through the pending index) or a failed event (through the failed index).
+const HANDED_OVER: &str = "\
+SELECT DISTINCT partition, aggregate_type, aggregate_id FROM outbox_events
+ WHERE (status = 'pending' AND attempts > 0) OR status = 'failed'";
+
+/// Message-mode events leaving the stream, in order: pending (`held`: behind a handed-over event of their
+/// aggregate; `retry`: after `delay_secs`, an attempt counted) or `failed` (an attempt counted). An event already
+/// in the table (written before a restart replayed its message) is left as it is.
+const WRITE_EVENTS: &str = "\
+INSERT INTO outbox_events
+    (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, created_at,
+     status, attempts, next_attempt_at, last_error)
+SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
+       e.payload::jsonb, e.headers::jsonb, e.sensitive_paths::jsonb, e.created_at,
+       CASE e.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
+       e.attempts + CASE e.outcome WHEN 'held' THEN 0 ELSE 1 END,
+       now() + make_interval(secs => e.delay_secs), e.error
+  FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::text[],
+              $9::timestamptz[], $10::text[], $11::int4[], $12::float8[], $13::text[])
+       WITH ORDINALITY
+       AS e(id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths,
+            created_at, outcome, attempts, delay_secs, error, n)
+ ORDER BY e.n
+    ON CONFLICT (id) DO NOTHING
+RETURNING partition, aggregate_type, aggregate_id";
+
+impl PgStore {
+    /// The aggregates whose events the WAL relay publishes from the table (see `WalRelay`'s hand-over): every
+    /// aggregate with a pending event that has failed an attempt, or with a failed event. A WAL relay rebuilds
+    /// its hand-over from them when its session starts.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn wal_handed_over(&self) -> Result<Vec<(u16, AggregateKey)>> {
+        let rows = sqlx::query(HANDED_OVER).fetch_all(&self.pool).await?;
+        rows.iter().map(placed).collect()
+    }
+
+    /// Writes events of the message mode (`WalOutbox`) to the table as they leave the stream, in order, in one
+    /// statement: `None` pending as they are (behind a handed-over event of their aggregate), a retry pending
+    /// after its delay, a failure `failed`; each failure counts an attempt and keeps its error. A published
+    /// outcome writes nothing. Events already in the table are left alone. Returns the partition and aggregate of
+    /// each row written (the database places it).
+    ///
+    /// Corrupted headers are written as `{}`; sensitive paths that cannot be read as `["*"]`, which masks every
+    /// value wherever the outbox prints the payload.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn write_wal_events(
+        &self,
+        events: &[(StoredEvent, Option<SettleOutcome>)],
+    ) -> Result<Vec<(u16, AggregateKey)>> {
+        write_wal_events(&self.pool, events).await
+    }
+}
+
+/// [`PgStore::write_wal_events`] on any connection: the slot's removal writes the messages it still holds in its
+/// own transaction.
+pub(super) async fn write_wal_events<'c, X>(
+    executor: X,
+    events: &[(StoredEvent, Option<SettleOutcome>)],
+) -> Result<Vec<(u16, AggregateKey)>>
+where
+    X: sqlx::Executor<'c, Database = sqlx::Postgres>,
+{
+    let events: Vec<&(StoredEvent, Option<SettleOutcome>)> =
+        events.iter().filter(|(_, outcome)| !matches!(outcome, Some(SettleOutcome::Published))).collect();
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let n = events.len();
+    let (mut ids, mut types, mut aggregate_ids, mut event_types) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut versions, mut payloads, mut headers, mut sensitive) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut created, mut outcomes, mut attempts, mut delays, mut errors) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for (event, outcome) in events {
+        ids.push(event.id);
+        types.push(event.aggregate_type.as_str());
+        aggregate_ids.push(event.aggregate_id.as_str());
+        event_types.push(event.event_type.as_str());
+        versions.push(i32::try_from(event.version).unwrap_or(i32::MAX));
+        payloads.push(event.payload.as_str());
+        headers.push(event.headers.valid().map_or_else(|| "{}".to_owned(), super::super::json_text));
+        sensitive.push(event.sensitive_paths.valid().map_or_else(|| r#"["*"]"#.to_owned(), super::super::json_text));
+        created.push(event.created_at);
+        attempts.push(i32::try_from(event.attempts).unwrap_or(i32::MAX));
+        let (name, delay, error) = match outcome {
+            None | Some(SettleOutcome::Published) => ("held", 0.0, None),
+            Some(SettleOutcome::Retry { error, delay }) => ("retry", delay.as_secs_f64(), Some(short_error(error))),
+            Some(SettleOutcome::Failed { error }) => ("failed", 0.0, Some(short_error(error))),
+        };
+        outcomes.push(name);
+        delays.push(delay);
+        errors.push(error);
+    }
+    let rows = sqlx::query(WRITE_EVENTS)
+        .persistent(false)
+        .bind(ids)
+        .bind(types)
+        .bind(aggregate_ids)
+        .bind(event_types)
+        .bind(versions)
+        .bind(payloads)
+        .bind(headers)
+        .bind(sensitive)
+        .bind(created)
+        .bind(outcomes)
+        .bind(attempts)
+        .bind(delays)
+        .bind(errors)
+        .fetch_all(executor)
+        .await?;
+    rows.iter().map(placed).collect()
+}
+
+/// A row's partition and aggregate.
+fn placed(row: &sqlx::postgres::PgRow) -> Result<(u16, AggregateKey)> {
+    let partition = row.try_get::<i16, _>("partition")?.unsigned_abs();
+    Ok((partition, (row.try_get("aggregate_type")?, row.try_get("aggregate_id")?)))
+}

@@ -1,0 +1,143 @@
+//! Enqueueing without a table row: the event goes into PostgreSQL's write-ahead log as a transactional logical
+//! decoding message, for the WAL relay (`outbox relay --source wal`) to publish.
+
+use sqlx::Postgres;
+use uuid::Uuid;
+
+use crate::store::wal_message::WAL_EMIT_LOCK;
+use crate::store::WAL_MESSAGE_PREFIX;
+use crate::{Error, InTransaction, NewEvent, Outbox, OutboxEvent, Result};
+
+/// One statement for the whole batch: one message per event, in the array's order, each committed or rolled back
+/// with the transaction (`transactional = true`), and only while the WAL relay's slot exists to keep them. The
+/// guard runs once, before any message: it takes the emit lock shared (never waiting: `outbox wal disable` or
+/// `drop-slot` holds it while it moves the slot's unpublished messages to the table), then looks the slot up in
+/// `pg_replication_slots`, which is read from shared memory and so current even in an older snapshot.
+const EMIT: &str = "\
+SELECT pg_logical_emit_message(true, $1, m.content) FROM UNNEST($2::text[]) AS m(content)
+ WHERE (SELECT CASE WHEN pg_try_advisory_xact_lock_shared($3) THEN EXISTS (
+               SELECT 1 FROM outbox_control c
+                 JOIN pg_replication_slots s ON s.slot_name = c.wal_slot AND s.database = current_database()
+                WHERE c.id AND c.source = 'wal')
+             ELSE false END)";
+
+/// Writes events into PostgreSQL's write-ahead log inside a transaction you own, with no table row
+/// ([`Outbox::via_wal`]).
+///
+/// Each event becomes a transactional logical decoding message (`pg_logical_emit_message(true, 'outbox', ...)`):
+/// it commits or rolls back with your domain change exactly like a row, and only a WAL relay
+/// (`outbox relay --source wal`) publishes it, in commit order. Nothing is written to the outbox table, so the
+/// enqueue costs the WAL record and nothing else: no index entries, no row to settle or purge later. An event that
+/// fails for good is written to the table as `failed` (and one still failing after the relay's in-place retry, as
+/// pending), so `outbox events` shows it and `outbox events retry` works as usual.
+///
+/// Only a PostgreSQL transaction is accepted (a compile error otherwise), and like [`Outbox`] only a transaction:
+/// never a pool or a bare connection. The WAL relay's slot must exist, so that the write-ahead log keeps the
+/// messages until they are published: run `outbox wal enable` and start `outbox relay --source wal` once before
+/// the first enqueue; without the slot the enqueue writes nothing and returns [`Error::WalSourceOff`]. When the
+/// slot goes (`outbox wal disable` or `outbox wal drop-slot`), the messages it had not published yet are moved
+/// to the table as pending rows first, and enqueues running meanwhile fail the same way: no event is ever lost
+/// between the two sources.
+///
+/// # Example
+///
+/// ```no_run
+/// # use outbox_core::{Outbox, OutboxEvent};
+/// # #[derive(serde::Serialize)] struct OrderPlaced { order_id: i64 }
+/// # impl OutboxEvent for OrderPlaced {
+/// #     const EVENT_TYPE: &'static str = "order.placed";
+/// #     const AGGREGATE_TYPE: &'static str = "order";
+/// #     const VERSION: u32 = 1;
+/// #     fn aggregate_id(&self) -> String { self.order_id.to_string() }
+/// # }
+/// # async fn run(pool: sqlx::PgPool) -> Result<(), outbox_core::Error> {
+/// let outbox = Outbox::new().via_wal();
+/// let mut tx = pool.begin().await?;
+/// // ... your domain change ...
+/// let id = outbox.enqueue(&mut tx, &OrderPlaced { order_id: 1 }).await?;
+/// tx.commit().await?; // the event is in the WAL only if this commits
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WalOutbox {
+    _private: (),
+}
+
+impl Outbox {
+    /// Writes events into the write-ahead log instead of the outbox table: see [`WalOutbox`]. Notification
+    /// settings do not apply (the WAL relay needs none).
+    #[must_use]
+    pub fn via_wal(self) -> WalOutbox {
+        WalOutbox::default()
+    }
+}
+
+impl WalOutbox {
+    /// Writes one event in the transaction and returns its id.
+    ///
+    /// # Errors
+    ///
+    /// Serialization and validation errors of [`NewEvent::new`] (nothing is written), [`Error::WalSourceOff`]
+    /// without the WAL relay's slot (nothing is written, the transaction goes on), and [`Error::Database`] when
+    /// the write fails.
+    pub async fn enqueue<T, E>(&self, tx: T, event: &E) -> Result<Uuid>
+    where
+        T: InTransaction<Database = Postgres>,
+        E: OutboxEvent + ?Sized,
+    {
+        let event = NewEvent::new(event)?;
+        let id = event.id();
+        self.enqueue_events(tx, [event]).await?;
+        Ok(id)
+    }
+
+    /// Writes events of one type in the transaction, in one statement, and returns their ids in order. Every
+    /// event is serialized before anything is written.
+    ///
+    /// # Errors
+    ///
+    /// As [`enqueue`](Self::enqueue).
+    pub async fn enqueue_all<'e, T, E, I>(&self, tx: T, events: I) -> Result<Vec<Uuid>>
+    where
+        T: InTransaction<Database = Postgres>,
+        E: OutboxEvent + 'e,
+        I: IntoIterator<Item = &'e E>,
+    {
+        let events = events.into_iter().map(NewEvent::new).collect::<Result<Vec<_>>>()?;
+        self.enqueue_events(tx, events).await
+    }
+
+    /// Writes already built [`NewEvent`]s (of any types, with headers) in one statement, and returns their ids in
+    /// order. An empty batch writes nothing and costs no round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidEvent`] when an event has a header the brokers would refuse (nothing is written),
+    /// [`Error::WalSourceOff`] without the WAL relay's slot (nothing is written, the transaction goes on),
+    /// [`Error::Database`] when the write fails.
+    pub async fn enqueue_events<T, I>(&self, mut tx: T, events: I) -> Result<Vec<Uuid>>
+    where
+        T: InTransaction<Database = Postgres>,
+        I: IntoIterator<Item = NewEvent>,
+    {
+        let events: Vec<NewEvent> = events.into_iter().collect();
+        events.iter().try_for_each(NewEvent::check)?;
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let contents: Vec<String> = events.iter().map(crate::store::wal_message::encode).collect();
+        let emitted = sqlx::query(EMIT)
+            .bind(WAL_MESSAGE_PREFIX)
+            .bind(contents)
+            .bind(WAL_EMIT_LOCK)
+            .execute(tx.connection())
+            .await
+            .map_err(Error::from)?
+            .rows_affected();
+        if emitted != events.len() as u64 {
+            return Err(Error::WalSourceOff);
+        }
+        Ok(events.iter().map(NewEvent::id).collect())
+    }
+}
