@@ -124,6 +124,82 @@ async fn wal_enable_is_refused_while_a_table_relay_is_live() {
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
+#[tokio::test]
+async fn without_wal_level_logical_the_wal_relay_exits_2_with_one_line_naming_the_setting() {
+    let server = outbox_tests::pg::PrivateServer::start_with("-c wal_level=replica")
+        .unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"));
+    let db = TestDatabase::create_on(&server.url).await;
+    outbox_core::migrate(&db.pool).await.expect("the migrations run without logical decoding too");
+    let wal = outbox(&db.url, &["relay", "--source", "wal", "--sink", "stdout"]);
+    assert_eq!(wal.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&wal.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: ") && last.contains("wal_level is `replica`"), "{stderr}");
+    assert!(last.contains("ALTER SYSTEM SET wal_level = logical"), "it says what to run: {last}");
+    let slots: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_replication_slots").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(slots, 0, "a refused start creates nothing");
+}
+
+#[tokio::test]
+async fn wal_drop_slot_and_wal_disable_are_refused_while_a_wal_relay_reads_the_slot() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", "stdout"], &[]);
+    wait_for_the_slot(&db).await;
+    for command in ["drop-slot", "disable"] {
+        let refused = outbox(&db.url, &["wal", command]);
+        assert_eq!(refused.status.code(), Some(1), "`outbox wal {command}` while the slot is read");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("the WAL relay is reading slot") && stderr.contains("stop it"), "{stderr}");
+        assert!(String::from_utf8_lossy(&refused.stdout).is_empty(), "it claims nothing was done");
+    }
+    let (source, slots): (String, i64) = sqlx::query_as(
+        "SELECT c.source, (SELECT count(*) FROM pg_replication_slots s WHERE s.slot_name = c.wal_slot)
+           FROM outbox_control c",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((source.as_str(), slots), ("wal", 1), "a refused removal changes nothing");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
+#[tokio::test]
+async fn a_table_relay_that_registers_while_wal_enable_commits_waits_for_it_and_refuses_to_start() {
+    let db = TestDatabase::migrated().await;
+    // `outbox wal enable` held just before its commit: it took the switch lock and found no table relay live.
+    let mut switch = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(outbox_core::store::SOURCE_SWITCH_LOCK)
+        .execute(&mut *switch)
+        .await
+        .unwrap();
+    let switched = sqlx::query(
+        "UPDATE outbox_control SET source = 'wal'
+          WHERE id AND NOT EXISTS (SELECT 1 FROM outbox_relays WHERE expires_at > now())",
+    )
+    .execute(&mut *switch)
+    .await
+    .unwrap();
+    assert_eq!(switched.rows_affected(), 1);
+
+    let mut relay = bad_input_support::start(&db.url, &["relay", "--sink", "stdout"], &[]);
+    common::wait_until(Duration::from_secs(30), "the table relay registered", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_relays").fetch_one(&db.pool).await.unwrap() > 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(relay.is_running(), "the relay waits for the switch in progress: {}", relay.stderr());
+    assert!(relay.lines_with("relay started").is_empty(), "it has not started publishing: {}", relay.stderr());
+    switch.commit().await.unwrap();
+
+    let status = relay.wait_for_exit(Duration::from_secs(30)).await;
+    assert_eq!(status.code(), Some(2), "{}", relay.stderr());
+    let stderr = relay.stderr();
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: ") && last.contains("`outbox wal disable`"), "{stderr}");
+}
+
 /// Waits until the WAL relay has created and recorded its slot: message-mode enqueues need it.
 async fn wait_for_the_slot(db: &TestDatabase) {
     common::wait_until(Duration::from_secs(30), "the WAL relay recorded its slot", || async {
@@ -222,6 +298,8 @@ async fn switching_back_to_the_table_moves_the_unpublished_message_mode_events_t
     let unpublished = [via_wal(&db, "s", 1).await, via_wal(&db, "s", 2).await];
     let disabled = outbox(&db.url, &["wal", "disable"]);
     assert!(disabled.status.success(), "{}", String::from_utf8_lossy(&disabled.stderr));
+    let said = String::from_utf8_lossy(&disabled.stdout);
+    assert!(said.contains("2 unpublished message-mode events are now pending rows"), "it says what it moved: {said}");
     let pending: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM outbox_events WHERE status = 'pending' ORDER BY seq")
         .fetch_all(&db.pool)
         .await

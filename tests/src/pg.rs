@@ -239,6 +239,7 @@ pub struct PrivateServer {
     bin: PathBuf,
     dir: PathBuf,
     port: u16,
+    settings: String,
 }
 
 impl PrivateServer {
@@ -248,6 +249,15 @@ impl PrivateServer {
     ///
     /// A description of what is missing or failed, as [`start_server`].
     pub fn start() -> Result<Self, String> {
+        Self::start_with("")
+    }
+
+    /// [`start`](Self::start) with server settings that override the throwaway ones (`-c wal_level=replica`).
+    ///
+    /// # Errors
+    ///
+    /// A description of what is missing or failed, as [`start_server`].
+    pub fn start_with(settings: &str) -> Result<Self, String> {
         let bin = postgres_bin_dir()?;
         let dir = init_cluster(&bin, "outbox-test-pg-private")?;
         let port = crate::process::free_port();
@@ -266,7 +276,8 @@ impl PrivateServer {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start the watchdog: {e}"))?;
-        let server = Self { url: format!("postgres://postgres@127.0.0.1:{port}/postgres"), bin, dir, port };
+        let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+        let server = Self { url, bin, dir, port, settings: settings.to_owned() };
         server.start_again()?;
         Ok(server)
     }
@@ -287,10 +298,11 @@ impl PrivateServer {
     /// When `pg_ctl start` fails or the server does not come up in 30s.
     pub fn start_again(&self) -> Result<(), String> {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=100 {}",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=100 {} {}",
             self.port,
             self.dir.display(),
-            Durability::Throwaway.settings()
+            Durability::Throwaway.settings(),
+            self.settings
         );
         self.pg_ctl(&["start", "-w", "-t", "30", "-l", &self.dir.join("server.log").to_string_lossy(), "-o", &options])
     }

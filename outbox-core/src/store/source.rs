@@ -42,12 +42,23 @@ pub struct WalState {
     pub backlog_through: Option<i64>,
 }
 
+/// The transaction advisory lock a change of source holds (exclusive) from before it checks for live relays of
+/// the other source until it commits; a relay of the table source takes it shared to read the source after it
+/// registered. A relay that starts while `outbox wal enable` commits therefore either is seen live (and the
+/// switch is refused) or waits and reads the new source (and refuses to start): never both publish. A tool that
+/// changes `outbox_control.source` by hand should take it too.
+pub const SOURCE_SWITCH_LOCK: i64 = 0x006f_7574_626f_7873; // "outboxs"
+
 /// What [`PgStore::switch_source`](crate::store::PgStore::switch_source) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SourceSwitch {
-    /// The table is now published by the source asked for.
-    Switched,
+    /// The table is now published by the source asked for. Removing the WAL relay's slot first wrote the
+    /// message-mode events it had not published yet to the table as pending rows: how many (0 otherwise).
+    Switched {
+        /// Message-mode events moved from the slot to the table as pending rows.
+        moved_to_table: u64,
+    },
     /// It already was; nothing changed.
     Unchanged,
     /// Nothing changed: relays of the table source are live (their ids), and must be stopped first.

@@ -14,7 +14,8 @@ SELECT current_setting('wal_level') AS wal_level,
        (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user) AS may_replicate,
        EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1) AS published";
 
-/// Checks `wal_level`, the role's REPLICATION privilege, the publication and the table's source; returns the
+/// Checks the server's version (14 or later), `wal_level`, the role's REPLICATION privilege, the publication and the
+/// table's source; returns the
 /// server's version number (e.g. `150004`).
 pub(crate) async fn check(store: &PgStore) -> Result<u32> {
     let row = sqlx::query(CHECKS)
@@ -30,6 +31,16 @@ pub(crate) async fn check(store: &PgStore) -> Result<u32> {
     let version: i32 = row.try_get("server_version").map_err(|error| Error::from_store(error.into()))?;
     let may_replicate: Option<bool> = row.try_get("may_replicate").map_err(|error| Error::from_store(error.into()))?;
     let published: bool = row.try_get("published").map_err(|error| Error::from_store(error.into()))?;
+    if version < 140_000 {
+        return Err(Error::WalUnavailable {
+            what: format!(
+                "PostgreSQL {}.{} cannot stream logical decoding messages, and the WAL source needs 14 or later",
+                version / 10_000,
+                version % 10_000 / 100
+            ),
+            fix: "upgrade PostgreSQL, or keep the table source (`outbox relay`)".to_owned(),
+        });
+    }
     if wal_level != "logical" {
         return Err(Error::WalUnavailable {
             what: format!("wal_level is `{wal_level}`, and the WAL source needs `logical`"),

@@ -8,11 +8,15 @@ use super::settle::{columns, failure_set, report};
 use crate::store::wal_message::WAL_EMIT_LOCK;
 use crate::store::{
     decode_wal_message, PgStore, ReadRow, SettleOutcome, SettleReport, Settlement, SlotStatus, Source, SourceSwitch,
-    StoredEvent, WalState, WAL_MESSAGE_PREFIX,
+    StoredEvent, WalState, SOURCE_SWITCH_LOCK, WAL_MESSAGE_PREFIX,
 };
 use crate::Result;
 
 const STATE: &str = "SELECT source, wal_slot, wal_backlog_through FROM outbox_control WHERE id";
+/// Waits for a change of source in progress ([`SOURCE_SWITCH_LOCK`]); a later statement of the transaction reads
+/// what it committed.
+const AWAIT_SWITCH: &str = "SELECT pg_advisory_xact_lock_shared($1)";
+const LOCK_SWITCH: &str = "SELECT pg_advisory_xact_lock($1)";
 const STATE_FOR_UPDATE: &str = "SELECT source, wal_slot, wal_backlog_through FROM outbox_control WHERE id FOR UPDATE";
 
 /// The source only changes while no relay of the other source is live: a table relay is live while its
@@ -122,8 +126,14 @@ fn source(name: &str) -> Source {
     }
 }
 
+/// The source, once no change of source is in progress: read in a statement that starts after the wait, so it
+/// sees what the change committed.
 pub(super) async fn source_of(pool: &PgPool) -> Result<Source> {
-    Ok(wal_state(pool).await?.source)
+    let mut tx = pool.begin().await?;
+    sqlx::query(AWAIT_SWITCH).bind(SOURCE_SWITCH_LOCK).execute(&mut *tx).await?;
+    let state = state_from(sqlx::query(STATE).fetch_optional(&mut *tx).await?)?;
+    tx.commit().await?;
+    Ok(state.source)
 }
 
 async fn wal_state(pool: &PgPool) -> Result<WalState> {
@@ -150,7 +160,8 @@ impl PgStore {
         wal_state(&self.pool).await
     }
 
-    /// Makes `to` the source that publishes the table, if no relay of the other source is live. Switching to
+    /// Makes `to` the source that publishes the table, if no relay of the other source is live; the check and the
+    /// change hold [`SOURCE_SWITCH_LOCK`], which a starting table relay waits for. Switching to
     /// [`Source::Table`] also drops the WAL relay's slot, so that a later switch back starts from a fresh
     /// snapshot and never replays what the table source published.
     ///
@@ -159,10 +170,12 @@ impl PgStore {
     /// [`Error::Database`](crate::Error::Database).
     pub async fn switch_source(&self, to: Source) -> Result<SourceSwitch> {
         let mut tx = self.pool.begin().await?;
+        sqlx::query(LOCK_SWITCH).bind(SOURCE_SWITCH_LOCK).execute(&mut *tx).await?;
         let state = wal_state_in(&mut tx).await?;
         if state.source == to {
             return Ok(SourceSwitch::Unchanged);
         }
+        let mut moved = 0;
         match to {
             Source::Wal => {
                 if sqlx::query(TO_WAL).execute(&mut *tx).await?.rows_affected() == 0 {
@@ -172,15 +185,16 @@ impl PgStore {
             }
             Source::Table => {
                 if let Some(slot) = &state.slot {
-                    if let Some(active) = drop_slot_in(&mut tx, slot).await? {
-                        return Ok(active);
+                    match drop_slot_in(&mut tx, slot).await? {
+                        SourceSwitch::Switched { moved_to_table } => moved = moved_to_table,
+                        refused => return Ok(refused),
                     }
                 }
                 sqlx::query(TO_TABLE).execute(&mut *tx).await?;
             }
         }
         tx.commit().await?;
-        Ok(SourceSwitch::Switched)
+        Ok(SourceSwitch::Switched { moved_to_table: moved })
     }
 
     /// Drops the WAL relay's slot (the next WAL relay creates a new one, publishing first what is pending), unless
@@ -192,11 +206,11 @@ impl PgStore {
     pub async fn drop_wal_slot(&self) -> Result<Option<SourceSwitch>> {
         let mut tx = self.pool.begin().await?;
         let Some(slot) = wal_state_in(&mut tx).await?.slot else { return Ok(None) };
-        if let Some(active) = drop_slot_in(&mut tx, &slot).await? {
-            return Ok(Some(active));
+        let dropped = drop_slot_in(&mut tx, &slot).await?;
+        if matches!(dropped, SourceSwitch::Switched { .. }) {
+            tx.commit().await?;
         }
-        tx.commit().await?;
-        Ok(Some(SourceSwitch::Switched))
+        Ok(Some(dropped))
     }
 
     /// Records the slot the WAL relay created and the highest `seq` pending at its snapshot (`None`: nothing
@@ -329,22 +343,24 @@ async fn wal_state_in(tx: &mut sqlx::PgConnection) -> Result<WalState> {
     state_from(sqlx::query(STATE_FOR_UPDATE).fetch_optional(&mut *tx).await?)
 }
 
-/// Drops `slot` and forgets it in `tx`; `Some(SlotActive)` when a session reads it (nothing changed). The
-/// message-mode events the slot still holds are written to the table as pending rows first, in `tx`: they have
-/// no row of their own, and the slot is the only place that keeps them.
-async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str) -> Result<Option<SourceSwitch>> {
+/// Drops `slot` and forgets it in `tx`: `Switched` with the number of message-mode events moved to the table, or
+/// `SlotActive` when a session reads it (nothing changed; roll `tx` back). The message-mode events the slot still
+/// holds are written to the table as pending rows first, in `tx`: they have no row of their own, and the slot is
+/// the only place that keeps them.
+async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str) -> Result<SourceSwitch> {
     let active: Option<bool> = sqlx::query_scalar(SLOT_ACTIVE).bind(slot).fetch_optional(&mut *tx).await?;
     if active == Some(true) {
-        return Ok(Some(SourceSwitch::SlotActive(slot.to_owned())));
+        return Ok(SourceSwitch::SlotActive(slot.to_owned()));
     }
+    let mut moved = 0;
     if active.is_some() {
         sqlx::query(LOCK_EMITS).bind(WAL_EMIT_LOCK).execute(&mut *tx).await?;
         match slot_messages(tx, slot).await {
             Ok(events) => {
-                super::wal_handover::write_wal_events(&mut *tx, &events).await?;
+                moved = super::wal_handover::write_wal_events(&mut *tx, &events).await?.len() as u64;
             }
             Err(crate::Error::Database(sqlx::Error::Database(db))) if db.code().as_deref() == Some("55006") => {
-                return Ok(Some(SourceSwitch::SlotActive(slot.to_owned())));
+                return Ok(SourceSwitch::SlotActive(slot.to_owned()));
             }
             Err(error) => return Err(error),
         }
@@ -352,10 +368,10 @@ async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str) -> Result<Option<
     match sqlx::query(DROP_SLOT).bind(slot).execute(&mut *tx).await {
         Ok(_) => {}
         Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("55006") => {
-            return Ok(Some(SourceSwitch::SlotActive(slot.to_owned())));
+            return Ok(SourceSwitch::SlotActive(slot.to_owned()));
         }
         Err(error) => return Err(error.into()),
     }
     sqlx::query(FORGET_SLOT).execute(&mut *tx).await?;
-    Ok(None)
+    Ok(SourceSwitch::Switched { moved_to_table: moved })
 }

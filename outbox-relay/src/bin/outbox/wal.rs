@@ -24,15 +24,20 @@ pub(crate) async fn run(database_url: Option<&str>, command: WalCommand) -> Outc
     }
     .map_err(Failure::runtime)?;
     match (command, switched) {
-        (WalCommand::Enable, SourceSwitch::Switched) => {
+        (WalCommand::Enable, SourceSwitch::Switched { .. }) => {
             println!("the WAL source publishes the table now: start `outbox relay --source wal`");
         }
         (WalCommand::Enable, SourceSwitch::Unchanged) => println!("the WAL source already publishes the table"),
-        (WalCommand::Disable, SourceSwitch::Switched) => {
-            println!("the table source publishes the table now (the slot is dropped): start `outbox relay`");
+        (WalCommand::Disable, SourceSwitch::Switched { moved_to_table }) => {
+            println!(
+                "the table source publishes the table now (the slot is dropped{}): start `outbox relay`",
+                moved(moved_to_table)
+            );
         }
         (WalCommand::Disable, SourceSwitch::Unchanged) => println!("the table source already publishes the table"),
-        (WalCommand::DropSlot, _) => println!("slot dropped"),
+        (WalCommand::DropSlot, SourceSwitch::Switched { moved_to_table }) => {
+            println!("slot dropped{}", moved(moved_to_table));
+        }
         (_, SourceSwitch::TableRelaysLive(relays)) => {
             return Err(Failure::Runtime(format!(
                 "{} table relay(s) are live; stop them, then run `outbox wal enable` again",
@@ -47,4 +52,13 @@ pub(crate) async fn run(database_url: Option<&str>, command: WalCommand) -> Outc
         (_, _) => {}
     }
     Ok(())
+}
+
+/// What the slot's removal did with the message-mode events it had not published.
+fn moved(events: u64) -> String {
+    match events {
+        0 => String::new(),
+        1 => "; 1 unpublished message-mode event is now a pending row".to_owned(),
+        n => format!("; {n} unpublished message-mode events are now pending rows"),
+    }
 }
