@@ -16,6 +16,9 @@ use crate::enqueue::Outbox;
 use crate::error::Result;
 use crate::event::OutboxEvent;
 use crate::new_event::NewEvent;
+use crate::store::wal_message::WAL_EMIT_LOCK;
+use crate::store::WAL_MESSAGE_PREFIX;
+use crate::via_wal::WalOutbox;
 
 /// A transaction on a PostgreSQL pool whose events are written with its `COMMIT`, in one round trip. Run your
 /// domain statements on it (`&mut *tx` is a [`PgConnection`]), [`enqueue`](Self::enqueue) events (buffered, with
@@ -46,6 +49,8 @@ pub struct OutboxTransaction {
     connection: PoolConnection<Postgres>,
     events: Vec<NewEvent>,
     notify: Option<String>,
+    /// Events go into the write-ahead log as logical decoding messages ([`WalOutbox::begin`]), not into the table.
+    via_wal: bool,
     open: bool,
 }
 
@@ -54,6 +59,7 @@ impl std::fmt::Debug for OutboxTransaction {
         f.debug_struct("OutboxTransaction")
             .field("events", &self.events.len())
             .field("notify", &self.notify)
+            .field("via_wal", &self.via_wal)
             .field("open", &self.open)
             .finish()
     }
@@ -67,18 +73,34 @@ impl Outbox {
     ///
     /// [`Error::Database`](crate::Error::Database) when no connection can be had or `BEGIN` fails.
     pub async fn begin(&self, pool: &PgPool) -> Result<OutboxTransaction> {
-        let mut connection = pool.acquire().await?;
-        connection.execute("BEGIN").await?;
-        Ok(OutboxTransaction {
-            connection,
-            events: Vec::new(),
-            notify: self.notify_channel().map(str::to_owned),
-            open: true,
-        })
+        OutboxTransaction::begin(pool, self.notify_channel().map(str::to_owned), false).await
+    }
+}
+
+impl WalOutbox {
+    /// Begins a transaction on `pool` that writes its events into the write-ahead log with its `COMMIT`, in one
+    /// round trip ([`OutboxTransaction`], with the rules of [`WalOutbox`]): the commit costs what it costs without
+    /// an outbox, plus the messages' WAL records.
+    ///
+    /// Without the WAL relay's slot the commit fails with [`Error::WalSourceOff`](crate::Error::WalSourceOff) and
+    /// the whole transaction is rolled back, domain change included (the `COMMIT` travels with the events, so
+    /// there is no transaction left to go on with, unlike [`WalOutbox::enqueue`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database) when no connection can be had or `BEGIN` fails.
+    pub async fn begin(&self, pool: &PgPool) -> Result<OutboxTransaction> {
+        OutboxTransaction::begin(pool, None, true).await
     }
 }
 
 impl OutboxTransaction {
+    async fn begin(pool: &PgPool, notify: Option<String>, via_wal: bool) -> Result<Self> {
+        let mut connection = pool.acquire().await?;
+        connection.execute("BEGIN").await?;
+        Ok(Self { connection, events: Vec::new(), notify, via_wal, open: true })
+    }
+
     /// Buffers one event and returns its id. Nothing is sent until [`commit`](Self::commit).
     ///
     /// # Errors
@@ -120,10 +142,11 @@ impl OutboxTransaction {
     ///
     /// # Errors
     ///
-    /// [`Error::Database`](crate::Error::Database) when the write or the commit fails: then the whole transaction
-    /// is rolled back (the domain change with the events).
+    /// [`Error::Database`](crate::Error::Database) when the write or the commit fails, and (begun with
+    /// [`WalOutbox::begin`]) [`Error::WalSourceOff`](crate::Error::WalSourceOff) without the WAL relay's slot: then
+    /// the whole transaction is rolled back (the domain change with the events).
     pub async fn commit(mut self) -> Result<Vec<Uuid>> {
-        let sql = commit_sql(&self.events, self.notify.as_deref());
+        let sql = if self.via_wal { emit_sql(&self.events) } else { commit_sql(&self.events, self.notify.as_deref()) };
         // A string without arguments runs through the simple query protocol: several statements, one message.
         let done = self.connection.execute(sql.as_str()).await;
         match done {
@@ -136,6 +159,11 @@ impl OutboxTransaction {
                 // if even that fails, dropping closes the connection, which rolls back on the server.
                 if self.connection.execute("ROLLBACK").await.is_ok() {
                     self.open = false;
+                }
+                if let sqlx::Error::Database(db) = &error {
+                    if db.code().as_deref() == Some(WAL_SOURCE_OFF) {
+                        return Err(crate::Error::WalSourceOff);
+                    }
                 }
                 Err(error.into())
             }
@@ -178,13 +206,29 @@ impl Drop for OutboxTransaction {
     }
 }
 
+/// The SQLSTATE of `outbox_wal_emit_guard` (migration 6) when the WAL source has no slot to keep the messages.
+const WAL_SOURCE_OFF: &str = "OXW01";
+
 /// `INSERT` of `events` (values as dollar-quoted literals, so the statement needs no parameters and can travel
 /// with the `COMMIT` in one simple-protocol message), the optional `pg_notify`, and `COMMIT`.
 fn commit_sql(events: &[NewEvent], notify: Option<&str>) -> String {
     if events.is_empty() {
         return "COMMIT".to_owned();
     }
-    let tag = quote_tag(events);
+    let texts: Vec<String> = events
+        .iter()
+        .flat_map(|event| {
+            [
+                event.aggregate_type.to_owned(),
+                event.aggregate_id.clone(),
+                event.event_type.to_owned(),
+                event.payload.clone(),
+                crate::backend::json_text(&event.headers),
+                crate::backend::json_text(&event.sensitive_paths),
+            ]
+        })
+        .collect();
+    let tag = quote_tag(&texts);
     let quote = |text: &str| format!("{tag}{text}{tag}");
     let mut sql = String::with_capacity(256 + events.iter().map(|e| e.payload.len() + 160).sum::<usize>());
     sql.push_str(
@@ -193,20 +237,20 @@ fn commit_sql(events: &[NewEvent], notify: Option<&str>) -> String {
          SELECT v.id::uuid, v.aggregate_type, v.aggregate_id, v.event_type, v.schema_version::int4, v.payload::jsonb, \
          v.headers::jsonb, v.sensitive_paths::jsonb FROM (VALUES ",
     );
-    for (n, event) in events.iter().enumerate() {
+    for (n, (event, texts)) in events.iter().zip(texts.chunks(6)).enumerate() {
         if n > 0 {
             sql.push_str(", ");
         }
         sql.push_str(&format!(
             "({}, {}, {}, {}, {}, {}, {}, {}, {n})",
             quote(&event.id.to_string()),
-            quote(event.aggregate_type),
-            quote(&event.aggregate_id),
-            quote(event.event_type),
+            quote(&texts[0]),
+            quote(&texts[1]),
+            quote(&texts[2]),
             event.version,
-            quote(&event.payload),
-            quote(&crate::backend::json_text(&event.headers)),
-            quote(&crate::backend::json_text(&event.sensitive_paths)),
+            quote(&texts[3]),
+            quote(&texts[4]),
+            quote(&texts[5]),
         ));
     }
     // As the parameterized insert: the transaction has its id before its first row takes a `seq`.
@@ -222,22 +266,33 @@ fn commit_sql(events: &[NewEvent], notify: Option<&str>) -> String {
     sql
 }
 
-/// A dollar-quote tag that occurs in none of the events' texts, so no value can end its literal early.
-fn quote_tag(events: &[NewEvent]) -> String {
-    let texts = |event: &NewEvent| {
-        [
-            event.aggregate_type.to_owned(),
-            event.aggregate_id.clone(),
-            event.event_type.to_owned(),
-            event.payload.clone(),
-        ]
-        .into_iter()
-        .chain([crate::backend::json_text(&event.headers), crate::backend::json_text(&event.sensitive_paths)])
-    };
+/// One transactional logical decoding message per event, in order, behind the guard of migration 6 (evaluated
+/// once, before any message: it raises when no slot keeps them), and `COMMIT`; literals dollar-quoted as in
+/// [`commit_sql`].
+fn emit_sql(events: &[NewEvent]) -> String {
+    if events.is_empty() {
+        return "COMMIT".to_owned();
+    }
+    let contents: Vec<String> = events.iter().map(crate::store::wal_message::encode).collect();
+    let tag = quote_tag(&contents);
+    let mut sql = String::with_capacity(160 + contents.iter().map(|c| c.len() + 16).sum::<usize>());
+    sql.push_str(&format!("SELECT pg_logical_emit_message(true, '{WAL_MESSAGE_PREFIX}', m.content) FROM (VALUES "));
+    for (n, content) in contents.iter().enumerate() {
+        if n > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!("({tag}{content}{tag})"));
+    }
+    sql.push_str(&format!(") AS m(content) WHERE (SELECT outbox_wal_emit_guard({WAL_EMIT_LOCK}));\nCOMMIT"));
+    sql
+}
+
+/// A dollar-quote tag that occurs in none of `texts`, so no value can end its literal early.
+fn quote_tag(texts: &[String]) -> String {
     let mut n: u64 = 0;
     loop {
         let tag = format!("$o{n:x}$");
-        if events.iter().all(|event| texts(event).all(|text| !text.contains(&tag))) {
+        if texts.iter().all(|text| !text.contains(&tag)) {
             return tag;
         }
         n += 1;
@@ -246,7 +301,7 @@ fn quote_tag(events: &[NewEvent]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{commit_sql, quote_tag};
+    use super::{commit_sql, emit_sql, quote_tag};
     use crate::NewEvent;
 
     #[derive(serde::Serialize)]
@@ -269,15 +324,23 @@ mod tests {
     fn no_value_can_end_its_literal() {
         let hostile = Note { id: "$o0$'); DROP TABLE x; --".into(), text: "$o1$ $o2$".into() };
         let events = vec![NewEvent::new(&hostile).unwrap()];
-        let tag = quote_tag(&events);
-        assert_eq!(tag, "$o3$");
         let sql = commit_sql(&events, None);
         assert!(sql.ends_with("COMMIT"));
         assert_eq!(sql.matches("$o3$").count(), 14, "seven literals, each opened and closed once");
+        let sql = emit_sql(&events);
+        assert!(sql.ends_with("COMMIT"));
+        assert_eq!(sql.matches("$o3$").count(), 2, "one literal, opened and closed once");
+    }
+
+    #[test]
+    fn the_tag_is_the_first_that_no_text_contains() {
+        assert_eq!(quote_tag(&["$o0$ $o1$".to_owned(), "$o2$".to_owned()]), "$o3$");
+        assert_eq!(quote_tag(&["plain".to_owned()]), "$o0$");
     }
 
     #[test]
     fn an_empty_transaction_only_commits() {
         assert_eq!(commit_sql(&[], Some("outbox_events")), "COMMIT");
+        assert_eq!(emit_sql(&[]), "COMMIT");
     }
 }

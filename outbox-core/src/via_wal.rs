@@ -31,6 +31,9 @@ SELECT pg_logical_emit_message(true, $1, m.content) FROM UNNEST($2::text[]) AS m
 /// fails for good is written to the table as `failed` (and one still failing after the relay's in-place retry, as
 /// pending), so `outbox events` shows it and `outbox events retry` works as usual.
 ///
+/// [`enqueue`](Self::enqueue) costs a round trip of its own; [`begin`](Self::begin) gives an
+/// [`OutboxTransaction`](crate::OutboxTransaction) that sends the messages with the `COMMIT`, in one round trip.
+///
 /// Only a PostgreSQL transaction is accepted (a compile error otherwise), and like [`Outbox`] only a transaction:
 /// never a pool or a bare connection. The WAL relay's slot must exist, so that the write-ahead log keeps the
 /// messages until they are published: run `outbox wal enable` and start `outbox relay --source wal` once before

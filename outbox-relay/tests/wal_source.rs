@@ -315,3 +315,32 @@ async fn switching_back_to_the_table_moves_the_unpublished_message_mode_events_t
     assert_eq!(ids[1..], unpublished, "the table relay publishes them");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
+
+#[tokio::test]
+async fn a_message_mode_transaction_sends_its_events_with_the_commit_and_without_a_slot_rolls_back_whole() {
+    let db = TestDatabase::migrated().await;
+    sqlx::query("CREATE TABLE orders (id INT PRIMARY KEY)").execute(&db.pool).await.unwrap();
+    let orders = || async { sqlx::query_scalar::<_, i32>("SELECT id FROM orders").fetch_all(&db.pool).await.unwrap() };
+
+    let mut tx = Outbox::new().via_wal().begin(&db.pool).await.unwrap();
+    sqlx::query("INSERT INTO orders VALUES (1)").execute(&mut *tx).await.unwrap();
+    tx.enqueue(&common::event("t", 0)).unwrap();
+    let refused = tx.commit().await;
+    assert!(matches!(refused, Err(outbox_core::Error::WalSourceOff)), "no slot yet: {refused:?}");
+    assert!(orders().await.is_empty(), "the domain change is rolled back with the events");
+
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let sink = sink_in("with-the-commit");
+    let sink_url = format!("file:{}", sink.display());
+    let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
+    wait_for_the_slot(&db).await;
+    let mut tx = Outbox::new().via_wal().begin(&db.pool).await.unwrap();
+    sqlx::query("INSERT INTO orders VALUES (2)").execute(&mut *tx).await.unwrap();
+    let first = tx.enqueue(&common::event("t", 1)).unwrap();
+    let second = tx.enqueue(&common::event("t", 2)).unwrap();
+    assert_eq!(tx.commit().await.unwrap(), [first, second]);
+    assert_eq!(orders().await, [2]);
+    assert_eq!(wait_for_lines(&sink, 2), [first, second], "published in order");
+    assert_eq!(rows(&db).await, 0, "no table row");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
