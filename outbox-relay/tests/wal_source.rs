@@ -344,3 +344,27 @@ async fn a_message_mode_transaction_sends_its_events_with_the_commit_and_without
     assert_eq!(rows(&db).await, 0, "no table row");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
+
+#[tokio::test]
+async fn a_paused_wal_relay_publishes_no_row_and_no_message_until_resumed() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let sink = sink_in("paused");
+    let sink_url = format!("file:{}", sink.display());
+    let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
+    wait_for_the_slot(&db).await;
+    let before = common::enqueue(&db.pool, &[common::event("p", 0)]).await;
+    assert_eq!(wait_for_lines(&sink, 1), before);
+
+    let paused = outbox(&db.url, &["pause"]);
+    assert!(paused.status.success(), "{}", String::from_utf8_lossy(&paused.stderr));
+    let row = common::enqueue(&db.pool, &[common::event("p", 1)]).await;
+    let message = via_wal(&db, "q", 0).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(written(&sink), before, "nothing is published while paused");
+
+    assert!(outbox(&db.url, &["resume"]).status.success());
+    let ids = wait_for_lines(&sink, 3);
+    assert_eq!(ids[1..], [row[0], message], "published in commit order once resumed");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}

@@ -166,7 +166,8 @@ pub enum Durability {
     /// WAL source.
     Throwaway,
     /// PostgreSQL's defaults (every commit flushed to disk), for benchmarks; `pg_stat_statements` is loaded so a
-    /// benchmark can say where the database's time goes.
+    /// benchmark can say where the database's time goes, and `wal_level = logical` for the WAL source (it adds
+    /// nothing to the WAL of an `INSERT`).
     Durable,
 }
 
@@ -181,7 +182,10 @@ impl Durability {
                     "-c wal_level=logical -c max_replication_slots=50 -c max_wal_senders=50"
                 )
             }
-            Self::Durable => "-c shared_preload_libraries=pg_stat_statements",
+            Self::Durable => {
+                "-c shared_preload_libraries=pg_stat_statements -c wal_level=logical -c max_replication_slots=10 \
+                 -c max_wal_senders=10"
+            }
         }
     }
 }

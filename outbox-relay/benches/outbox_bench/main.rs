@@ -3,6 +3,7 @@
 //! ```text
 //! cargo bench -p outbox-relay --no-default-features --features nats,kafka --bench outbox-bench   # every scenario
 //! cargo bench -p outbox-relay --no-default-features --bench outbox-bench -- drain latency       # some scenarios
+//! cargo bench -p outbox-relay --no-default-features --features wal --bench outbox-bench -- wal  # the WAL source
 //! OUTBOX_BENCH_SMOKE=1 cargo test -p outbox-relay --all-features --bench outbox-bench           # tiny sizes
 //! OUTBOX_BENCH_DRAIN_EVENTS=200000 cargo bench ... -- drain                                          # smaller drains
 //! ```
@@ -10,7 +11,8 @@
 //! It starts a private PostgreSQL with durable defaults (every commit flushed) on 127.0.0.1, or uses
 //! `OUTBOX_BENCH_DATABASE_URL`, and prints a Markdown table and a JSON document (also written to
 //! `target/outbox-bench.json`). The broker scenario drains into NATS JetStream and a Kafka-protocol broker
-//! started by the test harness (built with the `nats` and `kafka` features). Every figure is also given as a
+//! started by the test harness (built with the `nats` and `kafka` features); the WAL scenario needs the `wal`
+//! feature (the server runs with `wal_level = logical` for every scenario). Every figure is also given as a
 //! ratio to the yardstick measured in the same run: a plain 100-row multi-row `INSERT` per transaction
 //! (rows/s) and a plain one-row-insert transaction (transactions/s), on a table of the same columns with
 //! nothing but a primary key.
@@ -31,6 +33,8 @@ use uuid::Uuid;
 mod brokers;
 mod cli_drain;
 mod profile;
+#[cfg(feature = "wal")]
+mod wal_source;
 
 /// The sizes of one run.
 #[derive(Debug, Clone, Copy)]
@@ -205,6 +209,12 @@ async fn main() {
     }
     if wanted("takeover") {
         takeover(&admin, sizes, &mut report).await;
+    }
+    if wanted("wal") {
+        #[cfg(feature = "wal")]
+        wal_source::scenarios(&admin, sizes, yard, &mut report).await;
+        #[cfg(not(feature = "wal"))]
+        report.note("wal: skipped (build the bench with the `wal` feature)".into());
     }
     if wanted("broker") {
         brokers::end_to_end(&admin, sizes, yard, &mut report).await;
@@ -765,67 +775,112 @@ async fn latency(admin: &str, sizes: Sizes, report: &mut Report) {
         let relay = tokio::spawn(Relay::new(PgStore::new(db.pool.clone()), sink.clone(), config).run(shutdown.clone()));
         tokio::time::sleep(Duration::from_millis(300)).await;
 
-        let producers = 8_u32;
-        let per_producer = sizes.latency_rate / producers;
-        let total = (f64::from(sizes.latency_rate) * sizes.latency_seconds) as u64;
-        let committed = Arc::new(Mutex::new(HashMap::new()));
-        let started = Instant::now();
-        let tasks: Vec<_> = (0..producers)
-            .map(|p| {
-                let pool = db.pool.clone();
-                let committed = committed.clone();
-                let outbox = if notify { Outbox::new().with_notify() } else { Outbox::new() };
-                tokio::spawn(async move {
-                    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(per_producer)));
-                    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-                    for n in 0..(total / u64::from(producers)) {
-                        ticker.tick().await;
-                        let mut tx = pool.begin().await.expect("begin");
-                        let id = outbox
-                            .enqueue(&mut tx, &credit(i64::from(p) * 1_000_000 + n as i64))
-                            .await
-                            .expect("enqueue");
-                        tx.commit().await.expect("commit");
-                        committed.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Instant::now());
-                    }
-                })
+        let outbox = if notify { Outbox::new().with_notify() } else { Outbox::new() };
+        let produce: Produce = Arc::new(move |pool, account| {
+            let outbox = outbox.clone();
+            Box::pin(async move {
+                let mut tx = pool.begin().await.expect("begin");
+                let id = outbox.enqueue(&mut tx, &credit(account)).await.expect("enqueue");
+                tx.commit().await.expect("commit");
+                id
             })
-            .collect();
-        for task in tasks {
-            task.await.expect("producer");
-        }
-        let produced_for = started.elapsed().as_secs_f64();
-        let expected = committed.lock().unwrap_or_else(|e| e.into_inner()).len();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while received.lock().unwrap_or_else(|e| e.into_inner()).len() < expected && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        });
+        let run = produce_at_rate(&db.pool, sizes, produce, &received).await;
         shutdown.cancel();
         relay.await.expect("relay task").expect("relay");
+        let label = if notify { "LISTEN/NOTIFY" } else { "adaptive polling (default)" };
+        run.report("latency", label, sizes, ["<= 3 ms", "<= 15 ms"], &received, report);
+        db.pool.close().await;
+    }
+}
 
-        let committed = std::mem::take(&mut *committed.lock().unwrap_or_else(|e| e.into_inner()));
-        let received = std::mem::take(&mut *received.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut latencies: Vec<f64> = committed
+/// A future that is `Send`, boxed.
+type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// Commits one event (of the account given) in a transaction of its own on the pool given; returns its id once
+/// the commit returned.
+type Produce = Arc<dyn Fn(PgPool, i64) -> BoxFuture<Uuid> + Send + Sync>;
+
+/// What a steady-rate run committed: each event's commit time, and the producers' achieved rate.
+struct RateRun {
+    committed: HashMap<Uuid, Instant>,
+    achieved: f64,
+}
+
+/// Runs 8 producers at `sizes.latency_rate` events/s in total for `sizes.latency_seconds`, each event in its own
+/// transaction, then waits up to 60 s until the sink has received every one of them.
+async fn produce_at_rate(
+    pool: &PgPool,
+    sizes: Sizes,
+    produce: Produce,
+    received: &Arc<Mutex<HashMap<Uuid, Instant>>>,
+) -> RateRun {
+    let producers = 8_u32;
+    let per_producer = sizes.latency_rate / producers;
+    let total = (f64::from(sizes.latency_rate) * sizes.latency_seconds) as u64;
+    let committed = Arc::new(Mutex::new(HashMap::new()));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..producers)
+        .map(|p| {
+            let pool = pool.clone();
+            let committed = committed.clone();
+            let produce = produce.clone();
+            tokio::spawn(async move {
+                let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(per_producer)));
+                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+                for n in 0..(total / u64::from(producers)) {
+                    ticker.tick().await;
+                    let id = produce(pool.clone(), i64::from(p) * 1_000_000 + n as i64).await;
+                    committed.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Instant::now());
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("producer");
+    }
+    let produced_for = started.elapsed().as_secs_f64();
+    let committed = std::mem::take(&mut *committed.lock().unwrap_or_else(|e| e.into_inner()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while received.lock().unwrap_or_else(|e| e.into_inner()).len() < committed.len() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let achieved = committed.len() as f64 / produced_for;
+    RateRun { committed, achieved }
+}
+
+impl RateRun {
+    /// Adds the achieved rate and the commit-to-sink percentiles (`targets`: p50, p99) to `report`.
+    fn report(
+        &self,
+        scenario: &'static str,
+        label: &str,
+        sizes: Sizes,
+        targets: [&'static str; 2],
+        received: &Arc<Mutex<HashMap<Uuid, Instant>>>,
+        report: &mut Report,
+    ) {
+        let received = received.lock().unwrap_or_else(|e| e.into_inner());
+        let mut latencies: Vec<f64> = self
+            .committed
             .iter()
             .filter_map(|(id, at)| received.get(id).map(|got| got.saturating_duration_since(*at).as_secs_f64() * 1e3))
             .collect();
         latencies.sort_by(f64::total_cmp);
         let pick =
             |q: f64| latencies.get(((latencies.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
-        let label = if notify { "LISTEN/NOTIFY" } else { "adaptive polling (default)" };
-        let achieved = expected as f64 / produced_for;
         report.add(Figure {
-            scenario: "latency",
+            scenario,
             case: format!("{label}: producers' achieved rate"),
-            value: achieved,
+            value: self.achieved,
             unit: "tx/s",
-            ratio: Some(achieved / f64::from(sizes.latency_rate)),
+            ratio: Some(self.achieved / f64::from(sizes.latency_rate)),
             ratio_of: "x requested rate",
             target: "~1.0",
         });
-        for (name, q, target) in [("p50", 0.5, "<= 3 ms"), ("p99", 0.99, "<= 15 ms"), ("max", 1.0, "(reported)")] {
+        for (name, q, target) in [("p50", 0.5, targets[0]), ("p99", 0.99, targets[1]), ("max", 1.0, "(reported)")] {
             report.add(Figure {
-                scenario: "latency",
+                scenario,
                 case: format!("{label}: commit ack -> sink, {name}"),
                 value: pick(q),
                 unit: "ms",
@@ -834,10 +889,13 @@ async fn latency(admin: &str, sizes: Sizes, report: &mut Report) {
                 target,
             });
         }
-        if latencies.len() != expected {
-            report.note(format!("{label}: {} of {expected} events reached the sink within 60 s", latencies.len()));
+        if latencies.len() != self.committed.len() {
+            report.note(format!(
+                "{label}: {} of {} events reached the sink within 60 s",
+                latencies.len(),
+                self.committed.len()
+            ));
         }
-        db.pool.close().await;
     }
 }
 

@@ -59,17 +59,28 @@ pub(crate) async fn flush(
     let mut todo: Vec<Streamed> = events.to_vec();
     let deadline = Instant::now() + handover.retry_in_place();
     while !todo.is_empty() {
-        if !wait_unless_paused(store, shutdown).await? {
-            return Ok(Flushed::Stopped);
-        }
         let row_ids: Vec<Uuid> =
             todo.iter().filter(|event| matches!(event, Streamed::Row(..))).map(Streamed::id).collect();
         let mut rows: HashMap<Uuid, ReadRow> = HashMap::new();
         if !row_ids.is_empty() {
+            // The read says whether publishing is paused, as the table source's does: no round trip of its own.
             let Some(read) = database(shutdown, || store.pending_by_id(&row_ids)).await? else {
                 return Ok(Flushed::Stopped);
             };
-            rows.extend(read.into_iter().map(|row| (row.event.id, row)));
+            match read {
+                Some(read) => rows.extend(read.into_iter().map(|row| (row.event.id, row))),
+                None => {
+                    if !wait_unless_paused(store, shutdown).await? {
+                        return Ok(Flushed::Stopped);
+                    }
+                    continue;
+                }
+            }
+        }
+        // Nothing read that could tell: ask (messages have no row to read the flag with).
+        let messages_only = rows.is_empty() && todo.iter().any(|event| matches!(event, Streamed::Message(..)));
+        if messages_only && !wait_unless_paused(store, shutdown).await? {
+            return Ok(Flushed::Stopped);
         }
         let now = SystemTime::now();
         let since = |at: &SystemTime| now.duration_since(*at).unwrap_or_default();

@@ -75,7 +75,8 @@ SELECT i.n, e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregat
        e.payload::text AS payload, e.headers::text AS headers, e.sensitive_paths::text AS sensitive_paths,
        e.created_at, e.attempts,
        GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs,
-       GREATEST(0, EXTRACT(EPOCH FROM now() - e.created_at))::float8 AS since_commit_secs
+       GREATEST(0, EXTRACT(EPOCH FROM now() - e.created_at))::float8 AS since_commit_secs,
+       COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused
   FROM UNNEST($1::uuid[]) WITH ORDINALITY AS i(id, n)
   JOIN outbox_events e ON e.id = i.id
  WHERE e.status = 'pending'
@@ -267,18 +268,23 @@ impl PgStore {
     }
 
     /// The rows among `ids` that are still pending, in the order of `ids` ([`ReadRow::range`] is the index in
-    /// `ids`); rows published, failed, cancelled or deleted since are left out.
+    /// `ids`); rows published, failed, cancelled or deleted since are left out. `None` while publishing is paused
+    /// (`outbox pause`), which the same statement reads, as the table source's read does; an empty list says
+    /// nothing about the pause.
     ///
     /// # Errors
     ///
     /// [`Error::Database`](crate::Error::Database).
-    pub async fn pending_by_id(&self, ids: &[Uuid]) -> Result<Vec<ReadRow>> {
+    pub async fn pending_by_id(&self, ids: &[Uuid]) -> Result<Option<Vec<ReadRow>>> {
         let rows = sqlx::query(BY_ID).persistent(false).bind(ids).fetch_all(&self.pool).await?;
+        if rows.iter().any(|row| row.try_get::<bool, _>("paused").unwrap_or(false)) {
+            return Ok(None);
+        }
         let mut read = Vec::with_capacity(rows.len());
         for row in &rows {
             read.extend(super::read::read_row(row)?);
         }
-        Ok(read)
+        Ok(Some(read))
     }
 
     /// Writes the outcomes of streamed events in one statement: published rows marked (or deleted with
