@@ -80,14 +80,29 @@ async fn wait_for_the_slot(pool: &PgPool) {
     }
 }
 
-/// Drops the database's slot, so the server stops keeping its WAL for the rest of the run.
+/// Drops the database's slot, so the server stops keeping its WAL for the rest of the run. A stopped relay's
+/// walsender exits a moment after the relay does, so the slot is dropped once nothing reads it.
 async fn drop_the_slot(db: &TestDatabase) {
-    sqlx::query(
-        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database()",
-    )
-    .execute(&db.pool)
-    .await
-    .expect("drop the slot");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        sqlx::query(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+             WHERE database = current_database() AND NOT active",
+        )
+        .execute(&db.pool)
+        .await
+        .expect("drop the slot");
+        let left: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()")
+                .fetch_one(&db.pool)
+                .await
+                .expect("slot query");
+        if left == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slot was still read 60 s after the relay stopped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     db.pool.close().await;
 }
 

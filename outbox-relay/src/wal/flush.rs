@@ -67,15 +67,13 @@ pub(crate) async fn flush(
             let Some(read) = database(shutdown, || store.pending_by_id(&row_ids)).await? else {
                 return Ok(Flushed::Stopped);
             };
-            match read {
-                Some(read) => rows.extend(read.into_iter().map(|row| (row.event.id, row))),
-                None => {
-                    if !wait_unless_paused(store, shutdown).await? {
-                        return Ok(Flushed::Stopped);
-                    }
-                    continue;
+            let Some(read) = read else {
+                if !wait_unless_paused(store, shutdown).await? {
+                    return Ok(Flushed::Stopped);
                 }
-            }
+                continue;
+            };
+            rows.extend(read.into_iter().map(|row| (row.event.id, row)));
         }
         // Nothing read that could tell: ask (messages have no row to read the flag with).
         let messages_only = rows.is_empty() && todo.iter().any(|event| matches!(event, Streamed::Message(..)));
