@@ -368,3 +368,57 @@ async fn a_paused_wal_relay_publishes_no_row_and_no_message_until_resumed() {
     assert_eq!(ids[1..], [row[0], message], "published in commit order once resumed");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
+
+#[tokio::test]
+async fn a_row_whose_commit_is_streamed_before_other_sessions_see_it_is_published_once_they_do() {
+    // With a synchronous standby named, a commit waits for it after its record is flushed: the stream has the
+    // commit while the row is still invisible to every other session. A relay that read it then would find no row
+    // and take it for one settled or deleted; this one waits until the row is visible.
+    let server =
+        outbox_tests::pg::PrivateServer::start().unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"));
+    let db = TestDatabase::create_on(&server.url).await;
+    outbox_core::migrate(&db.pool).await.unwrap();
+    let enabled = outbox(&db.url, &["wal", "enable"]);
+    assert!(enabled.status.success(), "{}", String::from_utf8_lossy(&enabled.stderr));
+    let sink = sink_in("visibility");
+    let sink_url = format!("file:{}", sink.display());
+    let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", sink_url.as_str()], &[]);
+    wait_for_the_slot(&db).await;
+
+    let reconfigure = |setting: &'static str| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query(setting).execute(&pool).await.unwrap();
+            sqlx::query("SELECT pg_reload_conf()").execute(&pool).await.unwrap();
+        }
+    };
+    reconfigure("ALTER SYSTEM SET synchronous_standby_names = 'outbox_test_no_such_standby'").await;
+    let pool = db.pool.clone();
+    let producer = tokio::spawn(async move {
+        let mut tx = pool.begin().await.unwrap();
+        // The throwaway server commits asynchronously; this commit waits for the standby like a durable one.
+        sqlx::query("SET LOCAL synchronous_commit = on").execute(&mut *tx).await.unwrap();
+        let id = Outbox::new().enqueue(&mut tx, &common::event("v", 0)).await.unwrap();
+        tx.commit().await.unwrap();
+        id
+    });
+    common::wait_until(Duration::from_secs(30), "the producer's commit waits for the standby", || async {
+        sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event = 'SyncRep')")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(written(&sink).is_empty(), "nothing is published before its transaction is visible");
+    assert!(!producer.is_finished(), "the commit still waits");
+
+    reconfigure("ALTER SYSTEM RESET synchronous_standby_names").await;
+    let id = producer.await.unwrap();
+    assert_eq!(wait_for_lines(&sink, 1), [id], "published once its transaction is visible");
+    common::wait_until(Duration::from_secs(30), "the row is settled", || async {
+        common::count(&db.pool, "published").await == 1
+    })
+    .await;
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}

@@ -67,6 +67,20 @@ pub enum SourceSwitch {
     SlotActive(String),
 }
 
+/// What [`PgStore::pending_by_id`](crate::store::PgStore::pending_by_id) read.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum PendingById {
+    /// The rows still pending, in the order of the ids asked for.
+    Rows(Vec<crate::store::ReadRow>),
+    /// Publishing is paused (`outbox pause`): nothing was read.
+    Paused,
+    /// A transaction asked for is not visible to the read yet. The replication stream sends a commit once its
+    /// record is flushed, and the committing session becomes visible to other sessions a moment later (later
+    /// still with synchronous replication, which waits in between); read again shortly.
+    NotVisibleYet,
+}
+
 /// The WAL relay's replication slot as the server sees it ([`PgStore::wal_slot_status`](crate::store::PgStore::wal_slot_status)).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -1,18 +1,19 @@
 //! Publishing the events of committed transactions: read by id (only rows still pending), published in order
 //! ([`crate::relay::batch::publish`]: the same rounds, timeout and outcomes as the table source), settled in one
-//! statement by id. A transient failure is retried in place with the backoff policy, holding back the later events
+//! statement by id (the last round's by the caller, behind the next batch: [`super::settling`]). A transient failure is retried in place with the backoff policy, holding back the later events
 //! of its aggregate, for at most the in-place retry time; then the event and its aggregate go to the table's retry
 //! path ([`super::handover`]) and the stream goes on.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
-use outbox_core::store::{AggregateKey, PgStore, ReadRow, SettleOutcome, Settlement, StoredEvent};
+use outbox_core::store::{AggregateKey, PendingById, PgStore, ReadRow, SettleOutcome, Settlement, StoredEvent};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::handover::Handover;
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::relay::batch::{self, Item, Published};
 use crate::relay::{RunSummary, Shared};
@@ -20,9 +21,17 @@ use crate::relay::{RunSummary, Shared};
 /// An event of the stream.
 #[derive(Debug, Clone)]
 pub(crate) enum Streamed {
-    /// A row of the outbox table, with the commit time its transaction had on the stream (`None` for the rows
-    /// that were pending when the slot was created: their age comes from `created_at`).
-    Row(Uuid, Option<SystemTime>),
+    /// A row of the outbox table.
+    Row {
+        /// The row's id.
+        id: Uuid,
+        /// The commit time its transaction had on the stream (`None` for the rows that were pending when the slot
+        /// was created: their age comes from `created_at`).
+        committed_at: Option<SystemTime>,
+        /// The transaction that inserted it, as the stream names it (`None` for those pending at the slot's
+        /// creation, which the snapshot already showed committed).
+        xid: Option<u32>,
+    },
     /// An event of the message mode (no table row), with its transaction's commit time.
     Message(Box<StoredEvent>, SystemTime),
 }
@@ -30,17 +39,19 @@ pub(crate) enum Streamed {
 impl Streamed {
     fn id(&self) -> Uuid {
         match self {
-            Self::Row(id, _) => *id,
+            Self::Row { id, .. } => *id,
             Self::Message(event, _) => event.id,
         }
     }
 }
 
 /// What a flush came to.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Flushed {
-    /// Every event is settled or handed to the table's retry path.
-    Done,
+    /// Every event is published (or handed to the table's retry path); the rows of the last round, all
+    /// published, are still to be settled: the caller runs that statement ([`super::settling::Settling`]), so the
+    /// next batch can be read and published meanwhile.
+    Done(Vec<Settlement>),
     /// Shutdown came first: what is not settled stays pending and is streamed again.
     Stopped,
 }
@@ -58,22 +69,47 @@ pub(crate) async fn flush(
 ) -> Result<Flushed> {
     let mut todo: Vec<Streamed> = events.to_vec();
     let deadline = Instant::now() + handover.retry_in_place();
+    // How long to wait before reading a streamed transaction that is not visible yet again.
+    let visibility = Backoff::new(Duration::from_millis(1), Duration::from_millis(100)).unwrap_or_default();
+    let mut invisible: u32 = 0;
     while !todo.is_empty() {
-        let row_ids: Vec<Uuid> =
-            todo.iter().filter(|event| matches!(event, Streamed::Row(..))).map(Streamed::id).collect();
+        let mut row_ids: Vec<Uuid> = Vec::new();
+        let mut xids: Vec<u32> = Vec::new();
+        for event in &todo {
+            if let Streamed::Row { id, xid, .. } = event {
+                row_ids.push(*id);
+                if xids.last() != xid.as_ref() {
+                    xids.extend(xid);
+                }
+            }
+        }
         let mut rows: HashMap<Uuid, ReadRow> = HashMap::new();
         if !row_ids.is_empty() {
             // The read says whether publishing is paused, as the table source's does: no round trip of its own.
-            let Some(read) = database(shutdown, || store.pending_by_id(&row_ids)).await? else {
+            let Some(read) = database(shutdown, || store.pending_by_id(&row_ids, &xids)).await? else {
                 return Ok(Flushed::Stopped);
             };
-            let Some(read) = read else {
-                if !wait_unless_paused(store, shutdown).await? {
-                    return Ok(Flushed::Stopped);
+            match read {
+                PendingById::Rows(read) => rows.extend(read.into_iter().map(|row| (row.event.id, row))),
+                PendingById::Paused => {
+                    if !wait_unless_paused(store, shutdown).await? {
+                        return Ok(Flushed::Stopped);
+                    }
+                    continue;
                 }
-                continue;
-            };
-            rows.extend(read.into_iter().map(|row| (row.event.id, row)));
+                _ => {
+                    // Committed on the stream, not visible to other sessions yet: a row read now would look
+                    // deleted. It is visible a moment later (with synchronous replication, once the standby
+                    // confirms).
+                    invisible += 1;
+                    tracing::debug!(reads = invisible, "a streamed transaction is not visible yet; reading again");
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Ok(Flushed::Stopped),
+                        () = tokio::time::sleep(visibility.ceiling(invisible - 1)) => {}
+                    }
+                    continue;
+                }
+            }
         }
         // Nothing read that could tell: ask (messages have no row to read the flag with).
         let messages_only = rows.is_empty() && todo.iter().any(|event| matches!(event, Streamed::Message(..)));
@@ -87,7 +123,7 @@ pub(crate) async fn flush(
         let mut followers: Vec<(StoredEvent, Option<SettleOutcome>)> = Vec::new();
         for event in &todo {
             match event {
-                Streamed::Row(id, at) => {
+                Streamed::Row { id, committed_at: at, .. } => {
                     // Not pending any more (settled by an earlier session), or left to the table's retry path.
                     let Some(row) = rows.remove(id) else { continue };
                     if handover.holds(&(row.event.aggregate_type.clone(), row.event.aggregate_id.clone())) {
@@ -112,9 +148,17 @@ pub(crate) async fn flush(
         if items.is_empty() {
             break;
         }
-        let Some(published) = publish_and_settle(shared, store, summary, &items, &messages, shutdown).await? else {
+        let published = publish(shared, summary, &items, &messages).await;
+        let of_rows = row_settlements(&published, &messages);
+        if published.settlements.len() == items.len()
+            && published.settlements.iter().all(|settlement| settlement.outcome == SettleOutcome::Published)
+        {
+            // All published: nothing is left to retry, and the settle may run behind the next batch.
+            return Ok(Flushed::Done(of_rows));
+        }
+        if settle(shared, store, summary, &of_rows, shutdown).await?.is_none() {
             return Ok(Flushed::Stopped);
-        };
+        }
         let mut retry_in = None;
         let mut failed_messages = Vec::new();
         let mut retrying: HashSet<Uuid> = HashSet::new();
@@ -176,7 +220,7 @@ pub(crate) async fn flush(
             () = tokio::time::sleep(wait) => {}
         }
     }
-    Ok(Flushed::Done)
+    Ok(Flushed::Done(Vec::new()))
 }
 
 /// Retried in place long enough: what is left leaves the stream for the table's retry path with its aggregates
@@ -202,7 +246,7 @@ async fn hand_over(
                 let outcome = outcomes.get(&event.id).map(|outcome| (*outcome).clone());
                 Some((event, outcome))
             }
-            Streamed::Row(..) => None,
+            Streamed::Row { .. } => None,
         })
         .collect();
     let Some(placed) = database(shutdown, || store.write_wal_events(&messages)).await? else { return Ok(()) };
@@ -234,28 +278,54 @@ pub(crate) async fn publish_and_settle(
     messages: &HashMap<Uuid, StoredEvent>,
     shutdown: &CancellationToken,
 ) -> Result<Option<Published>> {
+    let published = publish(shared, summary, items, messages).await;
+    let of_rows = row_settlements(&published, messages);
+    Ok(settle(shared, store, summary, &of_rows, shutdown).await?.map(|()| published))
+}
+
+/// Publishes `items` in order ([`batch::publish`]) and counts the outcomes of the message-mode events, which have
+/// no row to settle: published, they are done; the caller writes the others.
+async fn publish(
+    shared: &Shared,
+    summary: &mut RunSummary,
+    items: &[Item],
+    messages: &HashMap<Uuid, StoredEvent>,
+) -> Published {
     let span = crate::telemetry::read_span(0);
     let batch_span = crate::telemetry::record_batch(&span, items.iter().map(Item::event_type), items.len());
     let published = tracing::Instrument::instrument(batch::publish(shared, items), batch_span).await;
-    // Message-mode events have no row to settle: published, they are done; the caller writes the others.
-    let (of_messages, of_rows): (Vec<Settlement>, Vec<Settlement>) =
-        published.settlements.iter().cloned().partition(|settlement| messages.contains_key(&settlement.id));
-    let delete = shared.config.retention == crate::config::Retention::Immediately;
-    if !of_rows.is_empty() {
-        let Some(report) = database(shutdown, || store.settle_by_id(&of_rows, delete)).await? else {
-            return Ok(None);
-        };
-        summary.add(report);
-    }
     summary.batches += 1;
-    for settlement in &of_messages {
+    for settlement in published.settlements.iter().filter(|settlement| messages.contains_key(&settlement.id)) {
         match settlement.outcome {
             SettleOutcome::Published => summary.published += 1,
             SettleOutcome::Retry { .. } => summary.retried += 1,
             SettleOutcome::Failed { .. } => summary.failed += 1,
         }
     }
-    Ok(Some(published))
+    published
+}
+
+/// The outcomes of `published` that settle a table row (every event that is not a message-mode one).
+fn row_settlements(published: &Published, messages: &HashMap<Uuid, StoredEvent>) -> Vec<Settlement> {
+    published.settlements.iter().filter(|settlement| !messages.contains_key(&settlement.id)).cloned().collect()
+}
+
+/// Settles `rows` by id in one statement (published rows marked, or deleted with `--retention 0s`); `None` when
+/// shutdown came first.
+async fn settle(
+    shared: &Shared,
+    store: &PgStore,
+    summary: &mut RunSummary,
+    rows: &[Settlement],
+    shutdown: &CancellationToken,
+) -> Result<Option<()>> {
+    if rows.is_empty() {
+        return Ok(Some(()));
+    }
+    let delete = shared.config.retention == crate::config::Retention::Immediately;
+    let Some(report) = database(shutdown, || store.settle_by_id(rows, delete)).await? else { return Ok(None) };
+    summary.add(report);
+    Ok(Some(()))
 }
 
 /// While publishing is paused (`outbox pause`), waits; `false` when shutdown came first.

@@ -16,6 +16,7 @@ mod pgoutput;
 mod preflight;
 mod replication;
 mod session;
+mod settling;
 mod slot_gauges;
 
 use std::sync::Arc;
@@ -169,6 +170,7 @@ impl WalRelay {
                 gauges: &gauges,
                 summary: &mut summary,
                 acknowledged: pgwire_replication::Lsn::ZERO,
+                settling: None,
             };
             let wait = match session.run(&shutdown).await {
                 Ok(session::Ended::Shutdown) => break,

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use outbox_core::store::PgStore;
 use outbox_core::store::{decode_wal_message, WAL_MESSAGE_PREFIX};
+use outbox_core::store::{PgStore, Settlement};
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -14,6 +14,7 @@ use super::flush::{database, flush, Flushed, Streamed};
 use super::handover::Handover;
 use super::pgoutput::Relations;
 use super::replication::{classify, create_slot_sql, sqlstate, Target};
+use super::settling::{settling_ended, Settling};
 use super::slot_gauges::SlotGauges;
 use crate::error::{Error, Result};
 use crate::relay::{RunSummary, Shared};
@@ -41,6 +42,8 @@ pub(crate) struct Session<'a> {
     pub(crate) summary: &'a mut RunSummary,
     /// The highest position acknowledged to the client in this session.
     pub(crate) acknowledged: Lsn,
+    /// The last published batch's settle, while it runs.
+    pub(crate) settling: Option<Settling>,
 }
 
 impl Session<'_> {
@@ -63,12 +66,18 @@ impl Session<'_> {
         }
         tracing::info!(slot = self.slot, "streaming from the write-ahead log");
         if let Some((ids, through)) = backlog {
-            if !self.publish_backlog(&mut handover, ids, through, shutdown).await? {
+            if !self.publish_backlog(&client, &mut handover, ids, through, shutdown).await? {
                 client.stop();
                 return Ok(Ended::Shutdown);
             }
         }
-        let ended = self.stream(&mut client, &mut handover, shutdown).await;
+        let mut ended = self.stream(&mut client, &mut handover, shutdown).await;
+        // The last batch's settle ends before the stream does, so a graceful stop acknowledges it.
+        match self.settled(&client).await {
+            Ok(true) => {}
+            Ok(false) => ended = ended.map(|_| Ended::Shutdown),
+            Err(error) => ended = ended.and(Err(error)),
+        }
         reported(&client, self.acknowledged).await;
         client.stop();
         let _ = tokio::time::timeout(Duration::from_secs(5), client.shutdown()).await;
@@ -116,6 +125,7 @@ impl Session<'_> {
     /// Publishes the rows pending at the slot's creation, in `seq` order; `false` when shutdown came first.
     async fn publish_backlog(
         &mut self,
+        client: &ReplicationClient,
         handover: &mut Handover,
         ids: Vec<Uuid>,
         through: i64,
@@ -124,18 +134,27 @@ impl Session<'_> {
         tracing::info!(events = ids.len(), "publishing the events pending when the slot was created");
         let size = self.shared.config.batch_size as usize;
         for chunk in ids.chunks(size.max(1)) {
-            let events: Vec<Streamed> = chunk.iter().map(|id| Streamed::Row(*id, None)).collect();
-            if flush(self.shared, self.store, self.summary, handover, &events, shutdown).await? == Flushed::Stopped {
+            let events: Vec<Streamed> =
+                chunk.iter().map(|&id| Streamed::Row { id, committed_at: None, xid: None }).collect();
+            let Flushed::Done(rows) = flush(self.shared, self.store, self.summary, handover, &events, shutdown).await?
+            else {
+                return Ok(false);
+            };
+            if !self.settle_behind(client, rows, None, shutdown).await? {
                 return Ok(false);
             }
+        }
+        if !self.settled(client).await? {
+            return Ok(false);
         }
         let done = database(shutdown, || self.store.wal_backlog_done(through)).await?;
         Ok(done.is_some())
     }
 
     /// Reads the stream: the ids of each committed transaction join the batch, which is published when it is full
-    /// or when nothing more is waiting on the stream; then the slot is acknowledged past it. The table's retry path
-    /// runs in between when it is due.
+    /// or when nothing more is waiting on the stream; its rows are settled while the next batch is read and
+    /// published ([`Settling`]), and the slot is acknowledged past it once they are. The table's retry path runs
+    /// in between when it is due.
     async fn stream(
         &mut self,
         client: &mut ReplicationClient,
@@ -146,11 +165,16 @@ impl Session<'_> {
         let mut transaction: Vec<InTransaction> = Vec::new();
         let mut in_transaction = false;
         let mut commit_time = None;
+        let mut xid = 0;
         let mut batch: Vec<Streamed> = Vec::new();
         let mut batch_end = Lsn::ZERO;
         let size = self.shared.config.batch_size as usize;
         loop {
             if handover.is_due() {
+                // The table's retry path reads the table: no settle of this relay may be running.
+                if !self.settled(client).await? {
+                    return Ok(Ended::Shutdown);
+                }
                 if !handover.run(self.shared, self.store, self.summary, shutdown).await? {
                     return Ok(Ended::Shutdown);
                 }
@@ -158,11 +182,20 @@ impl Session<'_> {
             }
             let event = if batch.is_empty() || in_transaction {
                 let retry_at = handover.next_run();
-                tokio::select! {
+                let event = tokio::select! {
                     () = shutdown.cancelled() => return Ok(Ended::Shutdown),
-                    event = client.recv() => event,
+                    event = client.recv() => Some(event),
                     () = sleep_until(retry_at) => continue,
-                }
+                    () = settling_ended(&mut self.settling) => None,
+                };
+                let Some(event) = event else {
+                    // The last batch's settle committed while the stream was quiet: acknowledge it now.
+                    if !self.settled(client).await? {
+                        return Ok(Ended::Shutdown);
+                    }
+                    continue;
+                };
+                event
             } else {
                 // Something to publish: take what is already waiting, publish when nothing more is.
                 tokio::select! {
@@ -181,14 +214,17 @@ impl Session<'_> {
                 reason: "the replication stream ended".to_owned(),
             })?;
             match event {
-                ReplicationEvent::Begin { commit_time_micros, .. } => {
+                ReplicationEvent::Begin { commit_time_micros, xid: begun, .. } => {
+                    xid = begun;
                     in_transaction = true;
                     commit_time = Some(commit_time_micros);
                 }
                 ReplicationEvent::XLogData { data, .. } => match data.first() {
                     Some(b'R') => relations.apply(&data).map_err(|error| self.protocol(&error))?,
-                    Some(b'I') => transaction
-                        .push(InTransaction::Row(relations.inserted_id(&data).map_err(|error| self.protocol(&error))?)),
+                    Some(b'I') => transaction.push(InTransaction::Row(
+                        relations.inserted_id(&data).map_err(|error| self.protocol(&error))?,
+                        xid,
+                    )),
                     _ => {}
                 },
                 ReplicationEvent::Commit { end_lsn, .. } => {
@@ -199,8 +235,10 @@ impl Session<'_> {
                     }
                     batch.extend(transaction.drain(..).map(|event| event.committed(at)));
                     if batch.is_empty() {
-                        // A transaction without events: nothing waits for it.
-                        self.acknowledge(client, end_lsn);
+                        // A transaction without events: nothing waits for it, unless a settle still runs.
+                        if self.settling.is_none() {
+                            self.acknowledge(client, end_lsn);
+                        }
                     } else {
                         batch_end = end_lsn;
                         if batch.len() >= size
@@ -214,7 +252,7 @@ impl Session<'_> {
                     // Every transaction that committed before `wal_end` was sent before this keepalive: with
                     // nothing unsettled, the slot may move past the WAL of other tables.
                     self.gauges.wal_end(wal_end);
-                    if batch.is_empty() && !in_transaction {
+                    if batch.is_empty() && !in_transaction && self.settling.is_none() {
                         self.acknowledge(client, wal_end);
                     }
                 }
@@ -242,11 +280,44 @@ impl Session<'_> {
     ) -> Result<bool> {
         let flushed = flush(self.shared, self.store, self.summary, handover, batch, shutdown).await?;
         batch.clear();
-        if flushed == Flushed::Stopped {
+        let Flushed::Done(rows) = flushed else { return Ok(false) };
+        self.gauges.handed_over(handover.len());
+        self.settle_behind(client, rows, Some(end), shutdown).await
+    }
+
+    /// Settles `rows` (all published) while the next batch is read and published, once the previous settle has
+    /// committed and been acknowledged; a batch without rows to settle is acknowledged through `through` then.
+    /// `false` when shutdown came first.
+    async fn settle_behind(
+        &mut self,
+        client: &ReplicationClient,
+        rows: Vec<Settlement>,
+        through: Option<Lsn>,
+        shutdown: &CancellationToken,
+    ) -> Result<bool> {
+        if !self.settled(client).await? {
             return Ok(false);
         }
-        self.acknowledge(client, end);
-        self.gauges.handed_over(handover.len());
+        if rows.is_empty() {
+            if let Some(lsn) = through {
+                self.acknowledge(client, lsn);
+            }
+        } else {
+            let delete = self.shared.config.retention == crate::config::Retention::Immediately;
+            self.settling = Some(Settling::start(self.store, rows, delete, through, shutdown));
+        }
+        Ok(true)
+    }
+
+    /// Waits for the running settle, if any, and acknowledges the stream past its batch; `false` when shutdown
+    /// came first (nothing of that batch is acknowledged: it is streamed again).
+    async fn settled(&mut self, client: &ReplicationClient) -> Result<bool> {
+        let Some(settling) = self.settling.take() else { return Ok(true) };
+        match settling.finish(self.summary).await? {
+            Some(Some(lsn)) => self.acknowledge(client, lsn),
+            Some(None) => {}
+            None => return Ok(false),
+        }
         Ok(true)
     }
 
@@ -265,8 +336,8 @@ impl Session<'_> {
 
 /// An event of the transaction being streamed, until its commit.
 enum InTransaction {
-    /// An insert into the outbox table: the row's id.
-    Row(Uuid),
+    /// An insert into the outbox table: the row's id and the inserting transaction's id.
+    Row(Uuid, u32),
     /// An event of the message mode, with its transaction's commit time.
     Message(Box<outbox_core::store::StoredEvent>, SystemTime),
 }
@@ -289,7 +360,7 @@ impl InTransaction {
     /// The event to publish, now that its transaction committed at `at`.
     fn committed(self, at: Option<SystemTime>) -> Streamed {
         match self {
-            Self::Row(id) => Streamed::Row(id, at),
+            Self::Row(id, xid) => Streamed::Row { id, committed_at: at, xid: Some(xid) },
             Self::Message(event, at) => Streamed::Message(event, at),
         }
     }

@@ -7,8 +7,8 @@ use uuid::Uuid;
 use super::settle::{columns, failure_set, report};
 use crate::store::wal_message::WAL_EMIT_LOCK;
 use crate::store::{
-    decode_wal_message, PgStore, ReadRow, SettleOutcome, SettleReport, Settlement, SlotStatus, Source, SourceSwitch,
-    StoredEvent, WalState, SOURCE_SWITCH_LOCK, WAL_MESSAGE_PREFIX,
+    decode_wal_message, PendingById, PgStore, SettleOutcome, SettleReport, Settlement, SlotStatus, Source,
+    SourceSwitch, StoredEvent, WalState, SOURCE_SWITCH_LOCK, WAL_MESSAGE_PREFIX,
 };
 use crate::Result;
 
@@ -70,17 +70,34 @@ const PENDING_IDS_THROUGH: &str = "SELECT id FROM outbox_events WHERE status = '
 
 /// The pending rows among the ids, in the order of the ids (`n`), with the columns [`super::read::read_row`]
 /// takes. How long ago their transaction committed the relay knows from the stream.
+/// The streamed rows still pending, in the order of `$1`, under one row of flags that is there also when no row
+/// matches: whether publishing is paused, and whether every transaction of `$2` is visible to this statement's
+/// snapshot. The stream names transactions by their 32-bit ids: each is widened to the full id nearest to the
+/// snapshot's `xmax` (a transaction still committing may be at or past it, as `xmax` moves only when one ends).
 const BY_ID: &str = "\
+WITH snap AS (SELECT pg_current_snapshot() AS s),
+flags AS (
+SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
+       NOT EXISTS (
+         SELECT 1 FROM snap, UNNEST($2::int8[]) AS t(xid),
+                LATERAL (SELECT pg_snapshot_xmax(snap.s)::text::int8 AS xmax) m
+          WHERE NOT pg_visible_in_snapshot(
+                  (m.xmax + (((t.xid - (m.xmax & 4294967295)) + 2147483648) & 4294967295) - 2147483648)::text::xid8,
+                  snap.s)) AS visible
+)
+SELECT f.paused, f.visible, r.*
+  FROM flags f
+  LEFT JOIN LATERAL (
 SELECT i.n, e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
        e.payload::text AS payload, e.headers::text AS headers, e.sensitive_paths::text AS sensitive_paths,
        e.created_at, e.attempts,
        GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs,
-       GREATEST(0, EXTRACT(EPOCH FROM now() - e.created_at))::float8 AS since_commit_secs,
-       COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused
+       GREATEST(0, EXTRACT(EPOCH FROM now() - e.created_at))::float8 AS since_commit_secs
   FROM UNNEST($1::uuid[]) WITH ORDINALITY AS i(id, n)
   JOIN outbox_events e ON e.id = i.id
- WHERE e.status = 'pending'
- ORDER BY i.n";
+ WHERE e.status = 'pending' AND f.visible AND NOT f.paused
+  ) r ON true
+ ORDER BY r.n";
 
 macro_rules! settle_by_id {
     ($published:literal) => {
@@ -267,24 +284,31 @@ impl PgStore {
         Ok(sqlx::query_scalar(PENDING_IDS_THROUGH).bind(through).fetch_all(&self.pool).await?)
     }
 
-    /// The rows among `ids` that are still pending, in the order of `ids` ([`ReadRow::range`] is the index in
-    /// `ids`); rows published, failed, cancelled or deleted since are left out. `None` while publishing is paused
-    /// (`outbox pause`), which the same statement reads, as the table source's read does; an empty list says
-    /// nothing about the pause.
+    /// The rows among `ids` that are still pending, in the order of `ids` ([`ReadRow::range`](crate::store::ReadRow::range) is the index in
+    /// `ids`); rows published, failed, cancelled or deleted since are left out. `xids` are the transactions that
+    /// inserted them, as the replication stream names them: until each is visible to the read,
+    /// [`PendingById::NotVisibleYet`] (a row not visible yet would look deleted). While publishing is paused
+    /// (`outbox pause`), which the same statement reads as the table source's read does,
+    /// [`PendingById::Paused`].
     ///
     /// # Errors
     ///
     /// [`Error::Database`](crate::Error::Database).
-    pub async fn pending_by_id(&self, ids: &[Uuid]) -> Result<Option<Vec<ReadRow>>> {
-        let rows = sqlx::query(BY_ID).persistent(false).bind(ids).fetch_all(&self.pool).await?;
-        if rows.iter().any(|row| row.try_get::<bool, _>("paused").unwrap_or(false)) {
-            return Ok(None);
+    pub async fn pending_by_id(&self, ids: &[Uuid], xids: &[u32]) -> Result<PendingById> {
+        let xids: Vec<i64> = xids.iter().map(|&xid| i64::from(xid)).collect();
+        let rows = sqlx::query(BY_ID).persistent(false).bind(ids).bind(xids).fetch_all(&self.pool).await?;
+        let flag = |name: &str| rows.first().map(|row| row.try_get::<bool, _>(name)).transpose();
+        if flag("paused")? == Some(true) {
+            return Ok(PendingById::Paused);
+        }
+        if flag("visible")? == Some(false) {
+            return Ok(PendingById::NotVisibleYet);
         }
         let mut read = Vec::with_capacity(rows.len());
         for row in &rows {
             read.extend(super::read::read_row(row)?);
         }
-        Ok(Some(read))
+        Ok(PendingById::Rows(read))
     }
 
     /// Writes the outcomes of streamed events in one statement: published rows marked (or deleted with
