@@ -393,31 +393,53 @@ async fn a_row_whose_commit_is_streamed_before_other_sessions_see_it_is_publishe
         }
     };
     reconfigure("ALTER SYSTEM SET synchronous_standby_names = 'outbox_test_no_such_standby'").await;
-    let pool = db.pool.clone();
-    let producer = tokio::spawn(async move {
-        let mut tx = pool.begin().await.unwrap();
-        // The throwaway server commits asynchronously; this commit waits for the standby like a durable one.
-        sqlx::query("SET LOCAL synchronous_commit = on").execute(&mut *tx).await.unwrap();
-        let id = Outbox::new().enqueue(&mut tx, &common::event("v", 0)).await.unwrap();
-        tx.commit().await.unwrap();
-        id
-    });
-    common::wait_until(Duration::from_secs(30), "the producer's commit waits for the standby", || async {
+    // The new setting takes effect once the checkpointer has read it: until then a commit does not wait (its
+    // event is published as usual), so commit events until one does.
+    let waiting_for_the_standby = || async {
         sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event = 'SyncRep')")
             .fetch_one(&db.pool)
             .await
             .unwrap()
-    })
-    .await;
+    };
+    let mut earlier: Vec<Uuid> = Vec::new();
+    let producer = loop {
+        let pool = db.pool.clone();
+        let n = u32::try_from(earlier.len()).unwrap();
+        let producer = tokio::spawn(async move {
+            let mut tx = pool.begin().await.unwrap();
+            // The throwaway server commits asynchronously; this commit waits for the standby like a durable one.
+            sqlx::query("SET LOCAL synchronous_commit = on").execute(&mut *tx).await.unwrap();
+            let id = Outbox::new().enqueue(&mut tx, &common::event("v", n)).await.unwrap();
+            tx.commit().await.unwrap();
+            id
+        });
+        let waits = loop {
+            if waiting_for_the_standby().await {
+                break true;
+            }
+            if producer.is_finished() {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        if waits {
+            break producer;
+        }
+        earlier.push(producer.await.unwrap());
+        assert!(earlier.len() < 200, "no commit waited for the standby named in synchronous_standby_names");
+    };
+    assert_eq!(wait_for_lines(&sink, earlier.len()), earlier, "the commits before the setting took effect");
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(written(&sink).is_empty(), "nothing is published before its transaction is visible");
+    assert_eq!(written(&sink).len(), earlier.len(), "nothing is published before its transaction is visible");
     assert!(!producer.is_finished(), "the commit still waits");
 
     reconfigure("ALTER SYSTEM RESET synchronous_standby_names").await;
     let id = producer.await.unwrap();
-    assert_eq!(wait_for_lines(&sink, 1), [id], "published once its transaction is visible");
-    common::wait_until(Duration::from_secs(30), "the row is settled", || async {
-        common::count(&db.pool, "published").await == 1
+    let ids = wait_for_lines(&sink, earlier.len() + 1);
+    assert_eq!(ids[earlier.len()..], [id], "published once its transaction is visible");
+    let published = i64::try_from(ids.len()).unwrap();
+    common::wait_until(Duration::from_secs(30), "every row is settled", || async {
+        common::count(&db.pool, "published").await == published
     })
     .await;
     assert_eq!(relay.terminate().await.code(), Some(0));
