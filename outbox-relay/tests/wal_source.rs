@@ -444,3 +444,58 @@ async fn a_row_whose_commit_is_streamed_before_other_sessions_see_it_is_publishe
     .await;
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
+
+#[tokio::test]
+async fn a_slot_the_server_invalidated_stops_the_relay_with_one_line_and_a_new_slot_publishes_the_pending_rows() {
+    let server = outbox_tests::pg::PrivateServer::start_with("-c max_slot_wal_keep_size=1MB")
+        .unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"));
+    let db = TestDatabase::create_on(&server.url).await;
+    outbox_core::migrate(&db.pool).await.unwrap();
+    let enabled = outbox(&db.url, &["wal", "enable"]);
+    assert!(enabled.status.success(), "{}", String::from_utf8_lossy(&enabled.stderr));
+    let sink = sink_in("lost-slot");
+    let sink_url = format!("file:{}", sink.display());
+    let args = ["relay", "--source", "wal", "--sink", sink_url.as_str()];
+    let mut relay = bad_input_support::start(&db.url, &args, &[]);
+    wait_for_the_slot(&db).await;
+    assert_eq!(relay.terminate().await.code(), Some(0));
+
+    // Rows enqueued while no relay runs, then more WAL than the slot may keep: a checkpoint invalidates it.
+    let pending = common::enqueue(&db.pool, &[common::event("l", 0), common::event("l", 1)]).await;
+    sqlx::query("CREATE TABLE filler (x text)").execute(&db.pool).await.unwrap();
+    common::wait_until(Duration::from_secs(60), "the server invalidated the slot", || async {
+        sqlx::raw_sql(
+            "INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 5000); \
+             SELECT pg_switch_wal(); CHECKPOINT;",
+        )
+        .execute(&db.pool)
+        .await
+        .unwrap();
+        sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE database = current_database() \
+             AND wal_status = 'lost')",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    })
+    .await;
+
+    let refused = outbox(&db.url, &args);
+    assert_eq!(refused.status.code(), Some(2), "a lost slot is not retried forever");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: ") && last.contains("was invalidated"), "{stderr}");
+    assert!(last.contains("max_slot_wal_keep_size"), "it names the setting: {last}");
+    assert!(written(&sink).is_empty(), "nothing was published from the lost slot");
+
+    // What the line says to do.
+    assert!(last.contains("`outbox wal drop-slot`"), "{last}");
+    let dropped = outbox(&db.url, &["wal", "drop-slot"]);
+    assert!(dropped.status.success(), "{}", String::from_utf8_lossy(&dropped.stderr));
+    let said = String::from_utf8_lossy(&dropped.stdout);
+    assert!(said.starts_with("slot dropped") && said.contains("invalidated"), "it says the slot was lost: {said}");
+    let mut relay = bad_input_support::start(&db.url, &args, &[]);
+    assert_eq!(wait_for_lines(&sink, 2), pending, "the new slot publishes the rows still pending first");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}

@@ -58,6 +58,9 @@ pub enum SourceSwitch {
     Switched {
         /// Message-mode events moved from the slot to the table as pending rows.
         moved_to_table: u64,
+        /// The slot dropped had been invalidated by the server (`max_slot_wal_keep_size`): the WAL it kept is
+        /// gone, so the message-mode events in it could not be moved (the table's rows are all still there).
+        slot_lost: bool,
     },
     /// It already was; nothing changed.
     Unchanged,

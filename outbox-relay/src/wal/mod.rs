@@ -149,7 +149,7 @@ impl WalRelay {
     /// publication), [`Error::WrongSource`] (the table source publishes the table), [`Error::Refused`] (the
     /// server refused the replication connection) and [`Error::Schema`] (tables missing: `outbox migrate`).
     pub async fn run(self, shutdown: CancellationToken) -> Result<RunSummary> {
-        let server_version = preflight::check(&self.store).await.inspect_err(|error| {
+        let server_version = preflight::check(&self.store, &self.slot).await.inspect_err(|error| {
             tracing::error!(error = %error, "cannot publish from the write-ahead log; stopping");
         })?;
         tracing::info!(relay_id = %self.shared.relay, slot = %self.slot, "WAL relay started");

@@ -14,10 +14,13 @@ SELECT current_setting('wal_level') AS wal_level,
        (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user) AS may_replicate,
        EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1) AS published";
 
-/// Checks the server's version (14 or later), `wal_level`, the role's REPLICATION privilege, the publication and the
-/// table's source; returns the
-/// server's version number (e.g. `150004`).
-pub(crate) async fn check(store: &PgStore) -> Result<u32> {
+/// Whether the server invalidated the slot (`wal_status = 'lost'`); no row when the slot does not exist.
+const SLOT_LOST: &str = "SELECT wal_status = 'lost' FROM pg_replication_slots WHERE slot_name = $1";
+
+/// Checks the server's version (14 or later), `wal_level`, the role's REPLICATION privilege, the publication, the
+/// table's source and that the slot, if it exists, is still usable; returns the server's version number (e.g.
+/// `150004`).
+pub(crate) async fn check(store: &PgStore, slot: &str) -> Result<u32> {
     let row = sqlx::query(CHECKS)
         .bind(PUBLICATION)
         .fetch_one(store.pool())
@@ -70,5 +73,30 @@ pub(crate) async fn check(store: &PgStore) -> Result<u32> {
             hint: "stop the table relays, then run `outbox wal enable` to publish from the WAL",
         });
     }
+    refuse_lost_slot(store, slot).await?;
     Ok(version.unsigned_abs())
+}
+
+/// Stops with a one-line error when the server has invalidated `slot`: it fell further behind than
+/// `max_slot_wal_keep_size`, the WAL it kept was removed, and it can stream nothing any more. Retrying would never
+/// succeed; the rows are still in the table, and a new slot publishes those still pending first.
+pub(crate) async fn refuse_lost_slot(store: &PgStore, slot: &str) -> Result<()> {
+    let lost: Option<Option<bool>> = sqlx::query_scalar(SLOT_LOST)
+        .bind(slot)
+        .fetch_optional(store.pool())
+        .await
+        .map_err(|error| Error::from_store(error.into()))?;
+    if lost.flatten() == Some(true) {
+        return Err(Error::WalUnavailable {
+            what: format!(
+                "the replication slot `{slot}` was invalidated (it fell further behind than \
+                 max_slot_wal_keep_size) and can stream nothing; message-mode events in the WAL it lost are gone, \
+                 table rows are not"
+            ),
+            fix: "run `outbox wal drop-slot` and start the relay again: it creates a new slot and publishes the \
+                  rows still pending first"
+                .to_owned(),
+        });
+    }
+    Ok(())
 }

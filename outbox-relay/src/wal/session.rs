@@ -108,6 +108,8 @@ impl Session<'_> {
                 Ok(through.map(|through| (ids, through)))
             }
             Err(error) if sqlstate(&error) == Some("42710") => {
+                // Invalidated while this relay ran (or stood by): nothing can be streamed from it any more.
+                super::preflight::refuse_lost_slot(self.store, self.slot).await?;
                 let state = self.store.wal_state().await.map_err(Error::from_store)?;
                 if state.slot.as_deref() != Some(self.slot) {
                     self.store.record_wal_slot(self.slot, state.backlog_through).await.map_err(Error::from_store)?;

@@ -25,7 +25,7 @@ const TO_WAL: &str = "\
 UPDATE outbox_control SET source = 'wal', changed_at = now()
  WHERE id AND source = 'table' AND NOT EXISTS (SELECT 1 FROM outbox_relays WHERE expires_at > now())";
 const LIVE_TABLE_RELAYS: &str = "SELECT relay_id FROM outbox_relays WHERE expires_at > now() ORDER BY relay_id";
-const SLOT_ACTIVE: &str = "SELECT active FROM pg_replication_slots WHERE slot_name = $1";
+const SLOT_ACTIVE: &str = "SELECT active, wal_status = 'lost' FROM pg_replication_slots WHERE slot_name = $1";
 
 /// Dropping the slot fails (SQLSTATE 55006) while a session reads it: the transaction then changes nothing.
 const DROP_SLOT: &str = "\
@@ -194,6 +194,7 @@ impl PgStore {
             return Ok(SourceSwitch::Unchanged);
         }
         let mut moved = 0;
+        let mut lost = false;
         match to {
             Source::Wal => {
                 if sqlx::query(TO_WAL).execute(&mut *tx).await?.rows_affected() == 0 {
@@ -204,7 +205,10 @@ impl PgStore {
             Source::Table => {
                 if let Some(slot) = &state.slot {
                     match drop_slot_in(&mut tx, slot).await? {
-                        SourceSwitch::Switched { moved_to_table } => moved = moved_to_table,
+                        SourceSwitch::Switched { moved_to_table, slot_lost } => {
+                            moved = moved_to_table;
+                            lost = slot_lost;
+                        }
                         refused => return Ok(refused),
                     }
                 }
@@ -212,7 +216,7 @@ impl PgStore {
             }
         }
         tx.commit().await?;
-        Ok(SourceSwitch::Switched { moved_to_table: moved })
+        Ok(SourceSwitch::Switched { moved_to_table: moved, slot_lost: lost })
     }
 
     /// Drops the WAL relay's slot (the next WAL relay creates a new one, publishing first what is pending), unless
@@ -378,12 +382,14 @@ async fn wal_state_in(tx: &mut sqlx::PgConnection) -> Result<WalState> {
 /// holds are written to the table as pending rows first, in `tx`: they have no row of their own, and the slot is
 /// the only place that keeps them.
 async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str) -> Result<SourceSwitch> {
-    let active: Option<bool> = sqlx::query_scalar(SLOT_ACTIVE).bind(slot).fetch_optional(&mut *tx).await?;
-    if active == Some(true) {
+    let found: Option<(bool, Option<bool>)> = sqlx::query_as(SLOT_ACTIVE).bind(slot).fetch_optional(&mut *tx).await?;
+    if found.is_some_and(|(active, _)| active) {
         return Ok(SourceSwitch::SlotActive(slot.to_owned()));
     }
+    // An invalidated slot can decode nothing: its messages went with its WAL.
+    let lost = found.is_some_and(|(_, lost)| lost == Some(true));
     let mut moved = 0;
-    if active.is_some() {
+    if found.is_some() && !lost {
         sqlx::query(LOCK_EMITS).bind(WAL_EMIT_LOCK).execute(&mut *tx).await?;
         match slot_messages(tx, slot).await {
             Ok(events) => {
@@ -403,5 +409,5 @@ async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str) -> Result<SourceS
         Err(error) => return Err(error.into()),
     }
     sqlx::query(FORGET_SLOT).execute(&mut *tx).await?;
-    Ok(SourceSwitch::Switched { moved_to_table: moved })
+    Ok(SourceSwitch::Switched { moved_to_table: moved, slot_lost: lost })
 }

@@ -28,15 +28,16 @@ pub(crate) async fn run(database_url: Option<&str>, command: WalCommand) -> Outc
             println!("the WAL source publishes the table now: start `outbox relay --source wal`");
         }
         (WalCommand::Enable, SourceSwitch::Unchanged) => println!("the WAL source already publishes the table"),
-        (WalCommand::Disable, SourceSwitch::Switched { moved_to_table }) => {
+        (WalCommand::Disable, SourceSwitch::Switched { moved_to_table, slot_lost }) => {
             println!(
-                "the table source publishes the table now (the slot is dropped{}): start `outbox relay`",
-                moved(moved_to_table)
+                "the table source publishes the table now (the slot is dropped{}{}): start `outbox relay`",
+                moved(moved_to_table),
+                lost(slot_lost)
             );
         }
         (WalCommand::Disable, SourceSwitch::Unchanged) => println!("the table source already publishes the table"),
-        (WalCommand::DropSlot, SourceSwitch::Switched { moved_to_table }) => {
-            println!("slot dropped{}", moved(moved_to_table));
+        (WalCommand::DropSlot, SourceSwitch::Switched { moved_to_table, slot_lost }) => {
+            println!("slot dropped{}{}", moved(moved_to_table), lost(slot_lost));
         }
         (_, SourceSwitch::TableRelaysLive(relays)) => {
             return Err(Failure::Runtime(format!(
@@ -52,6 +53,16 @@ pub(crate) async fn run(database_url: Option<&str>, command: WalCommand) -> Outc
         (_, _) => {}
     }
     Ok(())
+}
+
+/// What an invalidated slot's removal could not do.
+fn lost(slot_lost: bool) -> &'static str {
+    if slot_lost {
+        "; the server had invalidated it (max_slot_wal_keep_size), so message-mode events in the WAL it lost are \
+         gone; the table's pending rows are published by the next relay"
+    } else {
+        ""
+    }
 }
 
 /// What the slot's removal did with the message-mode events it had not published.
