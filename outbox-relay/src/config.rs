@@ -88,6 +88,11 @@ impl RelayConfig {
         RelayConfigBuilder::default()
     }
 
+    /// Whether settling deletes published rows (`--retention 0s`) instead of marking them `published`.
+    pub(crate) fn deletes_published(&self) -> bool {
+        self.retention == Retention::Immediately
+    }
+
     /// The most events read and published in one batch.
     #[must_use]
     pub fn batch_size(&self) -> u32 {

@@ -369,17 +369,24 @@ async fn a_paused_wal_relay_publishes_no_row_and_no_message_until_resumed() {
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
+/// A migrated database published by the WAL source (`outbox wal enable`), on a PostgreSQL of its own started with
+/// `settings`: for tests that change server-wide settings. The server stops when the first value is dropped.
+async fn wal_database_on_private_server(settings: &str) -> (outbox_tests::pg::PrivateServer, TestDatabase) {
+    let server = outbox_tests::pg::PrivateServer::start_with(settings)
+        .unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"));
+    let db = TestDatabase::create_on(&server.url).await;
+    outbox_core::migrate(&db.pool).await.unwrap();
+    let enabled = outbox(&db.url, &["wal", "enable"]);
+    assert!(enabled.status.success(), "{}", String::from_utf8_lossy(&enabled.stderr));
+    (server, db)
+}
+
 #[tokio::test]
 async fn a_row_whose_commit_is_streamed_before_other_sessions_see_it_is_published_once_they_do() {
     // With a synchronous standby named, a commit waits for it after its record is flushed: the stream has the
     // commit while the row is still invisible to every other session. A relay that read it then would find no row
     // and take it for one settled or deleted; this one waits until the row is visible.
-    let server =
-        outbox_tests::pg::PrivateServer::start().unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"));
-    let db = TestDatabase::create_on(&server.url).await;
-    outbox_core::migrate(&db.pool).await.unwrap();
-    let enabled = outbox(&db.url, &["wal", "enable"]);
-    assert!(enabled.status.success(), "{}", String::from_utf8_lossy(&enabled.stderr));
+    let (_server, db) = wal_database_on_private_server("").await;
     let sink = sink_in("visibility");
     let sink_url = format!("file:{}", sink.display());
     let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", sink_url.as_str()], &[]);
@@ -447,12 +454,7 @@ async fn a_row_whose_commit_is_streamed_before_other_sessions_see_it_is_publishe
 
 #[tokio::test]
 async fn a_slot_the_server_invalidated_stops_the_relay_with_one_line_and_a_new_slot_publishes_the_pending_rows() {
-    let server = outbox_tests::pg::PrivateServer::start_with("-c max_slot_wal_keep_size=1MB")
-        .unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"));
-    let db = TestDatabase::create_on(&server.url).await;
-    outbox_core::migrate(&db.pool).await.unwrap();
-    let enabled = outbox(&db.url, &["wal", "enable"]);
-    assert!(enabled.status.success(), "{}", String::from_utf8_lossy(&enabled.stderr));
+    let (_server, db) = wal_database_on_private_server("-c max_slot_wal_keep_size=1MB").await;
     let sink = sink_in("lost-slot");
     let sink_url = format!("file:{}", sink.display());
     let args = ["relay", "--source", "wal", "--sink", sink_url.as_str()];

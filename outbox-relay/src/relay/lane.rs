@@ -432,8 +432,8 @@ impl Lane {
                 state.park(aggregate, seq, until);
             }
         }
-        let delete = shared.config.retention == crate::config::Retention::Immediately;
-        let settle = SettleBatch::new(shared.relay, batch_id, leases, published.settlements).delete_published(delete);
+        let settle = SettleBatch::new(shared.relay, batch_id, leases, published.settlements)
+            .delete_published(shared.config.deletes_published());
         while self.settles.len() >= SETTLES_IN_FLIGHT {
             if let Some(done) = self.settles.join_next().await {
                 self.settled(done);

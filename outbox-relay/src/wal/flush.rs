@@ -1,8 +1,9 @@
 //! Publishing the events of committed transactions: read by id (only rows still pending), published in order
 //! ([`crate::relay::batch::publish`]: the same rounds, timeout and outcomes as the table source), settled in one
-//! statement by id (the last round's by the caller, behind the next batch: [`super::settling`]). A transient failure is retried in place with the backoff policy, holding back the later events
-//! of its aggregate, for at most the in-place retry time; then the event and its aggregate go to the table's retry
-//! path ([`super::handover`]) and the stream goes on.
+//! statement by id (the last round's by the caller, behind the next batch: [`super::settling`]). A transient
+//! failure is retried in place with the backoff policy, holding back the later events of its aggregate, for at most
+//! the in-place retry time; then the event and its aggregate go to the table's retry path ([`super::handover`]) and
+//! the stream goes on.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
@@ -322,7 +323,7 @@ async fn settle(
     if rows.is_empty() {
         return Ok(Some(()));
     }
-    let delete = shared.config.retention == crate::config::Retention::Immediately;
+    let delete = shared.config.deletes_published();
     let Some(report) = database(shutdown, || store.settle_by_id(rows, delete)).await? else { return Ok(None) };
     summary.add(report);
     Ok(Some(()))

@@ -305,7 +305,7 @@ impl Session<'_> {
                 self.acknowledge(client, lsn);
             }
         } else {
-            let delete = self.shared.config.retention == crate::config::Retention::Immediately;
+            let delete = self.shared.config.deletes_published();
             self.settling = Some(Settling::start(self.store, rows, delete, through, shutdown));
         }
         Ok(true)

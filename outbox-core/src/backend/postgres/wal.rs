@@ -68,11 +68,10 @@ SELECT s.slot_name, s.active,
 const PENDING_IDS: &str = "SELECT id, seq FROM outbox_events WHERE status = 'pending' ORDER BY seq";
 const PENDING_IDS_THROUGH: &str = "SELECT id FROM outbox_events WHERE status = 'pending' AND seq <= $1 ORDER BY seq";
 
-/// The pending rows among the ids, in the order of the ids (`n`), with the columns [`super::read::read_row`]
-/// takes. How long ago their transaction committed the relay knows from the stream.
-/// The streamed rows still pending, in the order of `$1`, under one row of flags that is there also when no row
-/// matches: whether publishing is paused, and whether every transaction of `$2` is visible to this statement's
-/// snapshot. The stream names transactions by their 32-bit ids: each is widened to the full id nearest to the
+/// The streamed rows still pending, in the order of `$1` (`n`), with the columns [`super::read::read_row`] takes
+/// (how long ago their transaction committed the relay knows from the stream), under one row of flags that is
+/// there also when no row matches: whether publishing is paused, and whether every transaction of `$2` is visible
+/// to this statement's snapshot. The stream names transactions by their 32-bit ids: each is widened to the full id nearest to the
 /// snapshot's `xmax` (a transaction still committing may be at or past it, as `xmax` moves only when one ends).
 const BY_ID: &str = "\
 WITH snap AS (SELECT pg_current_snapshot() AS s),
@@ -288,8 +287,8 @@ impl PgStore {
         Ok(sqlx::query_scalar(PENDING_IDS_THROUGH).bind(through).fetch_all(&self.pool).await?)
     }
 
-    /// The rows among `ids` that are still pending, in the order of `ids` ([`ReadRow::range`](crate::store::ReadRow::range) is the index in
-    /// `ids`); rows published, failed, cancelled or deleted since are left out. `xids` are the transactions that
+    /// The rows among `ids` that are still pending, in the order of `ids`
+    /// ([`ReadRow::range`](crate::store::ReadRow::range) is the index in `ids`); rows published, failed, cancelled or deleted since are left out. `xids` are the transactions that
     /// inserted them, as the replication stream names them: until each is visible to the read,
     /// [`PendingById::NotVisibleYet`] (a row not visible yet would look deleted). While publishing is paused
     /// (`outbox pause`), which the same statement reads as the table source's read does,
