@@ -50,9 +50,10 @@ impl OutboxEvent for InvoiceSent {
     }
 }
 
-async fn enqueue_invoices(pool: &PgPool, n: u32) -> Vec<Uuid> {
+/// Invoices `ids`, one event each, in one transaction.
+async fn enqueue_invoices(pool: &PgPool, ids: std::ops::Range<u32>) -> Vec<Uuid> {
     let mut tx = pool.begin().await.unwrap();
-    let invoices: Vec<InvoiceSent> = (0..n).map(|invoice| InvoiceSent { invoice, note: SECRET_NOTE }).collect();
+    let invoices: Vec<InvoiceSent> = ids.map(|invoice| InvoiceSent { invoice, note: SECRET_NOTE }).collect();
     let ids = Outbox::new().enqueue_all(&mut tx, &invoices).await.unwrap();
     tx.commit().await.unwrap();
     ids
@@ -82,7 +83,7 @@ async fn rabbitmq_unroutable_and_oversized_events_fail_for_good_with_a_clear_err
 
     let db = TestDatabase::migrated().await;
     let orders = enqueue(&db.pool, 5, 2).await;
-    let invoices = enqueue_invoices(&db.pool, 3).await;
+    let invoices = enqueue_invoices(&db.pool, 0..3).await;
     let big = enqueue_oversized(&db.pool, 2 << 20).await;
     let url = format!("{}?exchange=outbox&routing_key={{event_type}}&{}", broker.url(), envelope_query());
     let relay = start(&db, AmqpPublisher::from_url(&url.parse().unwrap()).unwrap(), config());
@@ -105,6 +106,55 @@ async fn rabbitmq_unroutable_and_oversized_events_fail_for_good_with_a_clear_err
 }
 
 #[tokio::test]
+async fn rabbitmq_unroutable_events_of_concurrent_batches_each_fail_and_no_routable_event_takes_their_return() {
+    let broker = Broker::start(Kind::RabbitMq);
+    let connection = Connection::connect(&broker.url(), ConnectionProperties::default()).await.expect("connect");
+    let channel = connection.create_channel().await.unwrap();
+    let durable = ExchangeDeclareOptions { durable: true, ..Default::default() };
+    channel.exchange_declare("outbox".into(), ExchangeKind::Topic, durable, FieldTable::default()).await.unwrap();
+    channel.queue_declare("orders".into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+    let bind = QueueBindOptions::default();
+    channel.queue_bind("orders".into(), "outbox".into(), "order.#".into(), bind, FieldTable::default()).await.unwrap();
+
+    // Many small batches in flight at once, routable and unroutable events mixed in each.
+    let db = TestDatabase::migrated().await;
+    let mut invoices = Vec::new();
+    let mut orders = Vec::new();
+    for round in 0..20 {
+        orders.extend(enqueue(&db.pool, 10, 1).await);
+        invoices.extend(enqueue_invoices(&db.pool, round * 10..round * 10 + 10).await);
+    }
+    let url = format!("{}?exchange=outbox&routing_key={{event_type}}&{}", broker.url(), envelope_query());
+    let config = RelayConfig::builder()
+        .poll_interval(Duration::from_millis(10))
+        .batch_size(3)
+        .concurrency(8)
+        .build()
+        .expect("config");
+    let relay = start(&db, AmqpPublisher::from_url(&url.parse().unwrap()).unwrap(), config);
+    wait_for(&db.pool, "published", orders.len() as i64, Duration::from_secs(60)).await;
+    wait_for(&db.pool, "failed", invoices.len() as i64, Duration::from_secs(60)).await;
+    relay.stop().await;
+
+    for id in &invoices {
+        let (status, error, _, _) = row(&db.pool, *id).await;
+        assert_eq!(status, "failed", "an unroutable event counted as {status}: {error}");
+        assert!(error.contains("unroutable"), "{error}");
+    }
+    let queued = channel
+        .queue_declare(
+            "orders".into(),
+            QueueDeclareOptions { passive: true, ..Default::default() },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap()
+        .message_count();
+    assert_eq!(queued as usize, orders.len(), "every routable event reaches its queue once");
+    connection.close(200, "done".into()).await.ok();
+}
+
+#[tokio::test]
 async fn a_nats_subject_without_a_stream_is_retried_with_a_clear_error_until_a_stream_captures_it() {
     let broker = Broker::start(Kind::Nats);
     let client = async_nats::connect(broker.url()).await.expect("connect to NATS");
@@ -118,7 +168,7 @@ async fn a_nats_subject_without_a_stream_is_retried_with_a_clear_error_until_a_s
 
     let db = TestDatabase::migrated().await;
     let orders = enqueue(&db.pool, 5, 2).await;
-    let invoices = enqueue_invoices(&db.pool, 2).await;
+    let invoices = enqueue_invoices(&db.pool, 0..2).await;
     let url = format!("{}?subject=outbox.{{event_type}}&ack_timeout_ms=2000&{}", broker.url(), envelope_query());
     // Full jitter may draw a delay near zero for any one retry, so backoff is proven over several: at least one
     // sample between failures finds the event waiting for its next attempt.

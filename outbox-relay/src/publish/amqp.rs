@@ -1,5 +1,5 @@
-//! RabbitMQ / AMQP 0-9-1 (`amqp://` sinks): one channel in confirm mode; an event counts as published once the
-//! broker confirmed it (for a durable queue: written to disk).
+//! RabbitMQ / AMQP 0-9-1 (`amqp://` sinks): a channel in confirm mode per batch in flight; an event counts as
+//! published once the broker confirmed it (for a durable queue: written to disk).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -26,7 +26,9 @@ use crate::{Error, Result};
 /// [`Template`] (default `{event_type}`), `mandatory` set, persistent delivery mode, `message_id` = the event id
 /// (consumers deduplicate by it: AMQP has no broker-side deduplication), `type` = the event type, `timestamp`,
 /// `content_type`, and the CloudEvents attributes as `cloudEvents:`-prefixed headers (see [`CloudEvents`]) plus
-/// `traceparent`. One channel publishes in order, so a queue receives each aggregate's events in commit order.
+/// `traceparent`. Each batch in flight has a confirm-mode channel of its own (the broker's returns and confirms of a
+/// channel are matched to that batch alone); an aggregate's next batch is published only after its previous one was
+/// confirmed, so a queue receives each aggregate's events in commit order.
 ///
 /// Outcomes: a confirm (`ack`) publishes the event. A message the broker returns as unroutable (no queue bound
 /// for its routing key), a missing exchange, a refused permission or a message over the broker's size limit is
@@ -68,10 +70,36 @@ pub struct AmqpPublisher {
     link: Reconnect<Arc<Link>>,
 }
 
-/// An open connection and its confirm-mode channel.
+/// An open connection and its idle confirm-mode channels.
 struct Link {
     connection: lapin::Connection,
-    channel: lapin::Channel,
+    /// Channels no batch is using. A batch takes one (or opens one) and gives it back when it ends with the
+    /// channel open: lapin hands a returned message to the next confirm of its channel, so two batches sharing a
+    /// channel could take each other's returns.
+    idle: std::sync::Mutex<Vec<lapin::Channel>>,
+}
+
+impl Link {
+    /// An idle open channel, or a new one in confirm mode.
+    async fn channel(&self) -> std::result::Result<lapin::Channel, lapin::Error> {
+        let idle = {
+            let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            std::iter::from_fn(|| idle.pop()).find(|channel| channel.status().connected())
+        };
+        if let Some(channel) = idle {
+            return Ok(channel);
+        }
+        let channel = self.connection.create_channel().await?;
+        channel.confirm_select(ConfirmSelectOptions::default()).await?;
+        Ok(channel)
+    }
+
+    /// Gives `channel` back for the next batch.
+    fn give_back(&self, channel: lapin::Channel) {
+        if channel.status().connected() {
+            self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(channel);
+        }
+    }
 }
 
 /// Settings of an [`AmqpPublisher`], validated by [`build`](Self::build).
@@ -246,7 +274,7 @@ impl AmqpPublisher {
         Ok(())
     }
 
-    /// Opens a connection and its confirm-mode channel.
+    /// Opens a connection and its first confirm-mode channel.
     async fn open(&self) -> std::result::Result<Arc<Link>, lapin::Error> {
         let properties = ConnectionProperties::default()
             .with_connection_name(concat!("outbox-relay/", env!("CARGO_PKG_VERSION")).into());
@@ -256,9 +284,10 @@ impl AmqpPublisher {
             .with_tls_config(self.tls.clone())
             .connect()
             .await?;
-        let channel = connection.create_channel().await?;
-        channel.confirm_select(ConfirmSelectOptions::default()).await?;
-        Ok(Arc::new(Link { connection, channel }))
+        let link = Link { connection, idle: std::sync::Mutex::new(Vec::new()) };
+        let channel = link.channel().await?;
+        link.give_back(channel);
+        Ok(Arc::new(link))
     }
 
     /// [`open`](Self::open) for a publish: the error is a short description for a transient outcome.
@@ -296,9 +325,26 @@ impl AmqpPublisher {
         Ok((routing_key, body))
     }
 
-    /// Publishes `messages` on `link`'s channel, all first, then waits for their confirms. `None` for a message
-    /// whose fate is unknown because the channel failed.
+    /// Publishes `messages` on a channel of `link` of their own, all first, then waits for their confirms. `None`
+    /// for a message whose fate is unknown because the channel failed.
     async fn publish_on(&self, link: &Link, messages: &[&Message]) -> (Vec<Option<Outcome>>, Option<lapin::Error>) {
+        let channel = match link.channel().await {
+            Ok(channel) => channel,
+            Err(error) => return (vec![None; messages.len()], Some(error)),
+        };
+        let published = self.publish_on_channel(&channel, messages).await;
+        if published.1.is_none() {
+            link.give_back(channel);
+        }
+        published
+    }
+
+    /// [`publish_on`](Self::publish_on) with the channel.
+    async fn publish_on_channel(
+        &self,
+        channel: &lapin::Channel,
+        messages: &[&Message],
+    ) -> (Vec<Option<Outcome>>, Option<lapin::Error>) {
         let mut confirms = Vec::with_capacity(messages.len());
         let mut failure = None;
         for message in messages {
@@ -314,8 +360,7 @@ impl AmqpPublisher {
                 }
             };
             let options = BasicPublishOptions { mandatory: true, immediate: false };
-            let sent = link
-                .channel
+            let sent = channel
                 .basic_publish(
                     self.exchange.as_str().into(),
                     routing_key.as_str().into(),
@@ -332,9 +377,9 @@ impl AmqpPublisher {
                 }
             }
         }
-        // Wait for every confirm first. The client hands a returned (unroutable) message to whichever confirm it
-        // completes next, which with a multiple-ack is not necessarily the message's own: a returned message is
-        // matched to its event by `message_id`, the event id.
+        // Wait for every confirm first. The client hands a returned (unroutable) message to whichever confirm of the
+        // channel it completes next, which with a multiple-ack is not necessarily the message's own: a returned
+        // message is matched to its event by `message_id`, the event id.
         let deadline = tokio::time::Instant::now() + self.confirm_timeout;
         let mut confirmed = Vec::with_capacity(confirms.len());
         let mut returned: HashMap<String, String> = HashMap::new();
@@ -544,10 +589,11 @@ impl Publisher for AmqpPublisher {
                 .map(|o| o.unwrap_or_else(|| Outcome::transient("RabbitMQ publish failed")))
                 .collect();
         };
-        // The channel failed. A channel-level (soft) error names no message: publish the unsettled ones again one
-        // at a time, each on a fresh channel after a failure, to tell the culprit from the innocent.
-        self.link.reset().await;
+        // The channel failed. A channel-level (soft) error closes only the channel and names no message: publish
+        // the unsettled ones again one at a time, each on a fresh channel after a failure, to tell the culprit
+        // from the innocent. Any other error lost the connection.
         if !failure.is_amqp_soft_error() {
+            self.link.reset().await;
             let reason = format!("RabbitMQ connection lost: {}", describe(&failure));
             return outcomes.into_iter().map(|o| o.unwrap_or_else(|| Outcome::transient(&reason))).collect();
         }
@@ -566,7 +612,9 @@ impl Publisher for AmqpPublisher {
             outcomes[index] = match (single.pop().flatten(), failure) {
                 (Some(outcome), _) => Some(outcome),
                 (None, Some(error)) => {
-                    self.link.reset().await;
+                    if !error.is_amqp_soft_error() {
+                        self.link.reset().await;
+                    }
                     Some(outcome_of_error(&error))
                 }
                 (None, None) => Some(Outcome::transient("RabbitMQ publish failed")),
