@@ -200,6 +200,97 @@ async fn a_table_relay_that_registers_while_wal_enable_commits_waits_for_it_and_
     assert!(last.starts_with("error: ") && last.contains("`outbox wal disable`"), "{stderr}");
 }
 
+#[tokio::test]
+async fn a_wal_relay_that_starts_while_wal_disable_commits_waits_for_it_and_refuses_to_start_without_a_slot() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    // `outbox wal disable` held just before its commit: it took the switch lock and switched back.
+    let mut switch = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(outbox_core::store::SOURCE_SWITCH_LOCK)
+        .execute(&mut *switch)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE outbox_control SET source = 'table' WHERE id").execute(&mut *switch).await.unwrap();
+
+    let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", "stdout"], &[]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(relay.is_running(), "the relay waits for the switch in progress: {}", relay.stderr());
+    switch.commit().await.unwrap();
+
+    let status = relay.wait_for_exit(Duration::from_secs(30)).await;
+    assert_eq!(status.code(), Some(2), "{}", relay.stderr());
+    let stderr = relay.stderr();
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: ") && last.contains("`outbox wal enable`"), "{stderr}");
+    assert_eq!(slots_of(&db).await, 0, "a slot was created for a source that is off");
+}
+
+#[tokio::test]
+async fn a_wal_relay_that_leads_before_it_streams_blocks_wal_disable_and_drops_a_slot_created_after_a_switch_back() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let mut first = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", "stdout"], &[]);
+    wait_for_the_slot(&db).await;
+    assert_eq!(first.terminate().await.code(), Some(0));
+    let slot: String = sqlx::query_scalar("SELECT wal_slot FROM outbox_control").fetch_one(&db.pool).await.unwrap();
+
+    // This session leads the slot, as a relay does from before it creates or streams it: a second relay stands by.
+    let mut leader = db.pool.acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock($1, hashtext($2))")
+        .bind(outbox_core::store::WAL_LEADER_LOCK_CLASS)
+        .bind(&slot)
+        .execute(&mut *leader)
+        .await
+        .unwrap();
+    let mut standby = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", "stdout"], &[]);
+    common::wait_until(Duration::from_secs(30), "the relay stands by", || async {
+        !standby.lines_with("standing by").is_empty()
+    })
+    .await;
+    let refused = outbox(&db.url, &["wal", "disable"]);
+    assert_eq!(refused.status.code(), Some(1), "`outbox wal disable` while a relay leads the slot");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("the WAL relay is reading slot"), "{stderr}");
+    assert_eq!(slots_of(&db).await, 1, "a refused disable changes nothing");
+
+    // A switch back by hand between the standby's checks and its takeover: the slot it then creates is not
+    // recorded, and it drops it and stops.
+    sqlx::query("SELECT pg_drop_replication_slot($1)").bind(&slot).execute(&db.pool).await.unwrap();
+    sqlx::query("UPDATE outbox_control SET source = 'table', wal_slot = NULL WHERE id")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("SELECT pg_advisory_unlock($1, hashtext($2))")
+        .bind(outbox_core::store::WAL_LEADER_LOCK_CLASS)
+        .bind(&slot)
+        .execute(&mut *leader)
+        .await
+        .unwrap();
+    let status = standby.wait_for_exit(Duration::from_secs(30)).await;
+    assert_eq!(status.code(), Some(2), "{}", standby.stderr());
+    let stderr = standby.stderr();
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: ") && last.contains("`outbox wal enable`"), "{stderr}");
+    common::wait_until(Duration::from_secs(10), "the slot it created is dropped", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1")
+            .bind(&slot)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+            == 0
+    })
+    .await;
+}
+
+/// The replication slots of `db`'s database.
+async fn slots_of(db: &TestDatabase) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
 /// Waits until the WAL relay has created and recorded its slot: message-mode enqueues need it.
 async fn wait_for_the_slot(db: &TestDatabase) {
     common::wait_until(Duration::from_secs(30), "the WAL relay recorded its slot", || async {

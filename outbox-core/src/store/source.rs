@@ -49,6 +49,11 @@ pub struct WalState {
 /// changes `outbox_control.source` by hand should take it too.
 pub const SOURCE_SWITCH_LOCK: i64 = 0x006f_7574_626f_7873; // "outboxs"
 
+/// The first key of the session advisory lock the WAL relay that reads a slot holds for as long as it leads it (the
+/// second key is `hashtext(slot name)`); standby relays wait for it. `outbox wal disable` and `drop-slot` refuse
+/// while it is held, so a relay between its start and its stream is seen as reading the slot.
+pub const WAL_LEADER_LOCK_CLASS: i32 = 0x6f75_7462; // "outb"
+
 /// What [`PgStore::switch_source`](crate::store::PgStore::switch_source) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 /// How often a standby tries to take over.
 const STANDBY_POLL: Duration = Duration::from_millis(500);
 
-/// The advisory lock's first key, shared by every slot ("outb"); the second is the hash of the slot's name.
-const LOCK_CLASS: i32 = 0x6f75_7462;
+/// The advisory lock's first key, shared by every slot; the second is the hash of the slot's name.
+const LOCK_CLASS: i32 = outbox_core::store::WAL_LEADER_LOCK_CLASS;
 
 /// The lock of the active relay, held while this connection is open.
 pub(crate) struct Leader {

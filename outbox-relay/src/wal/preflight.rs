@@ -1,7 +1,7 @@
 //! What the WAL source needs of the database, checked before anything is streamed: each missing piece is a
 //! one-line error that names it and what to run.
 
-use outbox_core::store::{PgStore, Source};
+use outbox_core::store::{PgStore, Source, Store};
 use sqlx::Row;
 
 use super::replication::PUBLICATION;
@@ -66,15 +66,18 @@ pub(crate) async fn check(store: &PgStore, slot: &str) -> Result<u32> {
             fix: "run `outbox migrate` as a role with the CREATE privilege on the database".to_owned(),
         });
     }
-    let source = store.wal_state().await.map_err(Error::from_store)?.source;
+    // Read after a change of source in progress (`outbox wal disable`) commits.
+    let source = store.source().await.map_err(Error::from_store)?;
     if source != Source::Wal {
-        return Err(Error::WrongSource {
-            active: source,
-            hint: "stop the table relays, then run `outbox wal enable` to publish from the WAL",
-        });
+        return Err(wrong_source(source));
     }
     refuse_lost_slot(store, slot).await?;
     Ok(version.unsigned_abs())
+}
+
+/// The error of a WAL relay that finds the table source publishing the table.
+pub(crate) fn wrong_source(active: Source) -> Error {
+    Error::WrongSource { active, hint: "stop the table relays, then run `outbox wal enable` to publish from the WAL" }
 }
 
 /// Stops with a one-line error when the server has invalidated `slot`: it fell further behind than

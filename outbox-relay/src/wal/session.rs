@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use outbox_core::store::{decode_wal_message, WAL_MESSAGE_PREFIX};
-use outbox_core::store::{PgStore, Settlement};
+use outbox_core::store::{PgStore, Settlement, Source};
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -103,7 +103,13 @@ impl Session<'_> {
                     })?;
                 // The session stays idle while the snapshot is read: it is valid until its next command.
                 let (ids, through) = self.store.pending_at_snapshot(&snapshot).await.map_err(Error::from_store)?;
-                self.store.record_wal_slot(self.slot, through).await.map_err(Error::from_store)?;
+                if !self.store.record_wal_slot(self.slot, through).await.map_err(Error::from_store)? {
+                    // `outbox wal disable` switched back while the slot was created: nothing may read it.
+                    if let Err(error) = client.simple_query(&format!("DROP_REPLICATION_SLOT {}", self.slot)).await {
+                        tracing::warn!(slot = self.slot, error = %error, "cannot drop the slot just created");
+                    }
+                    return Err(super::preflight::wrong_source(Source::Table));
+                }
                 tracing::info!(slot = self.slot, pending = ids.len(), "created the replication slot");
                 Ok(through.map(|through| (ids, through)))
             }
@@ -111,8 +117,8 @@ impl Session<'_> {
                 // Invalidated while this relay ran (or stood by): nothing can be streamed from it any more.
                 super::preflight::refuse_lost_slot(self.store, self.slot).await?;
                 let state = self.store.wal_state().await.map_err(Error::from_store)?;
-                if state.slot.as_deref() != Some(self.slot) {
-                    self.store.record_wal_slot(self.slot, state.backlog_through).await.map_err(Error::from_store)?;
+                if !self.store.record_wal_slot(self.slot, state.backlog_through).await.map_err(Error::from_store)? {
+                    return Err(super::preflight::wrong_source(Source::Table));
                 }
                 let Some(through) = state.backlog_through else { return Ok(None) };
                 let Some(ids) = database(shutdown, || self.store.pending_through(through)).await? else {

@@ -8,7 +8,7 @@ use super::settle::{columns, failure_set, report};
 use crate::store::wal_message::WAL_EMIT_LOCK;
 use crate::store::{
     decode_wal_message, PendingById, PgStore, SettleOutcome, SettleReport, Settlement, SlotStatus, Source,
-    SourceSwitch, StoredEvent, WalState, SOURCE_SWITCH_LOCK, WAL_MESSAGE_PREFIX,
+    SourceSwitch, StoredEvent, WalState, SOURCE_SWITCH_LOCK, WAL_LEADER_LOCK_CLASS, WAL_MESSAGE_PREFIX,
 };
 use crate::Result;
 
@@ -26,6 +26,12 @@ UPDATE outbox_control SET source = 'wal', changed_at = now()
  WHERE id AND source = 'table' AND NOT EXISTS (SELECT 1 FROM outbox_relays WHERE expires_at > now())";
 const LIVE_TABLE_RELAYS: &str = "SELECT relay_id FROM outbox_relays WHERE expires_at > now() ORDER BY relay_id";
 const SLOT_ACTIVE: &str = "SELECT active, wal_status = 'lost' FROM pg_replication_slots WHERE slot_name = $1";
+/// Whether a WAL relay leads the slot ([`WAL_LEADER_LOCK_CLASS`]): it may not stream it yet.
+const SLOT_LED: &str = "\
+SELECT EXISTS (SELECT 1 FROM pg_locks
+                WHERE locktype = 'advisory' AND granted AND objsubid = 2
+                  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                  AND classid = ($1::int4)::oid AND objid = hashtext($2)::oid)";
 
 /// Dropping the slot fails (SQLSTATE 55006) while a session reads it: the transaction then changes nothing.
 const DROP_SLOT: &str = "\
@@ -52,7 +58,10 @@ SELECT substring(data FROM 22) AS content
 const FORGET_SLOT: &str = "UPDATE outbox_control SET wal_slot = NULL, wal_backlog_through = NULL WHERE id";
 const TO_TABLE: &str = "UPDATE outbox_control SET source = 'table', changed_at = now() WHERE id AND source = 'wal'";
 
-const RECORD_SLOT: &str = "UPDATE outbox_control SET wal_slot = $1, wal_backlog_through = $2 WHERE id";
+/// Only while the WAL source publishes the table: a slot created while `outbox wal disable` switched back is not
+/// recorded (the caller drops it).
+const RECORD_SLOT: &str =
+    "UPDATE outbox_control SET wal_slot = $1, wal_backlog_through = $2 WHERE id AND source = 'wal'";
 const BACKLOG_DONE: &str = "UPDATE outbox_control SET wal_backlog_through = NULL WHERE id AND wal_backlog_through = $1";
 
 /// The recorded slot as the server sees it; `pg_stat_replication` shows the reader's last report.
@@ -235,14 +244,19 @@ impl PgStore {
     }
 
     /// Records the slot the WAL relay created and the highest `seq` pending at its snapshot (`None`: nothing
-    /// was).
+    /// was), once no change of source is in progress ([`SOURCE_SWITCH_LOCK`]). `false`, and nothing recorded,
+    /// when the table source publishes the table by then (`outbox wal disable` ran meanwhile): the relay must
+    /// drop the slot and stop.
     ///
     /// # Errors
     ///
     /// [`Error::Database`](crate::Error::Database).
-    pub async fn record_wal_slot(&self, slot: &str, backlog_through: Option<i64>) -> Result<()> {
-        sqlx::query(RECORD_SLOT).bind(slot).bind(backlog_through).execute(&self.pool).await?;
-        Ok(())
+    pub async fn record_wal_slot(&self, slot: &str, backlog_through: Option<i64>) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(AWAIT_SWITCH).bind(SOURCE_SWITCH_LOCK).execute(&mut *tx).await?;
+        let recorded = sqlx::query(RECORD_SLOT).bind(slot).bind(backlog_through).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(recorded.rows_affected() == 1)
     }
 
     /// Records that the rows pending at the slot's creation, through `seq` `through`, are all published.
@@ -381,8 +395,9 @@ async fn wal_state_in(tx: &mut sqlx::PgConnection) -> Result<WalState> {
 /// holds are written to the table as pending rows first, in `tx`: they have no row of their own, and the slot is
 /// the only place that keeps them.
 async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str) -> Result<SourceSwitch> {
+    let led: bool = sqlx::query_scalar(SLOT_LED).bind(WAL_LEADER_LOCK_CLASS).bind(slot).fetch_one(&mut *tx).await?;
     let found: Option<(bool, Option<bool>)> = sqlx::query_as(SLOT_ACTIVE).bind(slot).fetch_optional(&mut *tx).await?;
-    if found.is_some_and(|(active, _)| active) {
+    if led || found.is_some_and(|(active, _)| active) {
         return Ok(SourceSwitch::SlotActive(slot.to_owned()));
     }
     // An invalidated slot can decode nothing: its messages went with its WAL.
