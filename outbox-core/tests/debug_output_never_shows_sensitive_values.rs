@@ -1,6 +1,7 @@
 //! The `Debug` output (`{:?}` and `{:#?}`) of every public type that holds a payload masks its sensitive values:
 //! an event with `#[derive(RedactedDebug)]`, a nested type with it, `NewEvent`, and what the store gives back
-//! (`StoredEvent` in a `Claim`/`ClaimedEvent`, `EventDetail`) from a real SQLite database.
+//! (`StoredEvent`, the `ReadRow` and `ReadBatch` of a `Store::read` that carry it, `EventDetail`) from a real
+//! SQLite database.
 
 use outbox_core::store::{ReadRange, ReadRequest, SqliteStore, Store};
 use outbox_core::{NewEvent, Outbox, OutboxEvent, Redact, RedactedDebug};
