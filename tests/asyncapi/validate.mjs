@@ -28,6 +28,7 @@ const summary = {
   channels: document.channels().all().map((c) => ({ id: c.id(), address: c.address(), messages: c.messages().all().map((m) => m.id()) })),
   operations: document.operations().all().map((o) => ({ id: o.id(), action: o.action() })),
   messages,
+  schemaFormats: Object.fromEntries(document.allMessages().all().map((m) => [m.id(), m.schemaFormat() ?? null])),
   correlationIds: document.allMessages().all().map((m) => m.correlationId()?.location() ?? null),
   sensitive: document.allMessages().all().flatMap((m) => Object.entries(m.payload()?.properties() ?? {}).filter(([, s]) => s.json()?.['x-sensitive'] === true).map(([name]) => `${m.id()}:${name}`)),
 };

@@ -1,13 +1,14 @@
 //! The AsyncAPI document exported for derived events passes the official parser (`@asyncapi/parser`, run by
 //! `tests/asyncapi/validate.mjs`): one channel per event type, one message per version, the aggregate id as the
-//! correlation id, and `x-sensitive` kept on the payload's properties.
+//! correlation id, every payload's `schemaFormat` (JSON Schema 2020-12) and `x-sensitive` kept on the payload's
+//! properties.
 //!
 //! Needs `node` and the parser installed with `npm ci --prefix tests/asyncapi` (scripts/test-all.sh does it).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use outbox_core::contracts::{Contracts, ASYNCAPI_FILE};
+use outbox_core::contracts::{Contracts, ASYNCAPI_FILE, SCHEMA_FORMAT};
 use outbox_core::registry::EventDescriptor;
 use outbox_core::schemars::JsonSchema;
 use outbox_core::{OutboxEvent, Redact};
@@ -113,6 +114,15 @@ fn asyncapi_document_passes_the_official_parser() {
     assert_eq!(summary["operations"].as_array().unwrap().len(), 2);
     for location in summary["correlationIds"].as_array().unwrap() {
         assert_eq!(location, "$message.header#/ce_subject");
+    }
+    // Every payload says it is JSON Schema 2020-12: without `schemaFormat` the parser would read it as an
+    // AsyncAPI schema (its default), a different dialect.
+    let formats = summary["schemaFormats"].as_object().unwrap();
+    let mut messages: Vec<&str> = summary["messages"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
+    messages.sort_unstable();
+    assert_eq!(messages, ["order.shipped.v1", "payment.paid.v1", "payment.paid.v2"]);
+    for message in &messages {
+        assert_eq!(formats.get(*message), Some(&SCHEMA_FORMAT.into()), "the schemaFormat of {message}: {formats:?}");
     }
     let sensitive: Vec<&str> = summary["sensitive"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
     assert!(sensitive.contains(&"payment.paid.v1:payer_email"), "{sensitive:?}");
