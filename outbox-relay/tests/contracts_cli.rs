@@ -95,6 +95,70 @@ fn asyncapi_for_a_sink_names_its_channels_and_server_and_never_its_password() {
     assert!(!required.as_array().unwrap().contains(&"traceparent".into()), "only traced events carry it: {required}");
 }
 
+/// A contract of `aggregate`'s events, as `outbox contracts export` writes it (the aggregate under
+/// `x-outbox-aggregate`).
+fn contract_of(dir: &Path, event_type: &str, aggregate: &str) {
+    let schema = serde_json::json!({
+        "type": "object",
+        "x-outbox-aggregate": aggregate,
+        "properties": { "id": { "type": "integer" } },
+        "required": ["id"],
+    });
+    contract(dir, event_type, 1, &schema.to_string());
+}
+
+/// The channel addresses (sorted, without repeats) and the server of the AsyncAPI document for `sink`.
+fn channels_and_server(folder: &str, sink: &str) -> (Vec<String>, serde_json::Value) {
+    let (code, out, err) = outbox(&["contracts", "asyncapi", folder, "--sink", sink]);
+    assert_eq!(code, 0, "{sink}: {err}");
+    let document: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    let mut addresses: Vec<String> = document["channels"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|c| c["address"].as_str().expect("every channel has an address").to_owned())
+        .collect();
+    addresses.sort_unstable();
+    addresses.dedup();
+    let servers = document["servers"].as_object().expect("a servers section");
+    assert_eq!(servers.len(), 1, "{sink}: one server, the broker: {servers:?}");
+    (addresses, servers.values().next().unwrap().clone())
+}
+
+/// A sink URL without a destination of its own gets the publisher's default template: Kafka topics and Redis
+/// streams per aggregate (`outbox.{aggregate_type}`), NATS subjects per event type (`outbox.{event_type}`). No
+/// broker is needed: the publisher is built, not connected.
+#[test]
+fn asyncapi_for_a_broker_url_alone_names_the_publishers_default_channels_and_the_host() {
+    let dir = temp_dir("asyncapi-defaults");
+    contract_of(&dir, "order.placed", "order");
+    contract_of(&dir, "order.shipped", "order");
+    contract_of(&dir, "payment.paid", "payment");
+    let folder = dir.display().to_string();
+    let mut cases: Vec<(&str, &str, &str, &[&str])> = Vec::new();
+    if cfg!(feature = "kafka") {
+        cases.push(("kafka://127.0.0.1:9092", "kafka", "127.0.0.1:9092", &["outbox.order", "outbox.payment"]));
+    }
+    if cfg!(feature = "nats") {
+        cases.push((
+            "nats://127.0.0.1:4222",
+            "nats",
+            "127.0.0.1:4222",
+            &["outbox.order.placed", "outbox.order.shipped", "outbox.payment.paid"],
+        ));
+    }
+    if cfg!(feature = "redis") {
+        cases.push(("redis://127.0.0.1:6379", "redis", "127.0.0.1:6379", &["outbox.order", "outbox.payment"]));
+    }
+    assert!(!cases.is_empty(), "build with at least one of the kafka, nats and redis features");
+    for (sink, protocol, host, expected) in cases {
+        let (addresses, server) = channels_and_server(&folder, sink);
+        assert_eq!(addresses, expected, "{sink}: the channel addresses");
+        assert_eq!(server["host"], host, "{sink}: {server}");
+        assert_eq!(server["protocol"], protocol, "{sink}: {server}");
+    }
+}
+
 #[test]
 fn asyncapi_refuses_sinks_without_channels_and_bad_urls_with_one_line() {
     let dir = temp_dir("asyncapi-bad");
