@@ -12,7 +12,7 @@ use tokio::process::{Child, Command};
 use crate::{fill, Figure, Report, Sizes, Yardstick};
 
 /// The `outbox` binary of this build, when the bench was built with the `cli` feature.
-const THIS_DESIGN: Option<&str> = option_env!("CARGO_BIN_EXE_outbox");
+pub(crate) const THIS_DESIGN: Option<&str> = option_env!("CARGO_BIN_EXE_outbox");
 
 /// A relay binary and the schema it runs on.
 #[derive(Clone, Copy)]
