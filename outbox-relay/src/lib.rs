@@ -80,7 +80,9 @@ pub use publish::{SqsBuilder, SqsPublisher};
 #[cfg(feature = "webhook")]
 pub use publish::{WebhookBuilder, WebhookPublisher};
 pub use relay::{shutdown_signal, Relay, RunSummary};
-pub use sink::{Sink, SinkPublisher, WEBHOOK_SECRET_ENV};
+pub use sink::{
+    Sink, SinkPublisher, WEBHOOK_SECRET_ENV, WEBHOOK_TLS_CA_ENV, WEBHOOK_TLS_CERT_ENV, WEBHOOK_TLS_KEY_ENV,
+};
 pub use tokio_util::sync::CancellationToken;
 #[cfg(feature = "wal")]
 pub use wal::WalRelay;

@@ -9,6 +9,14 @@ use crate::{Error, Result};
 
 /// The environment variable that holds the signing secret of `http(s)://` sinks.
 pub const WEBHOOK_SECRET_ENV: &str = "OUTBOX_WEBHOOK_SECRET";
+/// The environment variable naming a PEM file of the certificate authorities a webhook sink trusts instead of the
+/// system's (a receiver with a private CA).
+pub const WEBHOOK_TLS_CA_ENV: &str = "OUTBOX_WEBHOOK_TLS_CA";
+/// The environment variable naming the PEM client certificate a webhook sink presents (with
+/// [`WEBHOOK_TLS_KEY_ENV`]) to a receiver that asks for one.
+pub const WEBHOOK_TLS_CERT_ENV: &str = "OUTBOX_WEBHOOK_TLS_CERT";
+/// The environment variable naming the PEM private key of [`WEBHOOK_TLS_CERT_ENV`].
+pub const WEBHOOK_TLS_KEY_ENV: &str = "OUTBOX_WEBHOOK_TLS_KEY";
 
 /// A parsed sink URL.
 ///
@@ -134,7 +142,25 @@ impl Sink {
                         "set {WEBHOOK_SECRET_ENV} to the signing secret shared with the receiver (`whsec_...`)"
                     ),
                 })?;
-                crate::WebhookPublisher::builder(url.clone()).secret(secret).build().map(SinkPublisher::Webhook)
+                let mut builder = crate::WebhookPublisher::builder(url.clone()).secret(secret);
+                let file = |name: &str| std::env::var_os(name).filter(|path| !path.is_empty());
+                if let Some(ca) = file(WEBHOOK_TLS_CA_ENV) {
+                    builder = builder.tls_ca(ca);
+                }
+                match (file(WEBHOOK_TLS_CERT_ENV), file(WEBHOOK_TLS_KEY_ENV)) {
+                    (Some(certificate), Some(key)) => builder = builder.tls_client_certificate(certificate, key),
+                    (None, None) => {}
+                    _ => {
+                        return Err(Error::InvalidSink {
+                            sink: self.to_string(),
+                            reason: format!(
+                                "{WEBHOOK_TLS_CERT_ENV} and {WEBHOOK_TLS_KEY_ENV} go together (a client \
+                                 certificate and its key)"
+                            ),
+                        })
+                    }
+                }
+                builder.build().map(SinkPublisher::Webhook)
             }
             #[cfg(not(feature = "webhook"))]
             Sink::Webhook(_) => Err(Error::InvalidSink {

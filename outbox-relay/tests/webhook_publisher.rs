@@ -335,3 +335,85 @@ async fn relay_publishes_committed_events_to_the_webhook_and_marks_them_publishe
     received.dedup();
     assert_eq!(received, ids, "every committed event reached the webhook");
 }
+
+/// stunnel terminating TLS on a free port of 127.0.0.1 with the harness's server certificate (`localhost`,
+/// `127.0.0.1`) and forwarding to `plain`; it asks for a client certificate signed by the CA, and refuses
+/// connections without one.
+async fn tls_in_front_of(
+    plain: &url::Url,
+    tls: &outbox_tests::certificates::Certificates,
+    dir: &std::path::Path,
+) -> (tokio::process::Child, url::Url) {
+    let port = outbox_tests::process::free_port();
+    let conf = dir.join("stunnel.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "foreground = yes\npid =\n[webhook]\naccept = 127.0.0.1:{port}\nconnect = 127.0.0.1:{}\ncert = {}\n\
+             key = {}\nCAfile = {}\nverifyChain = yes\nrequireCert = yes\n",
+            plain.port().unwrap(),
+            tls.server_cert.display(),
+            tls.server_key.display(),
+            tls.ca.display()
+        ),
+    )
+    .unwrap();
+    let child = tokio::process::Command::new("stunnel")
+        .arg(&conf)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("stunnel not found: install it with `apt-get install stunnel4` (or `scripts/services.sh install`)");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "stunnel did not listen on 127.0.0.1:{port}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, format!("https://localhost:{port}/hooks/outbox").parse().unwrap())
+}
+
+#[tokio::test]
+async fn an_https_receiver_with_a_private_ca_and_client_certificates_gets_events_and_an_untrusted_one_gets_none() {
+    let (receiver, plain) = start_receiver().await;
+    let dir = std::env::temp_dir().join(format!("outbox-webhook-tls-{}", uuid::Uuid::now_v7().simple()));
+    let tls = outbox_tests::certificates::Certificates::generate(&dir, "webhook");
+    let other = outbox_tests::certificates::Certificates::generate(&dir, "other");
+    let (_stunnel, url) = tls_in_front_of(&plain, &tls, &dir).await;
+    let builder = || WebhookPublisher::builder(url.clone()).secret(SECRET).timeout(Duration::from_secs(5));
+
+    let trusted = builder().tls_ca(&tls.ca).tls_client_certificate(&tls.client_cert, &tls.client_key).build().unwrap();
+    assert_eq!(trusted.publish(&[message(1)]).await, vec![Outcome::Published]);
+    assert_eq!(receiver.requests.lock().unwrap().len(), 1, "the receiver got the event through TLS");
+
+    // The system's authorities, or another private CA, do not vouch for the receiver's certificate.
+    for untrusting in [builder().build().unwrap(), builder().tls_ca(&other.ca).build().unwrap()] {
+        let outcomes = untrusting.publish(&[message(2)]).await;
+        let [Outcome::Transient(error)] = outcomes.as_slice() else { panic!("{outcomes:?}") };
+        assert!(error.message().contains("certificate"), "no word about the certificate: {error}");
+        assert!(!error.message().contains('\n'), "one line: {error}");
+    }
+    // Trusted, but without the client certificate the receiver asks for.
+    let anonymous = builder().tls_ca(&tls.ca).build().unwrap();
+    let outcomes = anonymous.publish(&[message(3)]).await;
+    assert!(matches!(outcomes.as_slice(), [Outcome::Transient(_)]), "{outcomes:?}");
+    assert_eq!(receiver.requests.lock().unwrap().len(), 1, "no request got through without trust on both sides");
+
+    let missing = builder().tls_ca(dir.join("missing.pem")).build().expect_err("a missing CA file is refused");
+    assert!(missing.to_string().contains("missing.pem"), "{missing}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn the_cli_refuses_a_webhook_client_certificate_without_its_key_with_one_line_and_exit_2() {
+    let db = outbox_tests::pg::TestDatabase::migrated().await;
+    let output = outbox_tests::outbox!()
+        .database(&db.url)
+        .env("OUTBOX_WEBHOOK_SECRET", SECRET)
+        .env(outbox_relay::WEBHOOK_TLS_CERT_ENV, "/etc/ssl/certs/ca-certificates.crt")
+        .run(["relay", "--sink", "https://localhost:9/hooks/outbox"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: ") && last.contains("OUTBOX_WEBHOOK_TLS_KEY"), "{stderr}");
+}

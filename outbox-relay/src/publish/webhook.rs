@@ -67,6 +67,8 @@ pub struct WebhookPublisher {
 pub struct WebhookBuilder {
     url: url::Url,
     secret: Option<String>,
+    tls_ca: Option<std::path::PathBuf>,
+    tls_client: Option<(std::path::PathBuf, std::path::PathBuf)>,
     batch: bool,
     timeout: Duration,
     concurrency: usize,
@@ -75,7 +77,15 @@ pub struct WebhookBuilder {
 impl WebhookPublisher {
     /// Starts the settings of a publisher that posts to `url`.
     pub fn builder(url: url::Url) -> WebhookBuilder {
-        WebhookBuilder { url, secret: None, batch: false, timeout: Duration::from_secs(10), concurrency: 16 }
+        WebhookBuilder {
+            url,
+            secret: None,
+            tls_ca: None,
+            tls_client: None,
+            batch: false,
+            timeout: Duration::from_secs(10),
+            concurrency: 16,
+        }
     }
 
     async fn post_one(&self, message: &Message) -> Outcome {
@@ -119,7 +129,7 @@ impl WebhookPublisher {
                 }
             }
             Err(error) if error.is_timeout() => Outcome::transient("webhook timed out"),
-            Err(error) => Outcome::transient(format!("webhook request failed: {}", error.without_url())),
+            Err(error) => Outcome::transient(format!("webhook request failed: {}", describe(error))),
         }
     }
 }
@@ -129,6 +139,25 @@ impl WebhookBuilder {
     /// generate it (a bare base64 string is accepted too). Required.
     pub fn secret(mut self, secret: impl Into<String>) -> Self {
         self.secret = Some(secret.into());
+        self
+    }
+
+    /// Trusts the certificate authorities of this PEM file instead of the system's (`https://` receivers with a
+    /// private CA; `OUTBOX_WEBHOOK_TLS_CA` for the CLI). The receiver's certificate is always verified, host name
+    /// included.
+    pub fn tls_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls_ca = Some(path.into());
+        self
+    }
+
+    /// Presents this PEM client certificate and its PEM private key to receivers that ask for one (mutual TLS;
+    /// `OUTBOX_WEBHOOK_TLS_CERT` and `OUTBOX_WEBHOOK_TLS_KEY` for the CLI).
+    pub fn tls_client_certificate(
+        mut self,
+        certificate: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls_client = Some((certificate.into(), key.into()));
         self
     }
 
@@ -157,7 +186,7 @@ impl WebhookBuilder {
     /// # Errors
     ///
     /// [`Error::InvalidSink`] when the URL is not `http`/`https` with a host, the secret is missing or not base64,
-    /// the timeout is zero, or the concurrency is zero.
+    /// the timeout is zero, the concurrency is zero, or a TLS file cannot be read or holds no certificate (or key).
     pub fn build(self) -> Result<WebhookPublisher> {
         let url = self.url;
         let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
@@ -173,11 +202,39 @@ impl WebhookBuilder {
         if self.concurrency == 0 {
             return Err(invalid("the webhook concurrency must be at least 1"));
         }
-        let client = reqwest::Client::builder()
+        let mut client = reqwest::Client::builder()
             .timeout(self.timeout)
             .connect_timeout(self.timeout)
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("outbox-relay/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("outbox-relay/", env!("CARGO_PKG_VERSION")));
+        let read = |what: &str, path: &std::path::Path| {
+            std::fs::read(path)
+                .map_err(|error| invalid(&format!("the {what}: cannot read {}: {}", path.display(), error.kind())))
+        };
+        if let Some(ca) = &self.tls_ca {
+            let authorities = reqwest::Certificate::from_pem_bundle(&read("TLS CA file", ca)?)
+                .ok()
+                .filter(|authorities| !authorities.is_empty())
+                .ok_or_else(|| invalid(&format!("the TLS CA file {} holds no PEM certificate", ca.display())))?;
+            client = client.tls_built_in_root_certs(false);
+            for authority in authorities {
+                client = client.add_root_certificate(authority);
+            }
+        }
+        if let Some((certificate, key)) = &self.tls_client {
+            let mut pem = read("TLS client certificate", certificate)?;
+            pem.push(b'\n');
+            pem.extend(read("TLS client key", key)?);
+            let identity = reqwest::Identity::from_pem(&pem).map_err(|_| {
+                invalid(&format!(
+                    "the TLS client certificate {} and key {} are not a PEM certificate and its private key",
+                    certificate.display(),
+                    key.display()
+                ))
+            })?;
+            client = client.identity(identity);
+        }
+        let client = client
             .build()
             .map_err(|error| invalid(&format!("cannot build the HTTP client: {}", error.without_url())))?;
         Ok(WebhookPublisher {
@@ -297,6 +354,22 @@ fn outcome_of_status(status: StatusCode) -> Outcome {
         Outcome::transient(format!("webhook answered HTTP {}", status.as_u16()))
     } else {
         Outcome::permanent(format!("webhook answered HTTP {}", status.as_u16()))
+    }
+}
+
+/// A failed request in one line: reqwest's own text ("error sending request") and the innermost cause (a refused
+/// connection, an untrusted certificate), never the URL (it may carry a token).
+fn describe(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut cause: &dyn std::error::Error = &error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    let (top, inner) = (error.to_string(), cause.to_string());
+    if inner == top {
+        top
+    } else {
+        format!("{top}: {inner}")
     }
 }
 
