@@ -1,7 +1,7 @@
 //! The NATS JetStream publisher against a real `nats-server -js` on 127.0.0.1, through the relay: 1,000 events
 //! with their CloudEvents headers and per-aggregate order, a broker killed mid-run, deduplication by
-//! `Nats-Msg-Id`, and an oversized event sent to `failed`; TLS with a private CA, user and password, token and
-//! nkey authentication, and a missing stream reported at start or created.
+//! `Nats-Msg-Id`, and an oversized event sent to `failed`; TLS with a private CA, user and password, token,
+//! nkey and `.creds` (operator mode, JWTs) authentication, and a missing stream reported at start or created.
 
 mod broker_support;
 
@@ -14,6 +14,7 @@ use futures_util::StreamExt;
 use outbox_relay::{Message, NatsPublisher, Outcome, Publisher};
 use outbox_tests::brokers::{Broker, Kind, Security};
 use outbox_tests::certificates::Certificates;
+use outbox_tests::nats_operator::NatsOperator;
 use outbox_tests::pg::TestDatabase;
 
 const SPELLING: Spelling = Spelling { prefix: "ce-" };
@@ -184,8 +185,8 @@ fn nats_with_create(url: &str) -> NatsPublisher {
     NatsPublisher::from_url(&parsed).unwrap_or_else(|e| panic!("{e}")).with_create_destinations(true)
 }
 
-/// `connect` fails with [`outbox_relay::Error::Refused`]: one line, never `secret`.
-async fn refused(url: &str, expected: &str, secret: &str) {
+/// `connect` fails with [`outbox_relay::Error::Refused`]: one line, never `secret`; returns the message.
+async fn refused(url: &str, expected: &str, secret: &str) -> String {
     let started = tokio::time::Instant::now();
     let error = nats_with_create(url).connect().await.expect_err("refused");
     let message = error.to_string();
@@ -195,6 +196,7 @@ async fn refused(url: &str, expected: &str, secret: &str) {
     assert!(!message.contains('\n'), "one line: {message}");
     assert!(secret.is_empty() || !message.contains(secret), "the secret leaked: {message}");
     assert!(started.elapsed() < Duration::from_secs(10), "no retries at start: {:?}", started.elapsed());
+    message
 }
 
 #[tokio::test]
@@ -264,6 +266,46 @@ async fn an_nkey_seed_publishes_and_an_unknown_seed_is_refused_at_start() {
         &stranger,
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_creds_file_publishes_and_a_user_of_an_account_the_server_does_not_know_is_refused_at_start() {
+    let operator = NatsOperator::generate();
+    let broker =
+        Broker::start_secured(Kind::Nats, Security { operator: Some(operator.clone()), ..Security::default() });
+    let file = broker.dir().join("relay.creds");
+    operator.user("relay").write(&file);
+    let port = broker.port();
+    let url = format!("nats://127.0.0.1:{port}?creds_file={}&{SUBJECTS}", file.display());
+    let publisher = nats_with_create(&url);
+    publisher.connect().await.unwrap_or_else(|e| panic!("connect with the .creds file: {e}"));
+    let db = TestDatabase::migrated().await;
+    let sent = enqueue(&db.pool, 5, 4).await;
+    let relay = start(&db, publisher, config());
+    wait_for(&db.pool, "published", sent.len() as i64, Duration::from_secs(60)).await;
+    relay.stop().await;
+    // The stream of the operator's account has them: read by another user of that account.
+    let reader = operator.user("reader").creds();
+    let client = async_nats::ConnectOptions::with_credentials(&reader)
+        .expect("the reader's .creds")
+        .connect(broker.url())
+        .await
+        .expect("connect as the reader");
+    let mut stream = jetstream::new(client).get_stream("OUTBOX").await.expect("the stream OUTBOX");
+    assert_eq!(stream.info().await.expect("stream info").state.messages, sent.len() as u64);
+
+    let stranger = operator.user_of_an_unknown_account("stranger");
+    let other = broker.dir().join("stranger.creds");
+    stranger.write(&other);
+    let message = refused(
+        &format!("nats://127.0.0.1:{port}?creds_file={}&{SUBJECTS}", other.display()),
+        "authorization",
+        &stranger.seed,
+    )
+    .await;
+    assert!(!message.contains(&stranger.jwt), "the JWT leaked: {message}");
+    // Operator mode takes no client without a user JWT.
+    refused(&format!("nats://127.0.0.1:{port}?{SUBJECTS}"), "authorization", "").await;
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::certificates::Certificates;
+use crate::nats_operator::NatsOperator;
 
 /// How to install the Python-side servers.
 const VENV_HINT: &str = "run `scripts/services.sh install` (it creates the Python virtual environment \
@@ -60,6 +61,10 @@ pub struct Security {
     pub token: Option<String>,
     /// Only the user of this nkey public key (`U...`, NATS).
     pub nkey: Option<String>,
+    /// Operator mode (NATS decentralized authentication, instead of the credentials above): only users of this
+    /// operator's account, with JWTs from a memory resolver ([`NatsOperator::server_config`]); clients connect
+    /// with a `.creds` file ([`NatsOperator::user`]).
+    pub operator: Option<NatsOperator>,
 }
 
 /// A private broker process, killed and deleted on drop.
@@ -175,7 +180,8 @@ impl Broker {
             && (self.security.tls
                 || self.security.user.is_some()
                 || self.security.token.is_some()
-                || self.security.nkey.is_some())
+                || self.security.nkey.is_some()
+                || self.security.operator.is_some())
         {
             let mut conf = String::new();
             if let Some(tls) = &self.certificates {
@@ -184,7 +190,9 @@ impl Broker {
                     tls.server_cert, tls.server_key, tls.ca, self.security.client_certificates
                 ));
             }
-            if let Some((user, password)) = &self.security.user {
+            if let Some(operator) = &self.security.operator {
+                conf.push_str(&operator.server_config());
+            } else if let Some((user, password)) = &self.security.user {
                 conf.push_str(&format!("authorization {{\n  user: {user:?}\n  password: {password:?}\n}}\n"));
             } else if let Some(token) = &self.security.token {
                 conf.push_str(&format!("authorization {{\n  token: {token:?}\n}}\n"));

@@ -6,13 +6,15 @@
 //! exits. [`sqlite::TestDatabase::create`] gives each test its own SQLite file.
 //! [`brokers::Broker::start`] gives a test its own NATS, Redis, RabbitMQ, SQS (moto) or Kafka-protocol (tansu)
 //! server, which it can kill and restart; [`brokers::Broker::start_secured`] one that takes only TLS (with
-//! [`certificates::Certificates`] of a private CA) and only the given credentials. [`asyncapi::parse`] runs the official AsyncAPI parser. [`process`] runs the `outbox`
+//! [`certificates::Certificates`] of a private CA) and only the given credentials, for NATS also in operator mode
+//! ([`nats_operator::NatsOperator`]: JWTs and `.creds` files). [`asyncapi::parse`] runs the official AsyncAPI parser. [`process`] runs the `outbox`
 //! binary ([`outbox!`]) and picks free ports: every test that spawns, signals or kills an `outbox` process does it
 //! there.
 
 pub mod asyncapi;
 pub mod brokers;
 pub mod certificates;
+pub mod nats_operator;
 pub mod pg;
 pub mod process;
 pub mod sqlite;
