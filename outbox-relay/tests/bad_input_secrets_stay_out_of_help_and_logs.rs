@@ -4,17 +4,21 @@
 //! passwords, run at trace level in both log formats, prints them masked in its start-up line and in its errors,
 //! and never the password, the webhook secret or the payload's sensitive value; tokens and passwords given as
 //! the URL's user or read from files and the environment never show either, and a broker refusing them stops the
-//! relay at start (exit 2, one line).
+//! relay at start (exit 2, one line). NATS nkey seeds and `.creds` files (user JWT and seed, operator mode) never
+//! show in `--help`, in logs at trace level, in start-up errors or in `/metrics`, whether the server takes them
+//! (events published) or refuses them (exit 2).
 
 mod bad_input_support;
 mod common;
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use bad_input_support::{start, with_password};
 use common::{enqueue, event};
+use outbox_tests::nats_operator::{NatsOperator, UserCredentials};
 use outbox_tests::pg::TestDatabase;
-use outbox_tests::process::free_port;
+use outbox_tests::process::{free_addr, free_port};
 
 const DB_PASSWORD: &str = "marker-db-password-3f1c";
 const SINK_PASSWORD: &str = "marker-sink-password-9a7e";
@@ -24,8 +28,43 @@ const AWS_SECRET: &str = "marker-aws-secret-key-5d0b";
 /// The sensitive value of every test event (`/card_number`).
 const CARD_NUMBER: &str = "4111111111111111";
 
-fn markers() -> [&'static str; 5] {
-    [DB_PASSWORD, SINK_PASSWORD, WEBHOOK_SECRET, "bWFya2VyLXdlYmhvb2stc2VjcmV0", AWS_SECRET]
+/// NATS keys cannot be spelled as markers: they are generated once per test binary, and each seed and JWT is a
+/// marker. `seed` and `creds` are known to the brokers of the tests, the strangers' are not.
+struct NatsKeys {
+    operator: NatsOperator,
+    creds: UserCredentials,
+    stranger_creds: UserCredentials,
+    seed: String,
+    stranger_seed: String,
+}
+
+static NATS: LazyLock<NatsKeys> = LazyLock::new(|| {
+    let operator = NatsOperator::generate();
+    NatsKeys {
+        creds: operator.user("relay"),
+        stranger_creds: operator.user_of_an_unknown_account("stranger"),
+        operator,
+        seed: nkeys::KeyPair::new_user().seed().expect("a seed"),
+        stranger_seed: nkeys::KeyPair::new_user().seed().expect("a seed"),
+    }
+});
+
+/// The nkey seeds, and the seeds and JWTs of the `.creds` files, with each JWT's claims and signature apart.
+fn nats_markers() -> Vec<&'static str> {
+    let keys = &*NATS;
+    let mut markers = vec![keys.seed.as_str(), keys.stranger_seed.as_str()];
+    for creds in [&keys.creds, &keys.stranger_creds] {
+        markers.extend([creds.seed.as_str(), creds.jwt.as_str()]);
+        // The header segment is the same in every NATS JWT: not a marker.
+        markers.extend(creds.jwt.split('.').skip(1));
+    }
+    markers
+}
+
+fn markers() -> Vec<&'static str> {
+    let mut markers = vec![DB_PASSWORD, SINK_PASSWORD, WEBHOOK_SECRET, "bWFya2VyLXdlYmhvb2stc2VjcmV0", AWS_SECRET];
+    markers.extend(nats_markers());
+    markers
 }
 
 fn assert_no_secret(what: &str, text: &str) {
@@ -64,6 +103,8 @@ fn help_and_version_never_show_secret_environment_values() {
             .env("OUTBOX_WEBHOOK_SECRET", WEBHOOK_SECRET)
             .env("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
             .env("AWS_SESSION_TOKEN", AWS_SECRET)
+            .env("OUTBOX_TEST_NKEY_SEED", &NATS.seed)
+            .env("OUTBOX_TEST_NATS_CREDS", &NATS.creds.creds())
             .run(&args);
         let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
         assert_eq!(output.status.code(), Some(0), "{args:?}: {text}");
@@ -124,8 +165,10 @@ async fn a_relay_prints_its_database_and_sink_masked_at_every_log_level_and_in_i
 const TOKEN: &str = "marker-nats-token-61c4";
 const FILE_PASSWORD: &str = "marker-file-password-0e2a";
 
-fn broker_markers() -> [&'static str; 3] {
-    [TOKEN, FILE_PASSWORD, SINK_PASSWORD]
+fn broker_markers() -> Vec<&'static str> {
+    let mut markers = vec![TOKEN, FILE_PASSWORD, SINK_PASSWORD];
+    markers.extend(nats_markers());
+    markers
 }
 
 fn assert_no_broker_secret(what: &str, text: &str) {
@@ -145,6 +188,8 @@ async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refus
     std::fs::create_dir_all(&dir).unwrap();
     let password_file = dir.join("password");
     std::fs::write(&password_file, format!("{FILE_PASSWORD}\n")).unwrap();
+    let creds_file = dir.join("relay.creds");
+    NATS.creds.write(&creds_file);
     let port = free_port();
 
     // Waiting for a broker that is not there: the token (as the URL's user) and the secrets stay out of the logs.
@@ -153,11 +198,17 @@ async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refus
         format!("nats://127.0.0.1:{port}?token_env=OUTBOX_TEST_AUDIT_TOKEN"),
         format!("amqps://relay@127.0.0.1:{port}/%2f?password_file={}", password_file.display()),
         format!("rediss://relay@127.0.0.1:{port}/?password_env=OUTBOX_TEST_AUDIT_PASSWORD"),
+        format!("nats://127.0.0.1:{port}?nkey_seed_env=OUTBOX_TEST_AUDIT_SEED"),
+        format!("nats://127.0.0.1:{port}?creds_file={}", creds_file.display()),
     ] {
         let mut relay = start(
             &database_url,
             &["relay", "--sink", &sink, "--log-level", "trace"],
-            &[("OUTBOX_TEST_AUDIT_TOKEN", TOKEN), ("OUTBOX_TEST_AUDIT_PASSWORD", FILE_PASSWORD)],
+            &[
+                ("OUTBOX_TEST_AUDIT_TOKEN", TOKEN),
+                ("OUTBOX_TEST_AUDIT_PASSWORD", FILE_PASSWORD),
+                ("OUTBOX_TEST_AUDIT_SEED", &NATS.seed),
+            ],
         );
         relay.wait_for_lines("cannot reach the sink", 1, Duration::from_secs(30)).await;
         assert_eq!(relay.terminate().await.code(), Some(0), "{}", relay.stderr());
@@ -186,6 +237,95 @@ async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refus
         .fetch_one(&db.pool)
         .await
         .unwrap();
+    assert_eq!(attempts, 0, "nothing was claimed");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `outbox relay --sink SINK` at trace level in `format`, serving `/metrics`, until the relay published `n`
+/// events; returns its log and its last scrape.
+async fn publish_through(
+    database_url: &str,
+    pool: &sqlx::PgPool,
+    sink: &str,
+    format: &str,
+    n: i64,
+) -> (String, String) {
+    let metrics = free_addr().to_string();
+    let args = ["relay", "--sink", sink, "--create-destinations", "--log-level", "trace", "--log-format", format];
+    let mut relay = start(
+        database_url,
+        &[&args[..], &["--poll-interval", "10ms", "--metrics-addr", &metrics]].concat(),
+        &[("OUTBOX_TEST_AUDIT_SEED", &NATS.seed)],
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while common::count(pool, "published").await < n {
+        assert!(relay.is_running(), "the relay of {sink} stopped: {}", relay.stderr());
+        assert!(tokio::time::Instant::now() < deadline, "not published through {sink}: {}", relay.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let scrape = reqwest::get(format!("http://{metrics}/metrics")).await.expect("GET /metrics");
+    let scrape = scrape.text().await.expect("the scrape");
+    assert!(scrape.contains("outbox_events_published_total"), "{scrape}");
+    assert_eq!(relay.terminate().await.code(), Some(0), "{}", relay.stderr());
+    (relay.output(), scrape)
+}
+
+#[tokio::test]
+async fn nkey_seeds_and_creds_files_never_show_in_logs_or_metrics_and_unknown_ones_exit_2_in_one_line() {
+    use outbox_tests::brokers::{Broker, Kind, Security};
+
+    let db = TestDatabase::migrated().await;
+    let database_url = with_password(&db.url, DB_PASSWORD);
+    let dir = std::env::temp_dir().join(format!("outbox-secret-audit-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (creds_file, stranger_file) = (dir.join("relay.creds"), dir.join("stranger.creds"));
+    NATS.creds.write(&creds_file);
+    NATS.stranger_creds.write(&stranger_file);
+    let public_key = nkeys::KeyPair::from_seed(&NATS.seed).unwrap().public_key();
+    let nkey_broker = Broker::start_secured(Kind::Nats, Security { nkey: Some(public_key), ..Security::default() });
+    let operator = Security { operator: Some(NATS.operator.clone()), ..Security::default() };
+    let creds_broker = Broker::start_secured(Kind::Nats, operator);
+    let nkey_sink =
+        |variable: &str| format!("nats://127.0.0.1:{}?subject=outbox.x&nkey_seed_env={variable}", nkey_broker.port());
+    let creds_sink = |file: &std::path::Path| {
+        format!("nats://127.0.0.1:{}?subject=outbox.x&creds_file={}", creds_broker.port(), file.display())
+    };
+
+    // Taken: the relay publishes, at trace level in both log formats; neither its log nor /metrics shows a key.
+    let mut published = 0;
+    for (sink, format) in [
+        (nkey_sink("OUTBOX_TEST_AUDIT_SEED"), "text"),
+        (nkey_sink("OUTBOX_TEST_AUDIT_SEED"), "json"),
+        (creds_sink(&creds_file), "text"),
+        (creds_sink(&creds_file), "json"),
+    ] {
+        enqueue(&db.pool, &[event(format!("{sink}-{format}"), 0), event(format!("{sink}-{format}"), 1)]).await;
+        published += 2;
+        let (log, scrape) = publish_through(&database_url, &db.pool, &sink, format, published).await;
+        assert_no_broker_secret(&format!("the {format} log of a relay publishing to {sink}"), &log);
+        assert_no_broker_secret(&format!("/metrics of a relay publishing to {sink}"), &scrape);
+    }
+
+    // Refused: a seed the server does not know, a user of an account it does not know: exit 2 at once, one line.
+    enqueue(&db.pool, &[event("refused", 0)]).await;
+    for sink in [nkey_sink("OUTBOX_TEST_AUDIT_STRANGER_SEED"), creds_sink(&stranger_file)] {
+        let mut relay = start(
+            &database_url,
+            &["relay", "--sink", &sink, "--log-level", "trace"],
+            &[("OUTBOX_TEST_AUDIT_SEED", &NATS.seed), ("OUTBOX_TEST_AUDIT_STRANGER_SEED", &NATS.stranger_seed)],
+        );
+        assert_eq!(relay.wait_for_exit(Duration::from_secs(30)).await.code(), Some(2), "{}", relay.stderr());
+        let stderr = relay.stderr();
+        assert!(stderr.contains("authorization violation"), "{stderr}");
+        assert_eq!(stderr.lines().filter(|line| line.contains("refused the relay")).count(), 1, "{stderr}");
+        assert!(!stderr.contains("retrying"), "no retries: {stderr}");
+        assert_no_broker_secret(&format!("the error of a relay refused by {sink}"), &relay.output());
+    }
+    let attempts: i64 =
+        sqlx::query_scalar("SELECT coalesce(sum(attempts), 0)::bigint FROM outbox_events WHERE status = 'pending'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
     assert_eq!(attempts, 0, "nothing was claimed");
     std::fs::remove_dir_all(dir).unwrap();
 }
