@@ -1,8 +1,9 @@
 //! The `Debug` output (`{:?}` and `{:#?}`) of every public type that holds a payload masks its sensitive values:
 //! an event with `#[derive(RedactedDebug)]`, a nested type with it, `NewEvent`, and what the store gives back
 //! (`StoredEvent`, the `ReadRow` and `ReadBatch` of a `Store::read` that carry it, `EventDetail`) from a real
-//! SQLite database.
+//! SQLite database, and what a consumer receives (`consume::Received`, whose body is never printed).
 
+use outbox_core::consume::Received;
 use outbox_core::store::{ReadRange, ReadRequest, SqliteStore, Store};
 use outbox_core::{NewEvent, Outbox, OutboxEvent, Redact, RedactedDebug};
 use schemars::JsonSchema;
@@ -62,6 +63,39 @@ fn derived_redacted_debug_masks_the_event_and_nested_types() {
 #[test]
 fn new_event_debug_masks_the_payload() {
     assert_masked("NewEvent", &NewEvent::new(&event()).unwrap(), VISIBLE);
+}
+
+#[test]
+fn a_received_message_prints_its_headers_and_the_size_of_its_body_only() {
+    let payload = serde_json::to_string(&event()).unwrap();
+    assert!(payload.contains(EMAIL) && payload.contains(CARD), "the body is the payload in clear: {payload}");
+    let id = uuid::Uuid::now_v7().to_string();
+    let binary = Received::new(payload.as_bytes())
+        .header("ce_id", &id)
+        .header("ce_type", "customer.subscribed")
+        .header("ce_schemaversion", "1");
+    // A structured-mode message: the whole envelope, with the payload in `data`, is the body.
+    let envelope = serde_json::json!({
+        "specversion": "1.0",
+        "id": id,
+        "type": "customer.subscribed",
+        "schemaversion": "1",
+        "datacontenttype": "application/json",
+        "data": serde_json::from_str::<serde_json::Value>(&payload).unwrap(),
+    })
+    .to_string();
+    let structured = Received::new(envelope.as_bytes()).header("content-type", "application/cloudevents+json");
+    for (what, message, body, header) in [
+        ("a binary-mode Received", &binary, &payload, "customer.subscribed"),
+        ("a structured-mode Received", &structured, &envelope, "application/cloudevents+json"),
+    ] {
+        for output in [format!("{message:?}"), format!("{message:#?}")] {
+            assert!(!output.contains(EMAIL) && !output.contains(CARD), "{what} leaks a sensitive value:\n{output}");
+            assert!(!output.contains(VISIBLE), "{what} prints its body:\n{output}");
+            assert!(output.contains(header), "{what} hides its headers:\n{output}");
+            assert!(output.contains(&format!("<{} bytes>", body.len())), "{what} shows no body size:\n{output}");
+        }
+    }
 }
 
 #[tokio::test]
