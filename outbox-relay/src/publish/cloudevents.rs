@@ -277,6 +277,8 @@ pub(crate) fn trace_headers(message: &Message) -> impl Iterator<Item = (&'static
 
 #[cfg(test)]
 mod tests {
+    use outbox_core::consume::Received;
+
     use super::{Binding, CloudEvents, ContentMode};
     use crate::Message;
 
@@ -330,6 +332,77 @@ mod tests {
         let headers = envelope.headers(&message(), Binding::Kafka);
         assert_eq!(headers.len(), 1, "only the trace context is a header: {headers:?}");
         assert_eq!(envelope.content_type(), "application/cloudevents+json");
+    }
+
+    /// Version 1 of an event a consumer still receives from relays that have not been upgraded.
+    #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema, outbox_core::OutboxEvent)]
+    #[outbox(event_type = "ticket.issued", aggregate = "ticket", version = 1)]
+    struct TicketIssuedV1 {
+        #[outbox(aggregate_id)]
+        ticket: u64,
+    }
+
+    /// The current version, read from either.
+    #[derive(
+        Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema, outbox_core::OutboxEvent,
+    )]
+    #[outbox(event_type = "ticket.issued", aggregate = "ticket", version = 2, upcast_from = TicketIssuedV1)]
+    struct TicketIssued {
+        #[outbox(aggregate_id)]
+        ticket: u64,
+        seat: Option<String>,
+    }
+
+    impl From<TicketIssuedV1> for TicketIssued {
+        fn from(v1: TicketIssuedV1) -> Self {
+            Self { ticket: v1.ticket, seat: None }
+        }
+    }
+
+    /// The relay's message of `event`, with a trace context as traced events carry it.
+    fn message_of<E: outbox_core::OutboxEvent>(event: &E) -> Message {
+        let payload = serde_json::to_string(event).unwrap();
+        let mut message =
+            Message::new(uuid::Uuid::now_v7(), E::EVENT_TYPE, E::AGGREGATE_TYPE, event.aggregate_id(), payload);
+        message.version = E::VERSION;
+        message.headers.insert("traceparent".into(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
+        message
+    }
+
+    /// What this module writes, read back on the consumer's side (`outbox_core::consume::Received`): a
+    /// structured-mode body, with or without its content type, and a binary-mode body with each binding's headers
+    /// decode to the event id and the typed event, version 1 upcast on the way.
+    #[test]
+    fn a_consumer_decodes_what_the_relay_writes_in_either_mode_and_every_binding() {
+        let v1 = message_of(&TicketIssuedV1 { ticket: 7 });
+        let v2 = message_of(&TicketIssued { ticket: 8, seat: Some("12A".to_owned()) });
+        let expected = [
+            (&v1, TicketIssued { ticket: 7, seat: None }),
+            (&v2, TicketIssued { ticket: 8, seat: Some("12A".to_owned()) }),
+        ];
+
+        let structured = CloudEvents::new().source("/box-office").mode(ContentMode::Structured);
+        for (message, event) in &expected {
+            let body = structured.body(message);
+            assert!(structured.attribute_headers(message, Binding::Kafka).is_empty(), "the envelope is the body");
+            for headers in [&[("content-type", structured.content_type())][..], &[]] {
+                let decoded = Received::new(&body).headers(headers.iter().copied()).decode::<TicketIssued>();
+                assert_eq!(decoded, Ok((message.id, event.clone())), "structured v{} {headers:?}", message.version);
+            }
+        }
+
+        let binary = CloudEvents::new();
+        for binding in [Binding::Kafka, Binding::Nats, Binding::Amqp, Binding::Underscore] {
+            for (message, event) in &expected {
+                let body = binary.body(message);
+                let headers = binary.headers(message, binding);
+                let decoded = Received::new(&body)
+                    .headers(headers.iter().map(|(name, value)| (name.as_str(), value.as_str())))
+                    .header("content-type", binary.content_type())
+                    .decode::<TicketIssued>();
+                assert_eq!(decoded, Ok((message.id, event.clone())), "{binding:?} v{}", message.version);
+            }
+        }
     }
 
     #[test]
