@@ -235,3 +235,34 @@ async fn the_asyncapi_document_names_the_queue_an_event_arrives_in_with_its_attr
     assert_eq!(received.len(), 1, "the event is in the documented queue");
     broker_support::check_described(&described, &received[0]);
 }
+
+#[tokio::test]
+async fn an_https_endpoint_with_a_private_ca_takes_events_and_an_untrusted_certificate_is_refused_at_start() {
+    let broker = Broker::start_secured(Kind::Sqs, outbox_tests::brokers::Security { tls: true, ..Default::default() });
+    let ca = broker.certificates().expect("TLS certificates").ca.clone();
+    let queue_url = format!("{}/123456789012/tls-events", broker.url());
+    let url = |extra: &str| {
+        format!("sqs://?queue_url={queue_url}&endpoint={}&region=us-east-1{extra}", broker.url()).parse().unwrap()
+    };
+    std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+
+    let trusting =
+        SqsPublisher::from_url(&url(&format!("&tls_ca={}", ca.display()))).unwrap().with_create_destinations(true);
+    trusting.connect().await.expect("the queue is created over TLS");
+    let batch: Vec<Message> = (0..3)
+        .map(|n| Message::new(uuid::Uuid::now_v7(), "order.placed", "order", format!("o-{n}"), r#"{"n":1}"#))
+        .collect();
+    assert_eq!(trusting.publish(&batch).await, vec![Outcome::Published; 3]);
+
+    let other = outbox_tests::certificates::Certificates::generate(&broker.dir().join("other"), "other");
+    for untrusting in [url(""), url(&format!("&tls_ca={}", other.ca.display()))] {
+        let error = SqsPublisher::from_url(&untrusting).unwrap().connect().await.expect_err("an untrusted certificate");
+        let message = error.to_string();
+        assert!(matches!(error, outbox_relay::Error::Refused { .. }), "retrying cannot fix it: {message}");
+        assert!(message.contains("certificate"), "no word about the certificate: {message}");
+        assert!(!message.contains('\n'), "one line: {message}");
+    }
+    let missing = SqsPublisher::from_url(&url("&tls_ca=/nonexistent/ca.pem")).expect_err("a missing CA file");
+    assert!(missing.to_string().contains("/nonexistent/ca.pem"), "{missing}");
+}

@@ -146,6 +146,8 @@ impl Broker {
             Kind::Nats => format!("nats://127.0.0.1:{port}"),
             Kind::Redis => format!("redis://127.0.0.1:{port}/"),
             Kind::RabbitMq => format!("amqp://guest:guest@127.0.0.1:{port}/%2f"),
+            // The server certificate names `localhost` and `127.0.0.1`.
+            Kind::Sqs if self.certificates.is_some() => format!("https://localhost:{port}"),
             Kind::Sqs => format!("http://127.0.0.1:{port}"),
             Kind::Kafka => format!("127.0.0.1:{port}"),
         }
@@ -288,6 +290,9 @@ impl Broker {
             }
             Kind::Sqs => {
                 command.args(["-H", "127.0.0.1", "-p", &port]);
+                if let Some(tls) = &self.certificates {
+                    command.arg("-c").arg(&tls.server_cert).arg("-k").arg(&tls.server_key);
+                }
             }
             Kind::Kafka if self.certificates.is_some() => {
                 // tansu's own TLS options do not work (0.6: `--cert` and `--key` exclude each other), so stunnel

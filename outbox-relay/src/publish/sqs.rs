@@ -87,6 +87,7 @@ pub struct SqsBuilder {
     max_message_bytes: usize,
     create_destinations: bool,
     retention: Option<u32>,
+    tls_ca: Option<std::path::PathBuf>,
 }
 
 impl fmt::Debug for SqsBuilder {
@@ -114,6 +115,7 @@ impl SqsPublisher {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             create_destinations: false,
             retention: None,
+            tls_ca: None,
         }
     }
 
@@ -200,6 +202,9 @@ impl SqsPublisher {
         if let Some(max) = query.take_parsed("max_message_bytes", "a number of bytes", |v| v.parse().ok())? {
             builder = builder.max_message_bytes(max);
         }
+        if let Some(ca) = query.take("tls_ca") {
+            builder = builder.tls_ca(ca);
+        }
         if let Some(retention) = query.take_parsed("queue_retention_s", "60 to 1209600 seconds", |v| {
             v.parse::<u32>().ok().filter(|s| (60..=1_209_600).contains(s))
         })? {
@@ -208,6 +213,7 @@ impl SqsPublisher {
         query.finish(&[
             "queue_retention_s",
             "queue_url",
+            "tls_ca",
             "endpoint",
             "region",
             "timeout_ms",
@@ -312,6 +318,7 @@ impl SqsPublisher {
 fn start_failure<E, R>(error: &SdkError<E, R>, target: String) -> Error
 where
     E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
 {
     match error {
         SdkError::ServiceError(service) => {
@@ -325,16 +332,33 @@ where
             }
         }
         SdkError::TimeoutError(_) => Error::Unreachable { target, reason: "timed out".to_owned() },
-        SdkError::DispatchFailure(_) => Error::Unreachable { target, reason: "cannot connect".to_owned() },
+        SdkError::DispatchFailure(_) => {
+            let cause = innermost(error);
+            // An untrusted certificate stays untrusted: retrying cannot fix it.
+            if cause.contains("certificate") {
+                Error::Refused { target, reason: format!("TLS: {cause}") }
+            } else {
+                Error::Unreachable { target, reason: format!("cannot connect: {cause}") }
+            }
+        }
         _ => Error::Unreachable { target, reason: "unreadable response".to_owned() },
     }
+}
+
+/// The innermost cause of a failed call, in one line (a refused connection, an untrusted certificate).
+fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string().lines().next().unwrap_or_default().to_owned()
 }
 
 /// The relay's reading of a failed `SendMessageBatch` call.
 fn outcome_of(error: &SdkError<SendMessageBatchError>) -> Outcome {
     match error {
         SdkError::TimeoutError(_) => Outcome::transient("SQS timed out"),
-        SdkError::DispatchFailure(_) => Outcome::transient("cannot reach SQS"),
+        SdkError::DispatchFailure(_) => Outcome::transient(format!("cannot reach SQS: {}", innermost(error))),
         SdkError::ResponseError(_) => Outcome::transient("SQS sent an unreadable response"),
         SdkError::ServiceError(service) => {
             let error = service.err();
@@ -414,6 +438,14 @@ impl SqsBuilder {
         self
     }
 
+    /// Trusts the certificate authorities of this PEM file instead of the system's, for an `https://` endpoint
+    /// with a private CA (a VPC endpoint behind an inspecting proxy, LocalStack with its own certificate;
+    /// `tls_ca=PATH` in the URL). The endpoint's certificate is always verified, host name included.
+    pub fn tls_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls_ca = Some(path.into());
+        self
+    }
+
     /// Whether [`SqsPublisher::connect`] creates a missing fixed queue (default: no, it reports it).
     pub fn create_destinations(mut self, create: bool) -> Self {
         self.create_destinations = create;
@@ -432,7 +464,7 @@ impl SqsBuilder {
     /// # Errors
     ///
     /// [`Error::InvalidSink`] when the queue URL is missing or invalid, the endpoint is not a URL, there is no
-    /// region or no credentials, or the timeout is zero.
+    /// region or no credentials, the timeout is zero, or the `tls_ca` file cannot be read or holds no certificate.
     pub fn build(self) -> Result<SqsPublisher> {
         let queue_url = self.queue_url.clone().unwrap_or_default();
         let display = self.display.clone().unwrap_or_else(|| format!("sqs://?queue_url={queue_url}"));
@@ -464,9 +496,22 @@ impl SqsBuilder {
         if self.retention.is_some_and(|seconds| !(60..=1_209_600).contains(&seconds)) {
             return Err(invalid("an SQS queue's retention is 60 seconds to 14 days"));
         }
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
-            .build_https();
+        let mut http = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring));
+        if let Some(ca) = &self.tls_ca {
+            let pem = std::fs::read(ca)
+                .map_err(|error| invalid(&format!("`tls_ca`: cannot read {}: {}", ca.display(), error.kind())))?;
+            if !pem.windows(27).any(|window| window == b"-----BEGIN CERTIFICATE-----") {
+                return Err(invalid(&format!("`tls_ca`: {} holds no PEM certificate", ca.display())));
+            }
+            let trust = tls::TrustStore::empty().with_native_roots(false).with_pem_certificate(pem);
+            let context = tls::TlsContext::builder()
+                .with_trust_store(trust)
+                .build()
+                .map_err(|error| invalid(&format!("`tls_ca`: {error}")))?;
+            http = http.tls_context(context);
+        }
+        let http = http.build_https();
         let timeouts = aws_sdk_sqs::config::timeout::TimeoutConfig::builder()
             .operation_timeout(self.timeout)
             .connect_timeout(self.timeout)
