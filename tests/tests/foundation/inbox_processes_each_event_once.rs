@@ -1,4 +1,26 @@
-//! The consumer inbox, on PostgreSQL and on SQLite: each event's effect happens once per consumer.
+//! The consumer inbox, on PostgreSQL and on SQLite: each event's effect happens once per consumer, whether the
+//! consumer opens the transaction itself (`Inbox::begin`) or hands a received message to `Inbox::consume`.
+
+use outbox_core::OutboxEvent;
+use serde::{Deserialize, Serialize};
+
+/// The event `Inbox::consume` decodes from a received message.
+#[derive(Serialize, Deserialize, outbox_core::schemars::JsonSchema, OutboxEvent)]
+#[schemars(crate = "outbox_core::schemars")]
+#[outbox(event_type = "ticket.sold", aggregate = "ticket", version = 1)]
+struct TicketSold {
+    #[outbox(aggregate_id)]
+    ticket: i64,
+}
+
+/// A broker message of `TicketSold`, as the relay publishes it to Kafka (binary mode).
+fn ticket_sold<'a>(event_id: &'a str, body: &'a str) -> outbox_core::consume::Received<'a> {
+    outbox_core::consume::Received::new(body.as_bytes())
+        .header("ce_id", event_id)
+        .header("ce_type", "ticket.sold")
+        .header("ce_schemaversion", "1")
+        .header("content-type", "application/json")
+}
 
 macro_rules! inbox_suite {
     ($database:ty, $age_two_days:literal) => {
@@ -86,6 +108,77 @@ macro_rules! inbox_suite {
             assert_eq!(ledger_lines(&db.pool, event_id).await, 0, "the effect rolled back");
             assert_eq!(handle(&inbox, &db.pool, event_id, Duration::ZERO).await, true);
             assert_eq!(ledger_lines(&db.pool, event_id).await, 1);
+        }
+
+        /// `Inbox::consume`'s handler: one ledger line for the decoded ticket, in the inbox's transaction.
+        async fn sell(
+            tx: &mut sqlx::Transaction<'static, $database>,
+            sold: super::TicketSold,
+            consumer: &str,
+        ) -> Result<i64, outbox_core::Error> {
+            sqlx::query("INSERT INTO ledger (event_id, consumer) VALUES ($1, $2)")
+                .bind(format!("ticket-{}", sold.ticket))
+                .bind(consumer)
+                .execute(&mut **tx)
+                .await?;
+            Ok(sold.ticket)
+        }
+
+        async fn ticket_lines(pool: &Pool, ticket: i64) -> i64 {
+            sqlx::query_scalar("SELECT count(*) FROM ledger WHERE event_id = $1")
+                .bind(format!("ticket-{ticket}"))
+                .fetch_one(pool)
+                .await
+                .unwrap()
+        }
+
+        #[tokio::test]
+        async fn consume_runs_the_handler_once_per_consumer_and_event_id() {
+            let db = <TestDatabase>::migrated().await;
+            create_ledger(&db.pool).await;
+            let (first, second) = (Uuid::now_v7().to_string(), Uuid::now_v7().to_string());
+            let billing = Inbox::new("billing").unwrap();
+            let message = super::ticket_sold(&first, r#"{"ticket":7}"#);
+            let ran = billing.consume(&db.pool, &message, async |tx, sold| sell(tx, sold, "billing").await).await;
+            assert_eq!(ran.unwrap(), Some(7), "the first delivery runs the handler with the decoded event");
+            let again = billing.consume(&db.pool, &message, async |tx, sold| sell(tx, sold, "billing").await).await;
+            assert_eq!(again.unwrap(), None, "a redelivery of the same event id is skipped");
+            assert_eq!(ticket_lines(&db.pool, 7).await, 1);
+
+            let shipping = Inbox::new("shipping").unwrap();
+            let ran = shipping.consume(&db.pool, &message, async |tx, sold| sell(tx, sold, "shipping").await).await;
+            assert_eq!(ran.unwrap(), Some(7), "another consumer runs its handler for the same event");
+            // Another event with the same payload is another delivery to process.
+            let other = super::ticket_sold(&second, r#"{"ticket":7}"#);
+            let ran = billing.consume(&db.pool, &other, async |tx, sold| sell(tx, sold, "billing").await).await;
+            assert_eq!(ran.unwrap(), Some(7), "another event id runs the handler");
+            assert_eq!(ticket_lines(&db.pool, 7).await, 3, "one effect per (consumer, event id)");
+        }
+
+        #[tokio::test]
+        async fn consume_rolls_back_a_failed_handler_so_a_retry_runs_it_again() {
+            let db = <TestDatabase>::migrated().await;
+            create_ledger(&db.pool).await;
+            let event_id = Uuid::now_v7().to_string();
+            let billing = Inbox::new("billing").unwrap();
+            let message = super::ticket_sold(&event_id, r#"{"ticket":9}"#);
+            let failed = billing
+                .consume(&db.pool, &message, async |tx, sold| {
+                    sell(tx, sold, "billing").await?;
+                    Err::<i64, _>(outbox_core::Error::InvalidConsumer("the handler failed after its write".into()))
+                })
+                .await;
+            assert!(failed.is_err(), "the handler's error is returned");
+            assert_eq!(ticket_lines(&db.pool, 9).await, 0, "the handler's write rolled back");
+            let records: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM outbox_inbox").fetch_one(&db.pool).await.unwrap();
+            assert_eq!(records, 0, "the inbox record rolled back with it");
+
+            let retry = billing.consume(&db.pool, &message, async |tx, sold| sell(tx, sold, "billing").await).await;
+            assert_eq!(retry.unwrap(), Some(9), "the redelivery after the failure runs the handler");
+            let again = billing.consume(&db.pool, &message, async |tx, sold| sell(tx, sold, "billing").await).await;
+            assert_eq!(again.unwrap(), None, "and the one after a success does not");
+            assert_eq!(ticket_lines(&db.pool, 9).await, 1);
         }
 
         #[tokio::test]
