@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run -p outbox-examples --features service --example payments   # SQLite file payments.db, port 3000
 //! DATABASE_URL=postgres://localhost/shop cargo run -p outbox-examples --features service --example payments
+//! NATS_URL=nats://127.0.0.1:4222 cargo run -p outbox-examples --features nats --example payments  # JetStream
 //! curl -X POST localhost:3000/payments/1/confirm
 //! ```
 
@@ -28,5 +29,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let _ = tokio::signal::ctrl_c().await;
         stop.cancel();
     });
-    Service::new(db).run(listener, shutdown).await
+    let service = Service::new(db);
+    #[cfg(feature = "nats")]
+    let service = match std::env::var("NATS_URL") {
+        Ok(url) => service.over_nats(url.parse()?),
+        Err(_) => service,
+    };
+    service.run(listener, shutdown).await
 }

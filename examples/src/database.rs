@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use outbox_core::consume::Received;
+use outbox_core::inbox::Inbox;
 use outbox_core::store::{PgStore, SqliteStore, Store};
 use outbox_core::{Error, Outbox};
 use sqlx::{PgPool, SqlitePool};
@@ -161,26 +163,30 @@ impl Database {
         }
     }
 
-    /// Records a receipt for `event` exactly once per event id (the inbox of consumer `receipts`); `false` when
-    /// the event was processed before.
-    pub(crate) async fn record_receipt(
-        &self,
-        inbox: &outbox_core::inbox::Inbox,
-        event_id: uuid::Uuid,
-        event: &PaymentPaid,
-    ) -> Result<bool, Error> {
+    /// Decodes `message` as [`PaymentPaid`] and records its receipt exactly once per event id (the inbox of
+    /// consumer `receipts`, [`Inbox::consume`]); `false` when the event was processed before.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Decode`] when the message is not a `payment.paid` this consumer can read (an
+    /// [`UnknownType`](outbox_core::DecodeError::UnknownType) for another event), [`Error::Database`] when the
+    /// database fails.
+    pub(crate) async fn record_receipt(&self, inbox: &Inbox, message: &Received<'_>) -> Result<bool, Error> {
         on_pool!(self, pool => {
-            let Some(mut tx) = inbox.begin(pool, event_id).await? else {
-                return Ok(false);
-            };
-            sqlx::query("INSERT INTO receipts (payment_id, event_id, amount_cents) VALUES ($1, $2, $3)")
-                .bind(event.payment_id)
-                .bind(event_id.to_string())
-                .bind(event.amount_cents)
-                .execute(&mut *tx)
+            let recorded = inbox
+                .consume(pool, message, |tx, event_id, paid: PaymentPaid| {
+                    Box::pin(async move {
+                        sqlx::query("INSERT INTO receipts (payment_id, event_id, amount_cents) VALUES ($1, $2, $3)")
+                            .bind(paid.payment_id)
+                            .bind(event_id.to_string())
+                            .bind(paid.amount_cents)
+                            .execute(&mut **tx)
+                            .await?;
+                        Ok::<_, Error>(())
+                    })
+                })
                 .await?;
-            tx.commit().await?;
-            Ok(true)
+            Ok(recorded.is_some())
         })
     }
 }

@@ -5,7 +5,8 @@
 //! service, behind `POST /hooks/payments` of the same process) verifies each delivery and records a receipt
 //! exactly once per event with the [inbox](outbox_core::inbox). It runs on SQLite (the default, no server) or on
 //! PostgreSQL. [`Database`] and [`PaymentPaid`] are always here (the quick start uses them); the HTTP service
-//! needs the `service` feature.
+//! needs the `service` feature. With the `nats` feature, [`Service::over_nats`] publishes to NATS JetStream
+//! instead and the consumer reads the stream with a durable consumer.
 //!
 //! ```no_run
 //! # #[cfg(feature = "service")]
@@ -25,6 +26,8 @@ mod database;
 mod event;
 #[cfg(feature = "service")]
 mod receipts;
+#[cfg(feature = "nats")]
+mod receipts_over_nats;
 #[cfg(feature = "service")]
 mod service;
 

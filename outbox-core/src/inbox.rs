@@ -1,6 +1,8 @@
 //! The consumer side: process each event at most once per consumer, in the consumer's own transaction
 //! ([`Inbox::run_once`], or [`Inbox::consume`] to decode the received message too).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -101,6 +103,10 @@ impl Inbox {
     /// When `handler` fails, the transaction rolls back (the effect and the record together) and its error is
     /// returned, so a redelivery runs it again.
     ///
+    /// `handler` returns its work as a boxed future (`Box::pin(async move { .. })`), as
+    /// [`sqlx::Connection::transaction`] does: that is what lets the returned future be `Send`, so a consumer
+    /// runs deliveries on `tokio::spawn`ed tasks or in an axum handler.
+    ///
     /// # Errors
     ///
     /// `handler`'s error, or [`Error::Database`] (converted with `From`) when the database fails.
@@ -111,9 +117,11 @@ impl Inbox {
     /// # async fn run(pool: sqlx::PgPool, event_id: uuid::Uuid) -> Result<(), outbox_core::Error> {
     /// let inbox = outbox_core::inbox::Inbox::new("billing")?;
     /// let ran = inbox
-    ///     .run_once(&pool, event_id, async |tx| {
-    ///         sqlx::query("UPDATE invoices SET status = 'paid' WHERE id = $1").bind(7_i64).execute(&mut **tx).await?;
-    ///         Ok::<_, outbox_core::Error>(())
+    ///     .run_once(&pool, event_id, |tx| {
+    ///         Box::pin(async move {
+    ///             sqlx::query("UPDATE invoices SET status = 'paid' WHERE id = $1").bind(7_i64).execute(&mut **tx).await?;
+    ///             Ok::<_, outbox_core::Error>(())
+    ///         })
     ///     })
     ///     .await?;
     /// if ran.is_none() {
@@ -122,14 +130,15 @@ impl Inbox {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn run_once<DB, T, E>(
+    pub async fn run_once<DB, F, T, E>(
         &self,
         pool: &sqlx::Pool<DB>,
         event_id: Uuid,
-        handler: impl AsyncFnOnce(&mut sqlx::Transaction<'static, DB>) -> std::result::Result<T, E>,
+        handler: F,
     ) -> std::result::Result<Option<T>, E>
     where
         DB: Backend,
+        F: for<'c> FnOnce(&'c mut sqlx::Transaction<'static, DB>) -> Handled<'c, T, E> + Send,
         E: From<Error>,
     {
         let Some(mut tx) = self.begin(pool, event_id).await? else {
@@ -140,8 +149,8 @@ impl Inbox {
         Ok(Some(value))
     }
 
-    /// Decodes `message` as `(event id, E)` ([`Received::decode`]) and runs `handler` with the event once per
-    /// (consumer, event id) in the consumer's own transaction, as [`run_once`](Self::run_once).
+    /// Decodes `message` as `(event id, Ev)` ([`Received::decode`]) and runs `handler` with the event id and the
+    /// event once per (consumer, event id) in the consumer's own transaction, as [`run_once`](Self::run_once).
     ///
     /// A message that does not decode fails before anything is opened: the consumer decides what becomes of it
     /// (a dead-letter queue, a log line; the error never holds a payload value).
@@ -161,34 +170,40 @@ impl Inbox {
     /// # #[outbox(event_type = "payment.paid", aggregate = "payment", version = 1)]
     /// # struct PaymentPaid { #[outbox(aggregate_id)] payment_id: i64 }
     ///
-    /// # async fn run(pool: sqlx::PgPool, headers: Vec<(&str, &str)>, body: &[u8]) -> Result<(), outbox_core::Error> {
+    /// # async fn run(pool: sqlx::PgPool, headers: Vec<(String, String)>, body: Vec<u8>) -> Result<(), outbox_core::Error> {
     /// let inbox = Inbox::new("billing")?;
-    /// let message = Received::new(body).headers(headers);
-    /// inbox
-    ///     .consume(&pool, &message, async |tx, paid: PaymentPaid| {
-    ///         sqlx::query("UPDATE invoices SET status = 'paid' WHERE payment_id = $1")
-    ///             .bind(paid.payment_id)
-    ///             .execute(&mut **tx)
-    ///             .await?;
-    ///         Ok::<_, outbox_core::Error>(())
-    ///     })
-    ///     .await?;
+    /// // The future is `Send`: deliveries can run on their own tasks.
+    /// tokio::spawn(async move {
+    ///     let message = Received::new(&body).headers(headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    ///     inbox
+    ///         .consume(&pool, &message, |tx, _event_id, paid: PaymentPaid| {
+    ///             Box::pin(async move {
+    ///                 sqlx::query("UPDATE invoices SET status = 'paid' WHERE payment_id = $1")
+    ///                     .bind(paid.payment_id)
+    ///                     .execute(&mut **tx)
+    ///                     .await?;
+    ///                 Ok::<_, outbox_core::Error>(())
+    ///             })
+    ///         })
+    ///         .await
+    /// });
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn consume<DB, Ev, T, E>(
+    pub async fn consume<DB, Ev, F, T, E>(
         &self,
         pool: &sqlx::Pool<DB>,
         message: &Received<'_>,
-        handler: impl AsyncFnOnce(&mut sqlx::Transaction<'static, DB>, Ev) -> std::result::Result<T, E>,
+        handler: F,
     ) -> std::result::Result<Option<T>, E>
     where
         DB: Backend,
-        Ev: Decode,
+        Ev: Decode + Send,
+        F: for<'c> FnOnce(&'c mut sqlx::Transaction<'static, DB>, Uuid, Ev) -> Handled<'c, T, E> + Send,
         E: From<Error>,
     {
         let (event_id, event) = message.decode::<Ev>().map_err(Error::from)?;
-        self.run_once(pool, event_id, async |tx| handler(tx, event).await).await
+        self.run_once(pool, event_id, move |tx| handler(tx, event_id, event)).await
     }
 
     /// Deletes this consumer's records older than `age`, at most `limit` at a time, and returns how many went.
@@ -209,6 +224,11 @@ impl Inbox {
         }
     }
 }
+
+/// The work of an inbox handler ([`Inbox::run_once`], [`Inbox::consume`]) on the transaction it borrows for
+/// `'c`: a boxed `Send` future, the same type as `futures::future::BoxFuture<'c, Result<T, E>>`, written
+/// `Box::pin(async move { .. })`.
+pub type Handled<'c, T, E> = Pin<Box<dyn Future<Output = std::result::Result<T, E>> + Send + 'c>>;
 
 /// The header names our publishers put the event id in, in the order they are looked up: CloudEvents `id` in
 /// each protocol binding's spelling, the Standard Webhooks id, the NATS deduplication id, and a plain name.

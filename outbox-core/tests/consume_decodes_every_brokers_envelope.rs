@@ -4,7 +4,7 @@
 //! runs the handler once per (consumer, event id) in the consumer's transaction, on a real SQLite database.
 
 use outbox_core::consume::{Metadata, Received};
-use outbox_core::inbox::Inbox;
+use outbox_core::inbox::{Handled, Inbox};
 use outbox_core::{DecodeError, OutboxEvent};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -162,38 +162,90 @@ fn unknown_types_versions_payloads_and_envelopes_are_clear_errors() {
     assert!(matches!(decode(&[], b"not json"), Err(DecodeError::Envelope(_))));
 }
 
+/// The consumer's effect: one ledger line per processed payment.
+fn record<'c>(
+    tx: &'c mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    event_id: Uuid,
+    paid: PaymentPaid,
+) -> Handled<'c, i64, outbox_core::Error> {
+    Box::pin(async move {
+        sqlx::query("INSERT INTO ledger VALUES (?, ?, ?)")
+            .bind(event_id.to_string())
+            .bind(paid.payment_id)
+            .bind(paid.amount_cents)
+            .execute(&mut **tx)
+            .await?;
+        Ok(paid.amount_cents)
+    })
+}
+
 #[tokio::test]
 async fn inbox_consume_runs_the_handler_once_per_consumer_and_event_id() {
     let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await.unwrap();
     outbox_core::migrate(&pool).await.unwrap();
-    sqlx::query("CREATE TABLE ledger (payment_id INTEGER, amount_cents INTEGER)").execute(&pool).await.unwrap();
+    sqlx::query("CREATE TABLE ledger (event_id TEXT, payment_id INTEGER, amount_cents INTEGER)")
+        .execute(&pool)
+        .await
+        .unwrap();
     let headers = headers("rabbitmq", &V1);
     let message = Received::new(V1.payload.as_bytes()).headers(headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
     let billing = Inbox::new("billing").unwrap();
 
     let failed = billing
-        .consume(&pool, &message, async |_tx, _paid: PaymentPaid| {
-            Err::<(), _>(outbox_core::Error::InvalidConsumer("handler failed".into()))
+        .consume(&pool, &message, |_tx, _event_id, _paid: PaymentPaid| {
+            Box::pin(async { Err::<(), _>(outbox_core::Error::InvalidConsumer("handler failed".into())) })
         })
         .await;
     assert!(failed.is_err(), "the handler's error is returned");
 
-    let record = async |tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>, paid: PaymentPaid| {
-        sqlx::query("INSERT INTO ledger VALUES (?, ?)")
-            .bind(paid.payment_id)
-            .bind(paid.amount_cents)
-            .execute(&mut **tx)
-            .await?;
-        Ok::<_, outbox_core::Error>(paid.amount_cents)
-    };
     assert_eq!(billing.consume(&pool, &message, record).await.unwrap(), Some(1200), "a failed run was rolled back");
     assert_eq!(billing.consume(&pool, &message, record).await.unwrap(), None, "a redelivery is skipped");
     let audit = Inbox::new("audit").unwrap();
     assert_eq!(audit.consume(&pool, &message, record).await.unwrap(), Some(1200), "another consumer runs it");
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger").fetch_one(&pool).await.unwrap();
-    assert_eq!(rows, 2, "one effect per consumer");
+    let ids: Vec<String> = sqlx::query_scalar("SELECT event_id FROM ledger").fetch_all(&pool).await.unwrap();
+    assert_eq!(ids, [V1.id.to_string(), V1.id.to_string()], "one effect per consumer, given the event id");
 
     let garbage = Received::new(b"{}");
     let error = billing.consume(&pool, &garbage, record).await.unwrap_err();
     assert!(matches!(error, outbox_core::Error::Decode(DecodeError::Envelope(_))), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inbox_consume_and_run_once_run_on_spawned_tasks() {
+    let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await.unwrap();
+    outbox_core::migrate(&pool).await.unwrap();
+    sqlx::query("CREATE TABLE ledger (event_id TEXT, payment_id INTEGER, amount_cents INTEGER)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let inbox = Inbox::new("billing").unwrap();
+
+    // `tokio::spawn` takes only `Send` futures: this compiles only because `consume` and `run_once` are `Send`.
+    let consumed = tokio::spawn({
+        let (pool, inbox) = (pool.clone(), inbox.clone());
+        async move {
+            let headers = headers("kafka", &V2);
+            let message =
+                Received::new(V2.payload.as_bytes()).headers(headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+            inbox.consume(&pool, &message, record).await
+        }
+    });
+    assert_eq!(consumed.await.unwrap().unwrap(), Some(1250), "the spawned consumer ran the handler");
+
+    let again = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            inbox
+                .run_once(&pool, V2.id, |tx| {
+                    Box::pin(async move {
+                        sqlx::query("INSERT INTO ledger VALUES (NULL, 0, 0)").execute(&mut **tx).await?;
+                        Ok::<_, outbox_core::Error>(())
+                    })
+                })
+                .await
+        }
+    });
+    assert_eq!(again.await.unwrap().unwrap(), None, "run_once on another task sees the event processed");
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger").fetch_one(&pool).await.unwrap();
+    assert_eq!(rows, 1, "one effect");
 }

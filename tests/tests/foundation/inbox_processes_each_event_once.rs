@@ -139,18 +139,22 @@ macro_rules! inbox_suite {
             let (first, second) = (Uuid::now_v7().to_string(), Uuid::now_v7().to_string());
             let billing = Inbox::new("billing").unwrap();
             let message = super::ticket_sold(&first, r#"{"ticket":7}"#);
-            let ran = billing.consume(&db.pool, &message, async |tx, sold| sell(tx, sold, "billing").await).await;
+            let ran =
+                billing.consume(&db.pool, &message, |tx, _event_id, sold| Box::pin(sell(tx, sold, "billing"))).await;
             assert_eq!(ran.unwrap(), Some(7), "the first delivery runs the handler with the decoded event");
-            let again = billing.consume(&db.pool, &message, async |tx, sold| sell(tx, sold, "billing").await).await;
+            let again =
+                billing.consume(&db.pool, &message, |tx, _event_id, sold| Box::pin(sell(tx, sold, "billing"))).await;
             assert_eq!(again.unwrap(), None, "a redelivery of the same event id is skipped");
             assert_eq!(ticket_lines(&db.pool, 7).await, 1);
 
             let shipping = Inbox::new("shipping").unwrap();
-            let ran = shipping.consume(&db.pool, &message, async |tx, sold| sell(tx, sold, "shipping").await).await;
+            let ran =
+                shipping.consume(&db.pool, &message, |tx, _event_id, sold| Box::pin(sell(tx, sold, "shipping"))).await;
             assert_eq!(ran.unwrap(), Some(7), "another consumer runs its handler for the same event");
             // Another event with the same payload is another delivery to process.
             let other = super::ticket_sold(&second, r#"{"ticket":7}"#);
-            let ran = billing.consume(&db.pool, &other, async |tx, sold| sell(tx, sold, "billing").await).await;
+            let ran =
+                billing.consume(&db.pool, &other, |tx, _event_id, sold| Box::pin(sell(tx, sold, "billing"))).await;
             assert_eq!(ran.unwrap(), Some(7), "another event id runs the handler");
             assert_eq!(ticket_lines(&db.pool, 7).await, 3, "one effect per (consumer, event id)");
         }
@@ -163,9 +167,11 @@ macro_rules! inbox_suite {
             let billing = Inbox::new("billing").unwrap();
             let message = super::ticket_sold(&event_id, r#"{"ticket":9}"#);
             let failed = billing
-                .consume(&db.pool, &message, async |tx, sold| {
-                    sell(tx, sold, "billing").await?;
-                    Err::<i64, _>(outbox_core::Error::InvalidConsumer("the handler failed after its write".into()))
+                .consume(&db.pool, &message, |tx, _event_id, sold| {
+                    Box::pin(async move {
+                        sell(tx, sold, "billing").await?;
+                        Err::<i64, _>(outbox_core::Error::InvalidConsumer("the handler failed after its write".into()))
+                    })
                 })
                 .await;
             assert!(failed.is_err(), "the handler's error is returned");
@@ -174,9 +180,11 @@ macro_rules! inbox_suite {
                 sqlx::query_scalar("SELECT count(*) FROM outbox_inbox").fetch_one(&db.pool).await.unwrap();
             assert_eq!(records, 0, "the inbox record rolled back with it");
 
-            let retry = billing.consume(&db.pool, &message, async |tx, sold| sell(tx, sold, "billing").await).await;
+            let retry =
+                billing.consume(&db.pool, &message, |tx, _event_id, sold| Box::pin(sell(tx, sold, "billing"))).await;
             assert_eq!(retry.unwrap(), Some(9), "the redelivery after the failure runs the handler");
-            let again = billing.consume(&db.pool, &message, async |tx, sold| sell(tx, sold, "billing").await).await;
+            let again =
+                billing.consume(&db.pool, &message, |tx, _event_id, sold| Box::pin(sell(tx, sold, "billing"))).await;
             assert_eq!(again.unwrap(), None, "and the one after a success does not");
             assert_eq!(ticket_lines(&db.pool, 9).await, 1);
         }
