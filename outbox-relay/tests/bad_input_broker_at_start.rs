@@ -8,7 +8,9 @@
 //!   masked, the table untouched; the same for Redis refusing a wrong or a missing password;
 //! - a malformed or unknown sink URL holding a password: exit 2, one line, the password masked;
 //! - a missing destination (a JetStream stream for the subjects): exit 2 naming it, nothing claimed; with
-//!   `--create-destinations` the relay creates it and publishes.
+//!   `--create-destinations` the relay creates it and publishes;
+//! - NATS credentials of an account without JetStream: exit 2 at once, one line naming the account problem and
+//!   the fix, with or without `--create-destinations`, nothing claimed.
 #![cfg(feature = "rabbitmq")]
 
 mod bad_input_support;
@@ -217,4 +219,35 @@ async fn a_missing_destination_exits_2_naming_it_and_create_destinations_creates
     let client = async_nats::connect(format!("nats://127.0.0.1:{}", broker.port())).await.unwrap();
     let mut stream = async_nats::jetstream::new(client).get_stream("SHOP").await.expect("the stream SHOP");
     assert_eq!(stream.info().await.unwrap().state.messages, 2);
+}
+
+#[cfg(feature = "nats")]
+#[tokio::test]
+async fn nats_credentials_of_an_account_without_jetstream_exit_2_at_once_naming_the_account_problem() {
+    use outbox_tests::brokers::Security;
+    let operator = outbox_tests::nats_operator::NatsOperator::generate();
+    let broker =
+        Broker::start_secured(Kind::Nats, Security { operator: Some(operator.clone()), ..Security::default() });
+    let user = operator.user_without_jetstream("plain");
+    let file = broker.dir().join("plain.creds");
+    user.write(&file);
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("a", 0)]).await;
+    let sink = format!("nats://127.0.0.1:{}?creds_file={}&subject=shop.{{event_type}}", broker.port(), file.display());
+    for extra in [None, Some("--create-destinations")] {
+        let args: Vec<&str> = ["relay", "--sink", &sink].into_iter().chain(extra).collect();
+        let started = tokio::time::Instant::now();
+        let mut relay = start(&db.url, &args, &[]);
+        let exit = relay.wait_for_exit(Duration::from_secs(30)).await;
+        let stderr = relay.stderr();
+        let last = stderr.lines().last().unwrap_or_default();
+        assert_eq!(exit.code(), Some(2), "{args:?}: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(15), "not at once: {:?}", started.elapsed());
+        assert_eq!(stderr.lines().filter(|line| line.starts_with("error:")).count(), 1, "{stderr}");
+        assert!(last.starts_with("error: NATS at nats://127.0.0.1:"), "{stderr}");
+        assert!(last.contains("refused the relay: JetStream is not enabled for the account"), "{stderr}");
+        assert!(last.contains("enable JetStream for the account") && last.contains("credentials"), "{stderr}");
+        assert!(!stderr.contains(&user.seed) && !stderr.contains(&user.jwt), "the credentials leaked: {stderr}");
+    }
+    untouched(&db.pool, 1).await;
 }

@@ -1,7 +1,8 @@
 //! The NATS JetStream publisher against a real `nats-server -js` on 127.0.0.1, through the relay: 1,000 events
 //! with their CloudEvents headers and per-aggregate order, a broker killed mid-run, deduplication by
 //! `Nats-Msg-Id`, and an oversized event sent to `failed`; TLS with a private CA, user and password, token,
-//! nkey and `.creds` (operator mode, JWTs) authentication, and a missing stream reported at start or created.
+//! nkey and `.creds` (operator mode, JWTs) authentication, an account without JetStream refused at start, and a
+//! missing stream reported at start or created.
 
 mod broker_support;
 
@@ -306,6 +307,25 @@ async fn a_creds_file_publishes_and_a_user_of_an_account_the_server_does_not_kno
     assert!(!message.contains(&stranger.jwt), "the JWT leaked: {message}");
     // Operator mode takes no client without a user JWT.
     refused(&format!("nats://127.0.0.1:{port}?{SUBJECTS}"), "authorization", "").await;
+}
+
+#[tokio::test]
+async fn an_account_without_jetstream_is_refused_at_start_naming_the_account_and_the_fix() {
+    let operator = NatsOperator::generate();
+    let broker =
+        Broker::start_secured(Kind::Nats, Security { operator: Some(operator.clone()), ..Security::default() });
+    let user = operator.user_without_jetstream("plain");
+    let file = broker.dir().join("plain.creds");
+    user.write(&file);
+    let url = format!("nats://127.0.0.1:{}?creds_file={}&{SUBJECTS}", broker.port(), file.display());
+    // With `--create-destinations` as without: nothing to create in an account that may not use JetStream.
+    let message = refused(&url, "JetStream is not enabled for the account", &user.seed).await;
+    assert!(message.contains("enable JetStream for the account"), "{message}");
+    assert!(message.contains("credentials"), "{message}");
+    assert!(!message.contains(&user.jwt), "the JWT leaked: {message}");
+    let error = NatsPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect_err("refused");
+    assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{error}");
+    assert_eq!(error.to_string(), message);
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
-//! NATS decentralized authentication for tests: an operator, its system account and an account with JetStream,
-//! in the form nats-server's operator mode takes them (JWTs signed with nkeys, given to a `resolver: MEMORY` by
+//! NATS decentralized authentication for tests: an operator, its system account, an account with JetStream and
+//! one without, in the form nats-server's operator mode takes them (JWTs signed with nkeys, given to a `resolver: MEMORY` by
 //! `resolver_preload`), and users of that account as `.creds` files in the format `nsc` writes.
 //!
 //! ```
@@ -12,6 +12,9 @@
 //! // A user of an account this operator signed but never gave the server: refused when it connects.
 //! let stranger = operator.user_of_an_unknown_account("stranger");
 //! assert_ne!(stranger.jwt, relay.jwt);
+//! // A user of an account the server knows, but whose JWT grants it no JetStream.
+//! let plain = operator.user_without_jetstream("plain");
+//! assert_ne!(plain.jwt, relay.jwt);
 //! ```
 
 use std::fmt;
@@ -23,8 +26,9 @@ use nats_jwt_rs::types::NO_LIMIT;
 use nats_jwt_rs::user::User;
 use nkeys::KeyPair;
 
-/// An operator with a system account and one account, `OUTBOX`, whose JetStream limits are all unlimited (-1),
-/// for [`Security::operator`](crate::brokers::Security::operator). Its `Debug` shows public keys only.
+/// An operator with a system account, an account `OUTBOX` whose JetStream limits are all unlimited (-1), and an
+/// account `PLAIN` without JetStream, for [`Security::operator`](crate::brokers::Security::operator). Its `Debug`
+/// shows public keys only.
 #[derive(Clone)]
 pub struct NatsOperator {
     operator_jwt: String,
@@ -34,6 +38,10 @@ pub struct NatsOperator {
     account_jwt: String,
     /// The account's seed, which signs its users.
     account_seed: String,
+    /// The account `PLAIN`, which has no JetStream.
+    plain_account: String,
+    plain_account_jwt: String,
+    plain_account_seed: String,
 }
 
 /// A user's JWT and nkey seed: what a `.creds` file holds.
@@ -46,8 +54,8 @@ pub struct UserCredentials {
 }
 
 impl NatsOperator {
-    /// Generates the operator (self-signed), its system account `SYS` and the account `OUTBOX` (both signed by
-    /// the operator).
+    /// Generates the operator (self-signed), its system account `SYS`, the account `OUTBOX` and the account
+    /// `PLAIN` (all signed by the operator).
     ///
     /// # Panics
     ///
@@ -57,6 +65,7 @@ impl NatsOperator {
         let operator = KeyPair::new_operator();
         let system = KeyPair::new_account();
         let account = KeyPair::new_account();
+        let plain = KeyPair::new_account();
 
         let mut operator_claims = Operator::new_claims("outbox-test".to_owned(), operator.public_key());
         operator_claims.nats.system_account = Some(system.public_key());
@@ -73,6 +82,12 @@ impl NatsOperator {
             account: account.public_key(),
             account_jwt: jetstream_account_jwt("OUTBOX", &account, &operator),
             account_seed: account.seed().expect("an account seed"),
+            plain_account: plain.public_key(),
+            // No JetStream limits: the server has JetStream, this account may not use it.
+            plain_account_jwt: Account::new_claims("PLAIN".to_owned(), plain.public_key())
+                .encode(&operator)
+                .expect("sign the account JWT"),
+            plain_account_seed: plain.seed().expect("an account seed"),
         }
     }
 
@@ -83,17 +98,19 @@ impl NatsOperator {
     }
 
     /// The lines of `nats.conf` that put the server in operator mode: `operator` (the operator JWT),
-    /// `system_account`, `resolver: MEMORY` and `resolver_preload` with the JWTs of both accounts.
+    /// `system_account`, `resolver: MEMORY` and `resolver_preload` with the JWTs of the three accounts.
     #[must_use]
     pub fn server_config(&self) -> String {
         format!(
-            "operator: {:?}\nsystem_account: {}\nresolver: MEMORY\nresolver_preload: {{\n  {}: {:?}\n  {}: {:?}\n}}\n",
+            "operator: {:?}\nsystem_account: {}\nresolver: MEMORY\nresolver_preload: {{\n  {}: {:?}\n  {}: {:?}\n  {}: {:?}\n}}\n",
             self.operator_jwt,
             self.system_account,
             self.system_account,
             self.system_jwt,
             self.account,
-            self.account_jwt
+            self.account_jwt,
+            self.plain_account,
+            self.plain_account_jwt
         )
     }
 
@@ -105,6 +122,18 @@ impl NatsOperator {
     #[must_use]
     pub fn user(&self, name: &str) -> UserCredentials {
         let account = KeyPair::from_seed(&self.account_seed).expect("the account seed");
+        user_of(name, &account)
+    }
+
+    /// A new user `name` of the account `PLAIN`, which the server knows but whose JWT has no JetStream limits:
+    /// the user connects, and every JetStream request is answered "JetStream not enabled for account".
+    ///
+    /// # Panics
+    ///
+    /// When the JWT cannot be signed (never with keys generated here).
+    #[must_use]
+    pub fn user_without_jetstream(&self, name: &str) -> UserCredentials {
+        let account = KeyPair::from_seed(&self.plain_account_seed).expect("the account seed");
         user_of(name, &account)
     }
 
@@ -125,6 +154,7 @@ impl fmt::Debug for NatsOperator {
         f.debug_struct("NatsOperator")
             .field("system_account", &self.system_account)
             .field("account", &self.account)
+            .field("plain_account", &self.plain_account)
             .finish_non_exhaustive()
     }
 }

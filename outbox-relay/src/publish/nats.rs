@@ -232,7 +232,8 @@ impl NatsPublisher {
     /// # Errors
     ///
     /// [`Error::Unreachable`] when the server cannot be reached (connection refused, timeout: try again later),
-    /// [`Error::Refused`] when it refuses the credentials or the TLS setup.
+    /// [`Error::Refused`] when it refuses the credentials or the TLS setup, when the account of the credentials
+    /// has no JetStream, or when no stream captures the subjects (and none is to be created).
     pub async fn connect(&self) -> Result<()> {
         let target = || format!("NATS at {self}");
         match self.open().await {
@@ -282,6 +283,13 @@ impl NatsPublisher {
         let target = || format!("NATS at {self}");
         match context.stream_by_subject(filter.clone()).await {
             Ok(_) => Ok(()),
+            // The server has JetStream, the account of these credentials may not use it: no retry fixes that.
+            Err(error) if not_enabled_for_account(&error) => Err(Error::Refused {
+                target: target(),
+                reason: "JetStream is not enabled for the account of these credentials (enable JetStream for the \
+                         account, or check that the credentials are those of the account that holds the stream)"
+                    .to_owned(),
+            }),
             Err(error) if error.kind() == Kind::NotFound && create => {
                 let config = async_nats::jetstream::stream::Config {
                     name: self.stream.name.clone(),
@@ -513,6 +521,26 @@ impl NatsBuilder {
             context: Reconnect::new(),
         })
     }
+}
+
+/// Whether the JetStream API answered the stream lookup with "JetStream not enabled for account" (code 503,
+/// error code 10039): the server runs JetStream, the client's account has none. async-nats reports it as the
+/// lookup's `JetStream` kind or, from the paged stream names request, as a source of a `Request` error.
+fn not_enabled_for_account(error: &async_nats::jetstream::context::GetStreamByNameError) -> bool {
+    use async_nats::jetstream::context::GetStreamByNameErrorKind as Kind;
+    use async_nats::jetstream::{Error as ApiError, ErrorCode};
+    let not_enabled = |api: &ApiError| api.error_code() == ErrorCode::JETSTREAM_NOT_ENABLED_FOR_ACCOUNT;
+    if let Kind::JetStream(api) = error.kind() {
+        return not_enabled(&api);
+    }
+    let mut current = std::error::Error::source(error);
+    while let Some(error) = current {
+        if error.downcast_ref::<ApiError>().is_some_and(not_enabled) {
+            return true;
+        }
+        current = error.source();
+    }
+    false
 }
 
 /// The TLS handshake failure inside a connection error (the client refused the server's certificate, or the
