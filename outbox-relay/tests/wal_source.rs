@@ -1,7 +1,8 @@
 //! The write-ahead-log source (`outbox relay --source wal`), as real `outbox` processes on a real PostgreSQL
 //! started with `wal_level = logical`: the rows pending when the slot is created are published first, once; then
 //! the stream publishes in commit order; a restarted relay resumes without losing or re-publishing settled events;
-//! and a relay of the source that does not publish the table refuses to start with one line.
+//! a failing event retried in place waits as long as the receiver's `Retry-After` asks, up to the backoff's
+//! maximum; and a relay of the source that does not publish the table refuses to start with one line.
 #![cfg(feature = "wal")]
 
 mod bad_input_support;
@@ -603,4 +604,77 @@ async fn a_slot_the_server_invalidated_stops_the_relay_with_one_line_and_a_new_s
     let mut relay = bad_input_support::start(&db.url, &args, &[]);
     assert_eq!(wait_for_lines(&sink, 2), pending, "the new slot publishes the rows still pending first");
     assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
+/// A webhook receiver on 127.0.0.1 that answers each request with the next of `answers` (a status and a
+/// `Retry-After`), then `204`; it records when each request arrived.
+#[cfg(feature = "webhook")]
+async fn throttling_receiver(
+    answers: Vec<(u16, &'static str)>,
+) -> (std::sync::Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>, String) {
+    use std::sync::{Arc, Mutex};
+
+    use axum::http::{HeaderMap, StatusCode};
+    let arrivals: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
+    let seen = arrivals.clone();
+    let app = axum::Router::new().route(
+        "/hooks/outbox",
+        axum::routing::post(move || {
+            let seen = seen.clone();
+            let answers = answers.clone();
+            async move {
+                let mut seen = seen.lock().unwrap();
+                seen.push(tokio::time::Instant::now());
+                let mut headers = HeaderMap::new();
+                let Some(&(status, retry_after)) = answers.get(seen.len() - 1) else {
+                    return (StatusCode::NO_CONTENT, headers);
+                };
+                headers.insert("retry-after", retry_after.parse().unwrap());
+                (StatusCode::from_u16(status).unwrap(), headers)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (arrivals, format!("http://{address}/hooks/outbox"))
+}
+
+#[cfg(feature = "webhook")]
+#[tokio::test]
+async fn an_event_retried_in_place_waits_the_receivers_retry_after_capped_at_the_backoff_maximum() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    // 429 and 503 ask for a second each, then an hour, which the backoff's maximum (2 s) cuts down.
+    let (arrivals, url) = throttling_receiver(vec![(429, "1"), (503, "1"), (503, "3600")]).await;
+    let args = [
+        "relay",
+        "--source",
+        "wal",
+        "--sink",
+        &url,
+        "--retry-in-place",
+        "60s",
+        "--backoff-base",
+        "10ms",
+        "--backoff-max",
+        "2s",
+    ];
+    let secret = ("OUTBOX_WEBHOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+    let mut relay = bad_input_support::start(&db.url, &args, &[secret]);
+    wait_for_the_slot(&db).await;
+    common::enqueue(&db.pool, &[common::event("throttled", 0)]).await;
+    common::wait_until(Duration::from_secs(60), "the throttled event is published", || async {
+        common::count(&db.pool, "published").await == 1
+    })
+    .await;
+    let arrivals = arrivals.lock().unwrap().clone();
+    assert_eq!(arrivals.len(), 4, "three refused attempts, then the one that got through");
+    let gaps: Vec<Duration> = arrivals.windows(2).map(|pair| pair[1] - pair[0]).collect();
+    // Without the hint the backoff (10 ms, doubling) would have retried within 40 ms.
+    assert!(gaps[0] >= Duration::from_secs(1) && gaps[1] >= Duration::from_secs(1), "Retry-After: 1: {gaps:?}");
+    assert!(gaps[2] >= Duration::from_secs(2), "the hour asked for, capped at --backoff-max 2s: {gaps:?}");
+    let attempts: i32 = sqlx::query_scalar("SELECT attempts FROM outbox_events").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(attempts, 3, "each refused attempt counted");
+    assert_eq!(relay.terminate().await.code(), Some(0), "{}", relay.stderr());
 }
