@@ -226,6 +226,12 @@ async fn the_asyncapi_document_names_the_queue_an_event_arrives_in_with_its_attr
     assert_eq!(described.address, "shop-order-v2");
     let server = described.document["servers"]["sqs"]["host"].as_str().expect("a server").to_owned();
     assert!(broker.url().ends_with(&server), "the server is the queue's host: {server}");
+    let headers = &described.document["components"]["schemas"]["outbox.headers"];
+    assert!(
+        headers["properties"]["outbox_headers"]["description"].as_str().is_some_and(|d| d.contains("JSON object")),
+        "the packed headers attribute is described: {headers}"
+    );
+    assert!(!described.required_headers.iter().any(|h| h == "outbox_headers"), "and only present when needed");
     let publisher = sink.parse::<outbox_relay::Sink>().unwrap().open().unwrap();
     let message = broker_support::described_message();
     let queue_url = format!("{}/123456789012/{}", broker.url(), described.address);

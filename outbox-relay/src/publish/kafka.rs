@@ -747,7 +747,7 @@ impl KafkaPublisher {
             destination: &self.topic,
             binding: Binding::Kafka,
             envelope: &self.envelope,
-            own_headers: &[("content-type", "The body's media type.")],
+            own_headers: &[("content-type", "The body's media type.", true)],
             pathname: None,
             keyed_by_aggregate: true,
             channel_bindings: None,

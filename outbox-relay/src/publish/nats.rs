@@ -652,8 +652,9 @@ impl NatsPublisher {
                 (
                     "Nats-Msg-Id",
                     "The event id: JetStream drops a republished event within the stream's duplicate window.",
+                    true,
                 ),
-                ("content-type", "The body's media type."),
+                ("content-type", "The body's media type.", true),
             ],
             pathname: None,
             keyed_by_aggregate: false,

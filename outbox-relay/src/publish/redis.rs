@@ -420,7 +420,7 @@ impl RedisPublisher {
             destination: &self.stream,
             binding: Binding::Underscore,
             envelope: &self.envelope,
-            own_headers: &[("content-type", "The media type of the field `data`.")],
+            own_headers: &[("content-type", "The media type of the field `data`.", true)],
             pathname: None,
             keyed_by_aggregate: false,
             channel_bindings: None,

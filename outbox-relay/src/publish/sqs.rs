@@ -618,7 +618,11 @@ impl SqsPublisher {
             destination: &self.queue_url,
             binding: Binding::Underscore,
             envelope: &self.envelope,
-            own_headers: &[],
+            own_headers: &[(
+                HEADERS_ATTRIBUTE,
+                "The event's own headers as one JSON object of strings (`{\"tenant\":\"acme\"}`), on messages whose headers do not fit SQS's ten attributes one each.",
+                false,
+            )],
             pathname: None,
             keyed_by_aggregate: false,
             channel_bindings: None,

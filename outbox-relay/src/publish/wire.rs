@@ -21,8 +21,9 @@ pub(crate) struct Shape<'a> {
     /// How CloudEvents attributes are named on this broker.
     pub(crate) binding: Binding,
     pub(crate) envelope: &'a CloudEvents,
-    /// Headers of the publisher's own beside the CloudEvents attributes: name and what it holds.
-    pub(crate) own_headers: &'static [(&'static str, &'static str)],
+    /// Headers of the publisher's own beside the CloudEvents attributes: name, what it holds, and whether every
+    /// message carries it.
+    pub(crate) own_headers: &'static [(&'static str, &'static str, bool)],
     /// The server's path (an AMQP virtual host), if it has one.
     pub(crate) pathname: Option<String>,
     /// Whether the message key is the aggregate id.
@@ -98,8 +99,8 @@ pub fn asyncapi_document(contracts: &Contracts, title: &str, sink: &Sink) -> Res
     for (event_type, version, address) in addresses {
         wire = wire.address(event_type, version, address);
     }
-    for (name, description) in shape.own_headers {
-        wire = wire.header(*name, *description, true);
+    for (name, description, always) in shape.own_headers {
+        wire = wire.header(*name, *description, *always);
     }
     let sample = Message::new(uuid::Uuid::nil(), "order.placed", "order", "1", "{}");
     let prefix = shape.binding.prefix();
