@@ -213,6 +213,33 @@ async fn a_missing_queue_is_reported_at_start_and_created_with_create_destinatio
 }
 
 #[tokio::test]
+async fn a_templated_queue_missing_at_publish_is_named_in_the_outcome_or_created_with_create_destinations() {
+    let broker = Broker::start(Kind::Sqs);
+    let template = format!("{}/123456789012/shop-{{aggregate_type}}", broker.url());
+    let event = |aggregate: &str| {
+        Message::new(uuid::Uuid::now_v7(), "order.placed", aggregate, "a-1", r#"{"order":"a-1","n":0}"#)
+    };
+    let plain = publisher(&broker, &template);
+    plain.connect().await.expect("a template's queues are known only per event");
+    let outcomes = plain.publish(&[event("invoice")]).await;
+    let [Outcome::Transient(error)] = outcomes.as_slice() else { panic!("a missing queue may appear: {outcomes:?}") };
+    let reason = error.to_string();
+    assert!(reason.contains("the SQS queue `shop-invoice` does not exist"), "names the queue: {reason}");
+    assert!(reason.contains("--create-destinations"), "names the fix: {reason}");
+
+    let url = format!("sqs://?queue_url={template}&endpoint={}&region=us-east-1", broker.url());
+    std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+    let creating = SqsPublisher::from_url(&url.parse().unwrap()).unwrap().with_create_destinations(true);
+    let batch = [event("invoice"), event("refund"), event("invoice")];
+    assert_eq!(creating.publish(&batch).await, vec![Outcome::Published; 3], "each missing queue is created");
+    let queue = |name: &str| format!("{}/123456789012/{name}", broker.url());
+    assert_eq!(receive(&broker, &queue("shop-invoice"), 2).await.len(), 2);
+    assert_eq!(receive(&broker, &queue("shop-refund"), 1).await.len(), 1);
+    assert_eq!(plain.publish(&[event("refund")]).await, vec![Outcome::Published], "and stays for every publisher");
+}
+
+#[tokio::test]
 async fn the_asyncapi_document_names_the_queue_an_event_arrives_in_with_its_attributes() {
     let broker = Broker::start(Kind::Sqs);
     std::env::set_var("AWS_ACCESS_KEY_ID", "test");

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::error::SdkError;
+use aws_sdk_sqs::operation::create_queue::CreateQueueError;
 use aws_sdk_sqs::operation::send_message_batch::SendMessageBatchError;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use aws_smithy_http_client::tls;
@@ -50,7 +51,9 @@ const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 /// **Destination**: [`connect`](SqsPublisher::connect) checks that a fixed queue exists (`GetQueueUrl`); with
 /// [`create_destinations`](SqsBuilder::create_destinations) it creates a missing one (`CreateQueue`: FIFO when
 /// its name ends in `.fifo`, with `queue_retention_s=SECONDS` as its message retention, SQS's default of four
-/// days otherwise). A queue URL template with placeholders is not checked.
+/// days otherwise). The queues of a queue URL template with placeholders are known only per event: a publish to
+/// one that does not exist creates it with `create_destinations` and sends again, and otherwise fails (and is
+/// retried) with a reason that names the queue and the fix.
 ///
 /// # Example
 ///
@@ -129,7 +132,8 @@ impl SqsPublisher {
 
     /// Checks that a fixed queue exists and that SQS takes the credentials (`GetQueueUrl`), creating the queue
     /// with [`create_destinations`](SqsBuilder::create_destinations); `outbox relay` does this before it reads
-    /// anything. A queue URL template with placeholders is not checked.
+    /// anything. A queue URL template with placeholders is checked per queue when it is first published to
+    /// (see the type's docs).
     ///
     /// # Errors
     ///
@@ -157,7 +161,12 @@ impl SqsPublisher {
                 reason: format!("the queue `{name}` does not exist (create it, or start with `--create-destinations`)"),
             });
         }
-        let mut create = self.client.create_queue().queue_name(&name);
+        self.create_queue(&name).await.map_err(|error| start_failure(&error, target()))
+    }
+
+    /// Creates the queue `name` (FIFO when it ends in `.fifo`, with the configured retention).
+    async fn create_queue(&self, name: &str) -> std::result::Result<(), SdkError<CreateQueueError>> {
+        let mut create = self.client.create_queue().queue_name(name);
         if name.ends_with(".fifo") {
             create = create.attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true");
         }
@@ -165,13 +174,9 @@ impl SqsPublisher {
             create = create
                 .attributes(aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod, retention.to_string());
         }
-        match create.send().await {
-            Ok(_) => {
-                tracing::info!(queue = %name, "created the SQS queue");
-                Ok(())
-            }
-            Err(error) => Err(start_failure(&error, target())),
-        }
+        create.send().await?;
+        tracing::info!(queue = %name, "created the SQS queue");
+        Ok(())
     }
 
     /// A publisher from a sink URL: `sqs://?queue_url=https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE[.fifo]`
@@ -267,12 +272,39 @@ impl SqsPublisher {
     }
 
     /// Sends one request of at most ten entries to `queue_url` and returns the outcome of each entry, by its
-    /// place in the batch.
+    /// place in the batch. A queue that does not exist is created and the request sent again with
+    /// [`create_destinations`](SqsBuilder::create_destinations) (the queues of a template are known only here);
+    /// without it, the outcome names the queue and the fix.
     async fn send(
         &self,
         queue_url: &str,
         entries: Vec<(usize, SendMessageBatchRequestEntry)>,
     ) -> Vec<(usize, Outcome)> {
+        let indexes: Vec<usize> = entries.iter().map(|(index, _)| *index).collect();
+        let retry = self.create_destinations.then(|| entries.clone());
+        if let Some(outcomes) = self.send_once(queue_url, entries).await {
+            return outcomes;
+        }
+        let name = queue_url.rsplit('/').next().unwrap_or_default();
+        let reason = match retry {
+            Some(entries) => match self.create_queue(name).await {
+                Ok(()) => match self.send_once(queue_url, entries).await {
+                    Some(outcomes) => return outcomes,
+                    None => format!("the SQS queue `{name}` does not exist yet after it was created"),
+                },
+                Err(error) => format!("cannot create the SQS queue `{name}`: {}", innermost(&error)),
+            },
+            None => format!("the SQS queue `{name}` does not exist (create it, or start with `--create-destinations`)"),
+        };
+        indexes.into_iter().map(|index| (index, Outcome::transient(&reason))).collect()
+    }
+
+    /// [`send`](Self::send), one request; `None` when the queue does not exist.
+    async fn send_once(
+        &self,
+        queue_url: &str,
+        entries: Vec<(usize, SendMessageBatchRequestEntry)>,
+    ) -> Option<Vec<(usize, Outcome)>> {
         let indexes: Vec<usize> = entries.iter().map(|(index, _)| *index).collect();
         let mut outcomes: Vec<(usize, Outcome)> =
             indexes.iter().map(|index| (*index, Outcome::transient("SQS did not answer for this entry"))).collect();
@@ -302,6 +334,7 @@ impl SqsPublisher {
                     );
                 }
             }
+            Err(SdkError::ServiceError(service)) if service.err().is_queue_does_not_exist() => return None,
             Err(error) => {
                 let outcome = outcome_of(&error);
                 for slot in &mut outcomes {
@@ -309,7 +342,7 @@ impl SqsPublisher {
                 }
             }
         }
-        outcomes
+        Some(outcomes)
     }
 }
 
@@ -446,7 +479,8 @@ impl SqsBuilder {
         self
     }
 
-    /// Whether [`SqsPublisher::connect`] creates a missing fixed queue (default: no, it reports it).
+    /// Whether the publisher creates a missing queue (default: no, it reports it): a fixed one at
+    /// [`SqsPublisher::connect`], one of a template when an event is first published to it.
     pub fn create_destinations(mut self, create: bool) -> Self {
         self.create_destinations = create;
         self
