@@ -29,8 +29,9 @@ const STREAM_MESSAGE_TOO_LARGE: u64 = 10054;
 /// in which the relay publishes, which keeps each aggregate's events in commit order.
 ///
 /// An event is published when JetStream acknowledged it (a duplicate acknowledgement counts: the stream already
-/// has it). Too large a message is a permanent failure; a timeout, a lost connection or a missing stream is
-/// transient. The client reconnects by itself; while it is disconnected a publish fails at once.
+/// has it). Too large a message is a permanent failure; a timeout, a lost connection or a stream that went
+/// missing after start is transient (at start a missing stream is refused: see **Destination**). The client
+/// reconnects by itself; while it is disconnected a publish fails at once.
 ///
 /// **TLS**: `tls://host:port`, or `nats://...?tls=true`, or any of `tls_ca=PATH` (authorities to trust),
 /// `tls_cert=PATH` + `tls_key=PATH` (client certificate) requires TLS; the server's certificate is verified
