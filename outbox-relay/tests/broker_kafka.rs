@@ -205,6 +205,25 @@ async fn a_missing_topic_is_reported_at_start_and_created_with_create_destinatio
 }
 
 #[tokio::test]
+async fn topics_of_a_template_are_created_at_their_first_publish_with_create_destinations() {
+    let broker = Broker::start(Kind::Kafka);
+    let url = format!("kafka://{}?topic=shop.{{aggregate_type}}&partitions=5&message_timeout_ms=5000", broker.url());
+    let publisher = KafkaPublisher::from_url(&url.parse().unwrap()).unwrap().with_create_destinations(true);
+    publisher.connect().await.expect("a template's topics are known only per event");
+    let event = |aggregate: &str, n: u32| {
+        Message::new(uuid::Uuid::now_v7(), "order.placed", aggregate, format!("{aggregate}-{n}"), r#"{"n":0}"#)
+    };
+    let batch = [event("invoice", 1), event("refund", 1), event("invoice", 2)];
+    assert_eq!(publisher.publish(&batch).await, vec![Outcome::Published; 3]);
+    let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", broker.url()).create().unwrap();
+    for topic in ["shop.invoice", "shop.refund"] {
+        let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+        assert_eq!(metadata.topics()[0].partitions().len(), 5, "`{topic}` created with `partitions=5`");
+    }
+    assert_eq!(publisher.publish(&[event("invoice", 3)]).await, vec![Outcome::Published], "known topics stay");
+}
+
+#[tokio::test]
 async fn an_unreachable_cluster_at_start_is_waited_for_not_refused() {
     let url = format!("kafka://127.0.0.1:{}?topic=shop.orders", free_port());
     let error = KafkaPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect_err("nobody there");

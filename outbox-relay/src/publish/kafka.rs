@@ -1,6 +1,7 @@
 //! Kafka (`kafka://` sinks): librdkafka's idempotent producer (`enable.idempotence=true`, `acks=all`); the message
 //! key is the aggregate id, so one aggregate stays on one partition and in commit order.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -44,7 +45,10 @@ use crate::{Error, Result};
 ///
 /// **Destination**: [`connect`](Self::connect) checks that a fixed topic exists (its metadata); with
 /// [`create_destinations`](KafkaBuilder::create_destinations) it creates a missing one with `partitions=N`
-/// (default 3) and `replication_factor=N` (default 1; 3 on a production cluster).
+/// (default 3) and `replication_factor=N` (default 1; 3 on a production cluster). The topics of a template with
+/// placeholders are known only per event: with `create_destinations` each is checked at its first publish and
+/// created the same way when missing; without it, a missing one is left to the brokers (created by them when
+/// their `auto.create.topics.enable` is on, Kafka's default; otherwise its events fail as transient errors).
 ///
 /// # Example
 ///
@@ -66,6 +70,8 @@ pub struct KafkaPublisher {
     create_destinations: bool,
     partitions: i32,
     replication_factor: i32,
+    /// The topics of a template known to exist (checked, or created, at their first publish).
+    known_topics: Mutex<HashSet<String>>,
 }
 
 /// Settings of a [`KafkaPublisher`], validated by [`build`](Self::build).
@@ -200,8 +206,8 @@ impl KafkaPublisher {
 
     /// Checks that the brokers take the producer's settings (TLS, SASL) and, for a fixed topic, that the topic
     /// exists, creating it with [`create_destinations`](KafkaBuilder::create_destinations); `outbox relay` does
-    /// this before it reads anything. A topic template with placeholders is not checked (its topics are known
-    /// per event).
+    /// this before it reads anything. The topics of a template with placeholders are checked at their first
+    /// publish instead (see the type's docs).
     ///
     /// # Errors
     ///
@@ -413,7 +419,8 @@ impl KafkaBuilder {
         self
     }
 
-    /// Whether [`KafkaPublisher::connect`] creates a missing fixed topic (default: no, it reports it).
+    /// Whether the publisher creates a missing topic (default: no, it reports it): a fixed one at
+    /// [`KafkaPublisher::connect`], one of a template when an event is first published to it.
     pub fn create_destinations(mut self, create: bool) -> Self {
         self.create_destinations = create;
         self
@@ -511,6 +518,7 @@ impl KafkaBuilder {
             topic,
             envelope: self.envelope,
             create_destinations: self.create_destinations,
+            known_topics: Mutex::new(HashSet::new()),
             partitions: self.partitions,
             replication_factor: self.replication_factor,
         })
@@ -666,16 +674,23 @@ impl Publisher for KafkaPublisher {
             Ok(producer) => producer,
             Err(error) => return vec![Outcome::transient(error); batch.len()],
         };
+        let topics: Vec<std::result::Result<String, Outcome>> =
+            batch.iter().map(|message| self.topic.render(message).map_err(Outcome::permanent)).collect();
+        let missing = self.create_missing_topics(&topics).await;
         // Enqueue every message (librdkafka batches them per partition), then wait for each delivery report.
         let mut deliveries = Vec::with_capacity(batch.len());
-        for message in batch {
-            let topic = match self.topic.render(message) {
+        for (message, topic) in batch.iter().zip(topics) {
+            let topic = match topic {
                 Ok(topic) => topic,
-                Err(reason) => {
-                    deliveries.push(Err(Outcome::permanent(reason)));
+                Err(outcome) => {
+                    deliveries.push(Err(outcome));
                     continue;
                 }
             };
+            if let Some(reason) = missing.get(&topic) {
+                deliveries.push(Err(Outcome::transient(reason)));
+                continue;
+            }
             let body = self.envelope.body(message);
             let record =
                 FutureRecord::to(&topic).key(&message.aggregate_id).payload(&body).headers(self.headers(message));
@@ -701,6 +716,41 @@ impl Publisher for KafkaPublisher {
             });
         }
         outcomes
+    }
+}
+
+impl KafkaPublisher {
+    /// With [`create_destinations`](KafkaBuilder::create_destinations) and a topic template, checks each topic
+    /// of `topics` at its first publish and creates it when it is missing ([`connect`](Self::connect) checks a
+    /// fixed topic). Returns the topics that could not be checked or created, with the reason.
+    async fn create_missing_topics(&self, topics: &[std::result::Result<String, Outcome>]) -> HashMap<String, String> {
+        if !self.create_destinations || self.topic.is_fixed() {
+            return HashMap::new();
+        }
+        let unknown: HashSet<String> = {
+            let known = self.known_topics.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            topics.iter().flatten().filter(|topic| !known.contains(*topic)).cloned().collect()
+        };
+        let mut failed = HashMap::new();
+        for topic in unknown {
+            let config = self.config.clone();
+            let (partitions, replication) = (self.partitions, self.replication_factor);
+            let name = topic.clone();
+            let checked =
+                tokio::task::spawn_blocking(move || check_topic(&config, Some(&name), true, partitions, replication))
+                    .await
+                    .unwrap_or_else(|_| Err(Check::Unreachable("the topic check panicked".to_owned())));
+            match checked {
+                Ok(()) => {
+                    self.known_topics.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(topic);
+                }
+                Err(Check::Unreachable(reason) | Check::Refused(reason)) => {
+                    let reason = format!("cannot check or create the Kafka topic `{topic}`: {reason}");
+                    failed.insert(topic, reason);
+                }
+            }
+        }
+        failed
     }
 }
 
