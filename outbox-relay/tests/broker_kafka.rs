@@ -2,7 +2,8 @@
 //! relay: 1,000 events over 3 partitions with their CloudEvents headers, one partition per aggregate and
 //! per-aggregate order, the broker killed and restarted mid-run, republished events keyed alike, and an
 //! oversized event sent to `failed`; a missing topic reported or created, and TLS with a private CA (stunnel in
-//! front of tansu).
+//! front of tansu), also with a client certificate the broker requires: without it `connect()` and
+//! `outbox relay` (exit 2) stop at start.
 
 mod broker_support;
 
@@ -299,4 +300,109 @@ async fn the_asyncapi_document_names_the_topic_and_key_an_event_arrives_with() {
     .expect("the consumer");
     assert_eq!(key, "o-1", "the key is the aggregate id, as the binding says");
     broker_support::check_described(&described, &received);
+}
+
+/// A broker behind TLS that takes only clients presenting a certificate of its private CA (stunnel in front of
+/// tansu, as `ssl.client.auth=required` on a Kafka broker), and a sink URL to it for `topic` with the CA trusted:
+/// `with_certificate` adds the harness's client certificate and key.
+fn mutual_tls(topic: &str, with_certificate: bool) -> (Broker, String) {
+    let security = Security { tls: true, client_certificates: true, ..Security::default() };
+    let broker = Broker::start_secured(Kind::Kafka, security);
+    let sink = mutual_tls_sink(&broker, topic, with_certificate);
+    (broker, sink)
+}
+
+fn mutual_tls_sink(broker: &Broker, topic: &str, with_certificate: bool) -> String {
+    let tls = broker.certificates().expect("a TLS broker");
+    let mut sink = format!(
+        "kafka://localhost:{}?topic={topic}&security_protocol=ssl&tls_ca={}&message_timeout_ms=5000",
+        broker.port(),
+        tls.ca.display()
+    );
+    if with_certificate {
+        sink.push_str(&format!("&tls_cert={}&tls_key={}", tls.client_cert.display(), tls.client_key.display()));
+    }
+    sink
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_a_client_certificate_publishes_and_without_one_start_is_refused() {
+    let (broker, sink) = mutual_tls("mtls.orders", true);
+    let publisher = KafkaPublisher::from_url(&sink.parse().unwrap()).unwrap().with_create_destinations(true);
+    publisher.connect().await.unwrap_or_else(|e| panic!("{e}"));
+    let message =
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    assert_eq!(publisher.publish(std::slice::from_ref(&message)).await, vec![Outcome::Published]);
+    let tls = broker.certificates().unwrap().clone();
+    let url = format!("localhost:{}", broker.port());
+    let received = tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &url)
+            .set("security.protocol", "ssl")
+            .set("ssl.ca.location", tls.ca.display().to_string())
+            .set("ssl.certificate.location", tls.client_cert.display().to_string())
+            .set("ssl.key.location", tls.client_key.display().to_string())
+            .set("group.id", format!("outbox-tests-{}", uuid::Uuid::now_v7()))
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("consumer");
+        let metadata = consumer.fetch_metadata(Some("mtls.orders"), Duration::from_secs(10)).expect("metadata");
+        let mut assignment = TopicPartitionList::new();
+        for partition in metadata.topics().iter().flat_map(|t| t.partitions()) {
+            assignment.add_partition_offset("mtls.orders", partition.id(), Offset::Beginning).expect("assignment");
+        }
+        consumer.assign(&assignment).expect("assign");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(std::time::Instant::now() < deadline, "the event never arrived");
+            let Some(record) = consumer.poll(Duration::from_millis(200)) else { continue };
+            return record_of(&record.expect("a record")).received;
+        }
+    })
+    .await
+    .expect("the consumer");
+    assert_eq!(received.headers.get("ce_id"), Some(&message.id.to_string()));
+
+    // Without a certificate, or with one of another CA, the broker ends the TLS 1.3 handshake with an alert once
+    // the client's side of it is done: refused at start all the same, not waited for as an unreachable broker.
+    let other = Certificates::generate(&broker.dir().join("other"), "other");
+    let untrusted = format!(
+        "{}&tls_cert={}&tls_key={}",
+        mutual_tls_sink(&broker, "mtls.orders", false),
+        other.client_cert.display(),
+        other.client_key.display()
+    );
+    for (sink, problem) in [
+        (mutual_tls_sink(&broker, "mtls.orders", false), "the broker asks for a client certificate: give `tls_cert`"),
+        // Which alert depends on the server (stunnel: `certificate required`; a Kafka broker's JSSE: `bad
+        // certificate` or `certificate unknown`); the hint at `tls_cert` is only for a relay that gave none.
+        (untrusted, "SSL routines::"),
+    ] {
+        let started = tokio::time::Instant::now();
+        let error = KafkaPublisher::from_url(&sink.parse().unwrap()).unwrap().connect().await.expect_err("refused");
+        let text = error.to_string();
+        assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{text}");
+        assert!(text.contains(problem) && !text.contains('\n'), "`{problem}` not in: {text}");
+        assert_eq!(text.contains("give `tls_cert`"), !sink.contains("tls_cert="), "{text}");
+        assert!(started.elapsed() < Duration::from_secs(15), "not at once: {:?}", started.elapsed());
+    }
+}
+
+#[cfg(feature = "cli")]
+#[tokio::test]
+async fn outbox_relay_without_the_client_certificate_the_broker_asks_for_exits_2_at_once_with_one_line() {
+    let (broker, _) = mutual_tls("mtls.cli", true);
+    let sink = mutual_tls_sink(&broker, "mtls.cli", false);
+    let db = TestDatabase::migrated().await;
+    let sent = enqueue(&db.pool, 1, 2).await;
+    let started = tokio::time::Instant::now();
+    let mut relay = outbox_tests::outbox!().database(&db.url).spawn(["relay", "--sink", &sink]);
+    let exit = relay.wait_for_exit(Duration::from_secs(30)).await;
+    let stderr = relay.stderr();
+    assert_eq!(exit.code(), Some(2), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(15), "not at once: {:?}", started.elapsed());
+    let errors: Vec<&str> = stderr.lines().filter(|line| line.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("refused the relay") && errors[0].contains("client certificate"), "{stderr}");
+    assert_eq!(count(&db.pool, "pending").await, sent.len() as i64, "nothing is claimed");
 }

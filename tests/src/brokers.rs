@@ -53,7 +53,7 @@ impl Kind {
 pub struct Security {
     /// Only TLS, with a server certificate of a private CA ([`Broker::certificates`]).
     pub tls: bool,
-    /// With `tls`: only clients presenting a certificate of that CA (NATS, Redis).
+    /// With `tls`: only clients presenting a certificate of that CA (NATS, Redis, Kafka).
     pub client_certificates: bool,
     /// Only this user and password (NATS, Redis ACL, RabbitMQ).
     pub user: Option<(String, String)>,
@@ -204,13 +204,17 @@ impl Broker {
             std::fs::write(self.dir.join("nats.conf"), conf).expect("write nats.conf");
         }
         if let (Kind::Kafka, Some(tls)) = (self.kind, &self.certificates) {
-            let conf = format!(
+            let mut conf = format!(
                 "foreground = yes\npid =\n[kafka]\naccept = 127.0.0.1:{}\nconnect = 127.0.0.1:{}\ncert = {}\nkey = {}\n",
                 self.port,
                 self.dist_port,
                 tls.server_cert.display(),
                 tls.server_key.display()
             );
+            if self.security.client_certificates {
+                // Only clients presenting a certificate of the CA (`ssl.client.auth=required` on a Kafka broker).
+                conf.push_str(&format!("CAfile = {}\nrequireCert = yes\nverifyChain = yes\n", tls.ca.display()));
+            }
             std::fs::write(self.dir.join("stunnel.conf"), conf).expect("write stunnel.conf");
         }
         if self.kind == Kind::RabbitMq {

@@ -560,7 +560,11 @@ fn check_topic(
             Ok(metadata) => break metadata,
             Err(error) => {
                 producer.poll(Duration::ZERO);
-                if let Some(reason) = producer.context().refusal() {
+                if let Some(mut reason) = producer.context().refusal() {
+                    if reason.contains("alert certificate required") && config.get("ssl.certificate.location").is_none()
+                    {
+                        reason.push_str(" (the broker asks for a client certificate: give `tls_cert` and `tls_key`)");
+                    }
                     return Err(Check::Refused(reason));
                 }
                 if std::time::Instant::now() >= deadline {
@@ -601,8 +605,21 @@ fn check_topic(
     }
 }
 
-/// What librdkafka says when a broker refuses the TLS setup or the credentials.
-const REFUSALS: [&str; 3] = ["SSL handshake failed", "certificate verify failed", "SASL authentication"];
+/// What librdkafka says when a broker refuses the TLS setup or the credentials. With TLS 1.3 a broker that
+/// refuses the client's certificate (none, or one it does not trust) does so after the client's side of the
+/// handshake is done: librdkafka then reports the TLS alert the broker sent (`Receive failed: ... tlsv13 alert
+/// certificate required`), not a failed handshake.
+const REFUSALS: [&str; 9] = [
+    "SSL handshake failed",
+    "certificate verify failed",
+    "SASL authentication",
+    "alert certificate required",
+    "alert bad certificate",
+    "alert certificate unknown",
+    "alert unknown ca",
+    "alert certificate expired",
+    "alert access denied",
+];
 
 /// The client context of the start-up check: it keeps the last error librdkafka reported that retrying cannot
 /// fix (a TLS handshake the client or the broker refused, failed SASL authentication).
