@@ -61,6 +61,10 @@ pub struct Security {
     pub token: Option<String>,
     /// Only the user of this nkey public key (`U...`, NATS).
     pub nkey: Option<String>,
+    /// Kafka (tansu): SASL SCRAM (SHA-256 and SHA-512) required of every client, and no user that can pass it:
+    /// tansu 0.6 keeps SCRAM users in memory only and takes new ones only from authenticated clients, so every
+    /// client is refused. For the refusal of wrong credentials; tansu offers no SASL `PLAIN`.
+    pub sasl_with_no_users: bool,
     /// Operator mode (NATS decentralized authentication, instead of the credentials above): only users of this
     /// operator's account, with JWTs from a memory resolver ([`NatsOperator::server_config`]); clients connect
     /// with a `.creds` file ([`NatsOperator::user`]).
@@ -320,8 +324,12 @@ impl Broker {
             }
             Kind::Kafka => {
                 let listener = format!("tcp://127.0.0.1:{port}");
+                command.arg("broker");
+                if self.security.sasl_with_no_users {
+                    command.arg("--authentication");
+                }
                 command
-                    .args(["broker", "--listener-url", &listener, "--advertised-listener-url", &listener])
+                    .args(["--listener-url", &listener, "--advertised-listener-url", &listener])
                     .args(["--storage-engine", "memory://tansu/"])
                     .env("RUST_LOG", "warn");
             }
