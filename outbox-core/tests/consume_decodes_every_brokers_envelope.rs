@@ -17,7 +17,7 @@ struct PaymentPaidV1 {
     amount: i64,
 }
 
-#[derive(Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema, OutboxEvent)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema, OutboxEvent)]
 #[outbox(event_type = "payment.paid", aggregate = "payment", version = 2, upcast_from = PaymentPaidV1)]
 struct PaymentPaid {
     #[outbox(aggregate_id)]
