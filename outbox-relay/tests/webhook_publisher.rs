@@ -204,6 +204,84 @@ async fn a_retried_batch_keeps_its_webhook_id_and_carries_each_events_headers() 
     assert_eq!(bodies[2]["headers"], serde_json::json!({}));
 }
 
+/// The `webhook-id` of each request the receiver got, and the event ids of its body, in order.
+fn batch_requests(receiver: &Receiver) -> Vec<(String, Vec<String>)> {
+    let requests = receiver.requests.lock().unwrap();
+    requests
+        .iter()
+        .map(|(headers, body)| {
+            verify(headers, body);
+            let bodies: Vec<serde_json::Value> = serde_json::from_slice(body).unwrap();
+            let ids = bodies.iter().map(|b| b["id"].as_str().unwrap().to_owned()).collect();
+            (headers["webhook-id"].to_str().unwrap().to_owned(), ids)
+        })
+        .collect()
+}
+
+fn ids_of(messages: &[&Message]) -> Vec<String> {
+    messages.iter().map(|m| m.id.to_string()).collect()
+}
+
+#[tokio::test]
+async fn a_retry_that_regroups_a_failed_batch_sends_its_events_again_under_the_first_webhook_id() {
+    let (receiver, url) = start_receiver().await;
+    let publisher = WebhookPublisher::builder(url).secret(SECRET).batch(true).build().unwrap();
+    let [one, two, three, four, five]: [Message; 5] = std::array::from_fn(|n| message(n as u32 + 1));
+    receiver.status.store(503, AtomicOrdering::SeqCst);
+    let first = [one.clone(), two.clone(), three.clone()];
+    assert!(publisher.publish(&first).await.iter().all(|o| matches!(o, Outcome::Transient(_))));
+
+    // The receiver is back; the relay retries the three events in another order, with two new ones among them.
+    receiver.status.store(204, AtomicOrdering::SeqCst);
+    let retry = [four.clone(), three.clone(), one.clone(), two.clone(), five.clone()];
+    assert_eq!(publisher.publish(&retry).await, vec![Outcome::Published; 5]);
+
+    let requests = batch_requests(&receiver);
+    assert_eq!(requests.len(), 3, "the failed request, then two: {requests:?}");
+    let (first_id, first_ids) = &requests[0];
+    assert_eq!(first_ids, &ids_of(&[&one, &two, &three]));
+    let again: Vec<_> = requests[1..].iter().filter(|(id, _)| id == first_id).collect();
+    assert_eq!(again.len(), 1, "the first request's events went out again under its webhook-id: {requests:?}");
+    assert_eq!(&again[0].1, first_ids, "the same events in the same order");
+    {
+        let bodies = receiver.requests.lock().unwrap();
+        let resent = bodies.iter().skip(1).find(|(headers, _)| headers["webhook-id"] == first_id.as_str()).unwrap();
+        assert_eq!(resent.1, bodies[0].1, "the same body: a receiver deduplicating by webhook-id sees one message");
+    }
+    let new: Vec<_> = requests[1..].iter().filter(|(id, _)| id != first_id).collect();
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].1, ids_of(&[&four, &five]), "the new events in a request of their own");
+    assert!(new[0].0.starts_with("batch_"));
+
+    // Once published, the events are forgotten: a later batch of other events gets its own id.
+    assert_eq!(publisher.publish(&[message(6)]).await, vec![Outcome::Published]);
+    assert!(batch_requests(&receiver)[3].0 != *first_id && batch_requests(&receiver)[3].0 != new[0].0);
+}
+
+#[tokio::test]
+async fn a_failed_batch_retried_in_parts_never_reuses_its_webhook_id_for_a_part() {
+    let (receiver, url) = start_receiver().await;
+    let publisher = WebhookPublisher::builder(url).secret(SECRET).batch(true).build().unwrap();
+    let [one, two, three, four]: [Message; 4] = std::array::from_fn(|n| message(n as u32 + 1));
+    receiver.status.store(503, AtomicOrdering::SeqCst);
+    publisher.publish(&[one.clone(), two.clone(), three.clone()]).await;
+    receiver.status.store(204, AtomicOrdering::SeqCst);
+    // The retry delays differ per event: two come back with a new one, the last alone.
+    assert_eq!(publisher.publish(&[two.clone(), four.clone()]).await, vec![Outcome::Published; 2]);
+    assert_eq!(publisher.publish(&[one.clone(), three.clone()]).await, vec![Outcome::Published; 2]);
+
+    let requests = batch_requests(&receiver);
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    let first_id = &requests[0].0;
+    assert_eq!(requests[1].1, ids_of(&[&two, &four]));
+    assert_eq!(requests[2].1, ids_of(&[&one, &three]));
+    assert!(
+        requests[1..].iter().all(|(id, _)| id != first_id),
+        "a part under the first id would be dropped by a receiver that took the first request: {requests:?}"
+    );
+    assert_ne!(requests[1].0, requests[2].0);
+}
+
 #[tokio::test]
 async fn statuses_map_to_published_transient_or_permanent() {
     let (receiver, url) = start_receiver().await;

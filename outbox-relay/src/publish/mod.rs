@@ -15,6 +15,8 @@ use uuid::Uuid;
 
 #[cfg(feature = "rabbitmq")]
 mod amqp;
+#[cfg(feature = "webhook")]
+mod batch_ids;
 #[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
 mod cloudevents;
 mod file;

@@ -11,6 +11,7 @@ use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
+use super::batch_ids::{BatchIds, Request, REMEMBERED_EVENTS};
 use super::{Message, Outcome, Publisher};
 use crate::masked_url::masked_url as masked;
 use crate::{Error, Result};
@@ -29,9 +30,15 @@ const WEBHOOK_SIGNATURE: &str = "webhook-signature";
 ///
 /// A batch request ([`batch`](WebhookBuilder::batch)) sends a JSON array of those bodies, each with the event's
 /// headers as a `headers` object (they differ per event, so they are not HTTP headers). Its `webhook-id` is
-/// `batch_` and a UUID v5 of the batch's event ids, sorted: a retry of the same events has the same id whatever
-/// their order, but a retry that groups events differently is a different message with a different id, so a
-/// receiver of batches deduplicates by each element's `id` (the event id), which never changes.
+/// `batch_` and a UUID v5 of its event ids, sorted, and it stays the same across retries: the publisher remembers
+/// which request each event awaiting a retry was sent in (the last 100,000 such events), and when the relay
+/// retries them, even regrouped with other events, every earlier request whose events all came back is sent
+/// again as it was (same id, same body), and the other events of the batch go in one new request. Events of an
+/// earlier request that come back only in part go in the new request, never under the old id (a receiver that
+/// deduplicates by `webhook-id` would drop them unseen). The memory is the process's own: after a restart, on
+/// another relay, or for an event forgotten past the 100,000, a retry gets the id of its new grouping (the same
+/// id when it holds the same events). Each element's `id` (the event id) never changes: a receiver of batches
+/// may deduplicate by it as well.
 ///
 /// A `2xx` answer publishes the event. `408`, `429`, `5xx`, timeouts and connection failures are transient (the
 /// relay retries with backoff; a `Retry-After` of a `429` or `503`, in seconds or as an HTTP date, is passed on
@@ -59,6 +66,7 @@ pub struct WebhookPublisher {
     signer: std::sync::Arc<standardwebhooks::Webhook>,
     batch: bool,
     concurrency: usize,
+    batch_ids: std::sync::Arc<BatchIds>,
 }
 
 /// Settings of a [`WebhookPublisher`], validated by [`build`](Self::build).
@@ -161,8 +169,9 @@ impl WebhookBuilder {
         self
     }
 
-    /// Sends each batch as one request whose body is a JSON array (default: one request per event). The whole
-    /// batch then succeeds or fails together.
+    /// Sends each batch as one request whose body is a JSON array (default: one request per event); the events of
+    /// a request succeed or fail together. A retry sends earlier requests again, under their `webhook-id`, beside
+    /// the request of the batch's other events (see [`WebhookPublisher`]).
     pub fn batch(mut self, batch: bool) -> Self {
         self.batch = batch;
         self
@@ -243,6 +252,7 @@ impl WebhookBuilder {
             signer: std::sync::Arc::new(signer),
             batch: self.batch,
             concurrency: self.concurrency,
+            batch_ids: std::sync::Arc::new(BatchIds::new(REMEMBERED_EVENTS)),
         })
     }
 }
@@ -250,15 +260,40 @@ impl WebhookBuilder {
 impl Publisher for WebhookPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         if self.batch {
-            let bodies: Vec<Body<'_>> = batch.iter().map(|message| Body::of(message, true)).collect();
-            let outcome = match serde_json::to_vec(&bodies) {
-                Ok(body) => self.post(&batch_id(batch), body, &[]).await,
-                Err(_) => Outcome::permanent("a payload in the batch is not valid JSON"),
-            };
-            return vec![outcome; batch.len()];
+            return self.publish_batch(batch).await;
         }
         let requests: Vec<_> = batch.iter().map(|message| self.post_one(message)).collect();
         stream::iter(requests).buffered(self.concurrency).collect().await
+    }
+}
+
+impl WebhookPublisher {
+    /// A batch in batch mode: the requests [`BatchIds::plan`] makes of it (a retry's earlier requests again,
+    /// under their ids), each event's outcome that of its request. Events published or refused for good are
+    /// forgotten; the others keep their request for their next retry.
+    async fn publish_batch(&self, batch: &[Message]) -> Vec<Outcome> {
+        let requests = self.batch_ids.plan(batch);
+        let sends: Vec<_> = requests.iter().map(|request| self.post_batch(batch, request)).collect();
+        let answers: Vec<Outcome> = stream::iter(sends).buffered(self.concurrency).collect().await;
+        let mut outcomes = vec![Outcome::transient("not sent"); batch.len()];
+        for (request, outcome) in requests.iter().zip(answers) {
+            if !matches!(outcome, Outcome::Transient(_)) {
+                self.batch_ids.forget(batch, request);
+            }
+            for &index in &request.indexes {
+                outcomes[index] = outcome.clone();
+            }
+        }
+        outcomes
+    }
+
+    /// One request of a batch: a JSON array of its events' bodies, each with its headers.
+    async fn post_batch(&self, batch: &[Message], request: &Request) -> Outcome {
+        let bodies: Vec<Body<'_>> = request.indexes.iter().map(|&index| Body::of(&batch[index], true)).collect();
+        match serde_json::to_vec(&bodies) {
+            Ok(body) => self.post(&request.id, body, &[]).await,
+            Err(_) => Outcome::permanent("a payload in the batch is not valid JSON"),
+        }
     }
 }
 
@@ -322,16 +357,6 @@ fn null_json() -> &'static serde_json::value::RawValue {
     serde_json::from_str("null").unwrap_or_else(|_| unreachable!("`null` is JSON"))
 }
 
-/// A batch's `webhook-id`: a UUID v5 of its event ids sorted, so the same events give the same id in any order
-/// (a retried batch is recognised as a duplicate) and other events another id.
-fn batch_id(batch: &[Message]) -> String {
-    let mut sorted: Vec<Uuid> = batch.iter().map(|message| message.id).collect();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let ids: Vec<u8> = sorted.iter().flat_map(|id| *id.as_bytes()).collect();
-    format!("batch_{}", Uuid::new_v5(&Uuid::NAMESPACE_OID, &ids).simple())
-}
-
 /// The `Retry-After` of a `429` or `503` answer, in seconds or as an HTTP date (a date in the past is no wait),
 /// capped at a day. `None` for other statuses and for a missing or malformed header.
 fn retry_after(response: &reqwest::Response) -> Option<Duration> {
@@ -377,19 +402,7 @@ fn describe(error: reqwest::Error) -> String {
 mod tests {
     use reqwest::StatusCode;
 
-    use super::{batch_id, outcome_of_status, Outcome};
-    use crate::Message;
-
-    #[test]
-    fn a_batch_id_depends_on_its_events_not_on_their_order() {
-        let message = |n: u128| Message::new(uuid::Uuid::from_u128(n), "order.placed", "order", "1", "{}");
-        let (a, b, c) = (message(1), message(2), message(3));
-        let id = batch_id(&[a.clone(), b.clone(), c.clone()]);
-        assert_eq!(batch_id(&[c, a.clone(), b.clone()]), id, "a retry in another order keeps the id");
-        assert_ne!(batch_id(&[a.clone(), b.clone()]), id, "other events, another id");
-        assert_ne!(batch_id(&[a, b, message(4)]), id);
-        assert!(id.starts_with("batch_"));
-    }
+    use super::{outcome_of_status, Outcome};
 
     #[test]
     fn statuses_map_to_the_documented_outcomes() {
