@@ -86,17 +86,7 @@ pub(crate) fn container(derive: Derive, attrs: &[Attribute], errors: &mut Errors
                 "version" => set(&mut container.version, integer(&meta, errors)?, &meta, errors),
                 "upcast_from" => set(&mut container.upcast_from, type_path(&meta, errors)?, &meta, errors),
                 _ => {
-                    let path = string(&meta, errors)?.and_then(|lit| {
-                        if let Ok(path) = lit.parse::<syn::Path>() {
-                            Some(path)
-                        } else {
-                            errors.push(syn::Error::new_spanned(
-                                &lit,
-                                "`crate` must name a path to outbox_core, e.g. `crate = \"my_app::outbox_core\"`",
-                            ));
-                            None
-                        }
-                    });
+                    let path = string(&meta, errors)?.and_then(|lit| crate_path(&lit, errors));
                     set(&mut container.krate, path, &meta, errors);
                 }
             }
@@ -121,14 +111,8 @@ pub(crate) fn krate_only(attrs: &[Attribute], errors: &mut Errors) -> Option<syn
             if !meta.path.is_ident("crate") {
                 return skip_value(&meta);
             }
-            if let Some(lit) = string(&meta, errors)? {
-                match lit.parse::<syn::Path>() {
-                    Ok(path) => krate = Some(path),
-                    Err(_) => errors.push(syn::Error::new_spanned(
-                        &lit,
-                        "`crate` must name a path to outbox_core, e.g. `crate = \"my_app::outbox_core\"`",
-                    )),
-                }
+            if let Some(path) = string(&meta, errors)?.and_then(|lit| crate_path(&lit, errors)) {
+                krate = Some(path);
             }
             Ok(())
         });
@@ -137,6 +121,22 @@ pub(crate) fn krate_only(attrs: &[Attribute], errors: &mut Errors) -> Option<syn
         }
     }
     krate
+}
+
+/// The path in `crate = "..."`: a module path (`my_app::outbox_core`, `::outbox_core`, `crate::reexports`), as the
+/// generated code writes `use <path>::__private::...`; anything else (`Self`, generic arguments, text that is no
+/// path) is reported at the literal and gives `None`.
+fn crate_path(lit: &LitStr, errors: &mut Errors) -> Option<syn::Path> {
+    match lit.parse_with(syn::Path::parse_mod_style) {
+        Ok(path) if !path.segments.iter().any(|segment| segment.ident == "Self") => Some(path),
+        _ => {
+            errors.push(syn::Error::new_spanned(
+                lit,
+                "`crate` must name a path to outbox_core, e.g. `crate = \"my_app::outbox_core\"`",
+            ));
+            None
+        }
+    }
 }
 
 /// Parses the `#[outbox(...)]` attributes of one field.

@@ -36,6 +36,8 @@
 //! [outbox-core]: https://docs.rs/outbox-core
 
 mod ast;
+#[cfg(test)]
+mod attribute_strings_never_panic;
 mod attr;
 mod case;
 mod errors;

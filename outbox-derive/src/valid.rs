@@ -1,6 +1,7 @@
 //! Checks across attributes: required keys, the event type's grammar, one aggregate id, the guards for secrets
 //! and personal data.
 
+use syn::ext::IdentExt;
 use syn::{Ident, LitStr};
 
 use crate::ast::{Field, Input};
@@ -197,7 +198,8 @@ fn aggregate_id_path<'a>(input: &Input<'_>, lit: &'a LitStr, errors: &mut Errors
         steps.push(if method { Step::Method(ident) } else { Step::Field(ident) });
     }
     if let Some(Step::Field(first)) = steps.first() {
-        if !input.fields.iter().any(|field| field.ident == first) {
+        // `r#kind` and `kind` name the same field.
+        if !input.fields.iter().any(|field| field.ident.unraw() == first.unraw()) {
             let names: Vec<String> = input.fields.iter().map(|field| format!("`{}`", field.ident)).collect();
             errors.push(syn::Error::new_spanned(
                 lit,
@@ -211,20 +213,25 @@ fn aggregate_id_path<'a>(input: &Input<'_>, lit: &'a LitStr, errors: &mut Errors
 
 /// The identifier of one step of an `aggregate_id = "..."` path, spanned at the attribute's literal; a raw
 /// identifier (`r#type`) stays raw. The reason it is not a valid identifier otherwise.
+///
+/// The text is parsed by syn as one identifier token and then given the literal's span, so no string can make the
+/// derive panic (building the identifier with `Ident::new_raw` from unchecked text would, e.g. for `r#r#type`).
 fn step_ident(name: &str, lit: &LitStr) -> Result<Ident, String> {
-    use syn::ext::IdentExt;
     use syn::parse::Parser;
     if name.is_empty() {
         return Err("it has an empty segment".to_owned());
     }
     if let Some(raw) = name.strip_prefix("r#") {
-        // `Ident::new_raw` panics on these, and the compiler refuses them as raw identifiers.
+        // The compiler refuses these as raw identifiers; asking its lexer about them is not needed.
         if matches!(raw, "self" | "Self" | "super" | "crate" | "_" | "") {
             return Err(format!("`{name}` is not a valid raw identifier"));
         }
-        return match Ident::parse_any.parse_str(raw) {
-            Ok(ident) if ident == raw => Ok(Ident::new_raw(raw, lit.span())),
-            _ => Err(format!("`{name}` is not a valid raw identifier")),
+        return match Ident::parse_any.parse_str(name) {
+            Ok(mut ident) => {
+                ident.set_span(lit.span());
+                Ok(ident)
+            }
+            Err(_) => Err(format!("`{name}` is not a valid raw identifier")),
         };
     }
     match syn::parse_str::<Ident>(name) {
@@ -233,7 +240,7 @@ fn step_ident(name: &str, lit: &LitStr) -> Result<Ident, String> {
             Ok(ident)
         }
         Err(_) => match Ident::parse_any.parse_str(name) {
-            Ok(_) if matches!(name, "self" | "Self" | "super" | "crate") => {
+            Ok(_) if matches!(name, "self" | "Self" | "super" | "crate" | "_") => {
                 Err(format!("`{name}` cannot name a field or a method"))
             }
             Ok(_) => Err(format!("`{name}` is a keyword; a field named so is written `r#{name}`")),
@@ -292,5 +299,69 @@ fn unmarked_message(ident: &Ident, finding: &Finding) -> String {
              `#[outbox(sensitive)]` so it is redacted wherever the toolkit prints it and flagged `x-sensitive` in \
              the contract, or `#[outbox(not_sensitive)]` if it holds no personal data"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proc_macro2::Span;
+    use syn::{parse_quote, DeriveInput, LitStr};
+
+    use super::event;
+    use crate::ast::Input;
+    use crate::attr::Derive;
+    use crate::errors::Errors;
+
+    /// The errors of `#[derive(OutboxEvent)]` on a struct with `r#type` and `kind` fields whose aggregate id is
+    /// `aggregate_id = "<text>"`; checks that the event is refused exactly when there is an error.
+    fn aggregate_id_errors(text: &str) -> Vec<String> {
+        let lit = LitStr::new(text, Span::call_site());
+        let node: DeriveInput = parse_quote! {
+            #[outbox(event_type = "shape.drawn", aggregate = "shape", version = 1, aggregate_id = #lit)]
+            struct ShapeDrawn {
+                r#type: String,
+                kind: String,
+            }
+        };
+        let mut errors = Errors::new();
+        let input = Input::from_syn(Derive::Event, &node, &mut errors).expect("a struct with named fields");
+        let accepted = event(&input, &mut errors).is_some();
+        let messages: Vec<String> =
+            errors.check().map(|error| error.into_iter().map(|e| e.to_string()).collect()).unwrap_or_default();
+        assert_eq!(accepted, messages.is_empty(), "{text:?}: {messages:?}");
+        messages
+    }
+
+    #[test]
+    fn raw_identifiers_and_plain_fields_name_the_aggregate_id() {
+        for text in ["r#type", "kind", "kind.len()", "r#type.r#ref", "r#kind"] {
+            assert_eq!(aggregate_id_errors(text), Vec::<String>::new(), "{text}");
+        }
+    }
+
+    #[test]
+    fn malformed_raw_identifiers_are_errors_at_the_attribute_and_not_panics() {
+        let cases = [
+            ("r#r#type", "`r#r#type` is not a valid raw identifier"),
+            ("r##type", "`r##type` is not a valid raw identifier"),
+            ("r#", "`r#` is not a valid raw identifier"),
+            ("r#_", "`r#_` is not a valid raw identifier"),
+            ("r#self", "`r#self` is not a valid raw identifier"),
+            ("r#9lives", "`r#9lives` is not a valid raw identifier"),
+            ("r#type r#kind", "`r#type r#kind` is not a valid raw identifier"),
+            ("kind.r#r#ref()", "`r#r#ref` is not a valid raw identifier"),
+            ("_", "`_` cannot name a field or a method"),
+            ("self", "`self` cannot name a field or a method"),
+            ("type", "`type` is a keyword; a field named so is written `r#type`"),
+            ("kind..len()", "it has an empty segment"),
+            ("a\"b", "`a\"b` is not an identifier"),
+            ("/*", "`/*` is not an identifier"),
+        ];
+        for (text, problem) in cases {
+            let messages = aggregate_id_errors(text);
+            assert_eq!(messages.len(), 1, "{text}: {messages:?}");
+            assert!(messages[0].contains(problem), "{text}: {}", messages[0]);
+            assert!(messages[0].starts_with(&format!("`{text}` is not a path to the aggregate id")), "{}", messages[0]);
+        }
     }
 }
