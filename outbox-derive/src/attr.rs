@@ -301,10 +301,11 @@ fn unknown_key(derive: Derive, meta: &ParseNestedMeta<'_>, key: &str, place: Pla
                 format!("`{key}` goes on the struct, not on a field: `#[outbox({key} = ...)]` above `struct`")
             }
         }
+    } else if derive == Derive::Redact && key == "aggregate_id" {
+        // Before the check below, which would say `crate` is all it takes on the struct, also of a field's mark.
+        "`aggregate_id` is for #[derive(OutboxEvent)]: a nested type has no aggregate id".to_owned()
     } else if derive == Derive::Redact && Derive::Event.container_keys().contains(&key) {
         format!("`{key}` is for #[derive(OutboxEvent)]; #[derive(Redact)] marks the fields of a nested type and takes only `crate` on the struct")
-    } else if derive == Derive::Redact && key == "aggregate_id" {
-        "`aggregate_id` is for #[derive(OutboxEvent)]: a nested type has no aggregate id".to_owned()
     } else {
         let expected = here.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
         match closest(key, here) {
