@@ -1,9 +1,9 @@
 //! The Kafka publisher against a real Kafka-protocol broker on 127.0.0.1 (tansu, memory storage) through the
 //! relay: 1,000 events over 3 partitions with their CloudEvents headers, one partition per aggregate and
 //! per-aggregate order, the broker killed and restarted mid-run, republished events keyed alike, and an
-//! oversized event sent to `failed`; a missing topic reported or created, and TLS with a private CA (stunnel in
-//! front of tansu), also with a client certificate the broker requires: without it `connect()` and
-//! `outbox relay` (exit 2) stop at start. SCRAM-SHA-256 and SCRAM-SHA-512 credentials the broker refuses stop
+//! oversized event sent to `failed`; a missing topic reported or created (a template's at its first publish), and
+//! TLS with a private CA (stunnel in front of tansu), also with a client certificate the broker requires: without
+//! it `connect()` and `outbox relay` (exit 2) stop at start. SCRAM-SHA-256 and SCRAM-SHA-512 credentials the broker refuses stop
 //! them at start too, the password never shown; tansu 0.6 cannot be given SCRAM users (it keeps them in memory
 //! and takes new ones only from authenticated clients) and offers no `PLAIN`, so a successful SASL login is not
 //! tested here.
@@ -39,10 +39,10 @@ fn publisher(broker: &Broker) -> KafkaPublisher {
     KafkaPublisher::from_url(&url.parse().unwrap()).unwrap()
 }
 
-async fn create_topic(broker: &Broker) {
+async fn create_topic(broker: &Broker, name: &str) {
     let admin: AdminClient<DefaultClientContext> =
         ClientConfig::new().set("bootstrap.servers", broker.url()).create().expect("admin client");
-    let topic = NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(1));
+    let topic = NewTopic::new(name, PARTITIONS, TopicReplication::Fixed(1));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         match admin.create_topics([&topic], &AdminOptions::new()).await {
@@ -117,7 +117,7 @@ fn received_in_partition_order(records: &[Record]) -> Vec<Received> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_publishes_1000_events_keyed_by_aggregate_with_cloudevents_headers() {
     let broker = Broker::start(Kind::Kafka);
-    create_topic(&broker).await;
+    create_topic(&broker, TOPIC).await;
     let db = TestDatabase::migrated().await;
     let sent = enqueue(&db.pool, broker_support::AGGREGATES, broker_support::PER_AGGREGATE).await;
     let relay = start(&db, publisher(&broker), config());
@@ -133,7 +133,7 @@ async fn a_broker_killed_and_restarted_mid_run_loses_nothing() {
     // tansu runs on memory storage here, so the topic is read before the kill and created again after it; what
     // is tested is the relay and the producer: events claimed while the broker is down are retried, none fails.
     let broker = Broker::start(Kind::Kafka);
-    create_topic(&broker).await;
+    create_topic(&broker, TOPIC).await;
     let db = TestDatabase::migrated().await;
     let relay = start(&db, publisher(&broker), config());
     let first = enqueue(&db.pool, 10, 10).await;
@@ -146,7 +146,7 @@ async fn a_broker_killed_and_restarted_mid_run_loses_nothing() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(count(&db.pool, "published").await, first.len() as i64, "nothing is published while it is down");
     broker.restart();
-    create_topic(&broker).await;
+    create_topic(&broker, TOPIC).await;
     wait_for(&db.pool, "published", (first.len() + second.len()) as i64, Duration::from_secs(120)).await;
     relay.stop().await;
     assert_eq!(count(&db.pool, "failed").await, 0);
@@ -158,7 +158,7 @@ async fn a_broker_killed_and_restarted_mid_run_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_republished_event_keeps_its_key_and_id_and_an_oversized_event_fails_for_good() {
     let broker = Broker::start(Kind::Kafka);
-    create_topic(&broker).await;
+    create_topic(&broker, TOPIC).await;
     let publisher = publisher(&broker);
     let mut message =
         Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"order":"order-1","n":0}"#);
@@ -225,6 +225,41 @@ async fn topics_of_a_template_are_created_at_their_first_publish_with_create_des
         assert_eq!(metadata.topics()[0].partitions().len(), 5, "`{topic}` created with `partitions=5`");
     }
     assert_eq!(publisher.publish(&[event("invoice", 3)]).await, vec![Outcome::Published], "known topics stay");
+}
+
+#[tokio::test]
+async fn a_missing_topic_of_a_template_is_named_at_its_first_publish_unless_the_brokers_create_it() {
+    let broker = Broker::start(Kind::Kafka);
+    let event = |aggregate: &str| {
+        Message::new(uuid::Uuid::now_v7(), "order.placed", aggregate, format!("{aggregate}-1"), r#"{"n":0}"#)
+    };
+    // A cluster that does not create topics on first use (`auto.create.topics.enable=false`, as on MSK by default
+    // or Confluent Cloud): here the client asks tansu not to, as such a cluster would answer.
+    let publisher = KafkaPublisher::builder([broker.url()])
+        .topic("shop.{aggregate_type}")
+        .message_timeout(Duration::from_secs(5))
+        .property("allow.auto.create.topics", "false")
+        .build()
+        .unwrap();
+    publisher.connect().await.expect("a template's topics are known only per event");
+    let started = tokio::time::Instant::now();
+    let outcomes = publisher.publish(&[event("invoice"), event("invoice")]).await;
+    assert_eq!(outcomes.len(), 2);
+    for outcome in &outcomes {
+        let Outcome::Transient(error) = outcome else { panic!("not a transient failure: {outcome:?}") };
+        let reason = error.to_string();
+        assert!(reason.contains("the Kafka topic `shop.invoice` does not exist"), "{reason}");
+        assert!(reason.contains("--create-destinations") && !reason.contains('\n'), "{reason}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "named at once, not after the delivery timeout");
+    // Once the topic exists, the same publisher delivers to it.
+    create_topic(&broker, "shop.invoice").await;
+    assert_eq!(publisher.publish(&[event("invoice")]).await, vec![Outcome::Published]);
+
+    // Brokers that create topics on first use (Kafka's default, and tansu) create it at the first publish.
+    let url = format!("kafka://{}?topic=shop.{{aggregate_type}}&message_timeout_ms=5000", broker.url());
+    let publisher = KafkaPublisher::from_url(&url.parse().unwrap()).unwrap();
+    assert_eq!(publisher.publish(&[event("refund")]).await, vec![Outcome::Published]);
 }
 
 #[tokio::test]

@@ -46,9 +46,10 @@ use crate::{Error, Result};
 /// **Destination**: [`connect`](Self::connect) checks that a fixed topic exists (its metadata); with
 /// [`create_destinations`](KafkaBuilder::create_destinations) it creates a missing one with `partitions=N`
 /// (default 3) and `replication_factor=N` (default 1; 3 on a production cluster). The topics of a template with
-/// placeholders are known only per event: with `create_destinations` each is checked at its first publish and
-/// created the same way when missing; without it, a missing one is left to the brokers (created by them when
-/// their `auto.create.topics.enable` is on, Kafka's default; otherwise its events fail as transient errors).
+/// placeholders are known only per event, so each is checked at its first publish: with `create_destinations` a
+/// missing one is created the same way; without it, brokers that create topics on first use
+/// (`auto.create.topics.enable`, Kafka's default) create it then, and on a cluster that does not (MSK's default,
+/// Confluent Cloud) its events fail as transient errors whose reason names the topic and the flag, until it exists.
 ///
 /// # Example
 ///
@@ -217,16 +218,14 @@ impl KafkaPublisher {
         let target = format!("Kafka at {}", self.display);
         let topic = self.topic.is_fixed().then(|| self.topic.as_str().to_owned());
         let config = self.config.clone();
-        let (create, partitions, replication) = (self.create_destinations, self.partitions, self.replication_factor);
-        let checked = tokio::task::spawn_blocking(move || {
-            check_topic(&config, topic.as_deref(), create, partitions, replication)
-        })
-        .await
-        .unwrap_or_else(|_| Err(Check::Unreachable("the metadata request panicked".to_owned())));
+        let when_missing = if self.create_destinations { self.creating() } else { WhenMissing::Report };
+        let checked = tokio::task::spawn_blocking(move || check_topic(&config, topic.as_deref(), when_missing))
+            .await
+            .unwrap_or_else(|_| Err(Check::Unreachable("the metadata request panicked".to_owned())));
         match checked {
             Ok(()) => Ok(()),
             Err(Check::Unreachable(reason)) => Err(Error::Unreachable { target, reason }),
-            Err(Check::Refused(reason)) => Err(Error::Refused { target, reason }),
+            Err(Check::Refused(reason) | Check::Missing(reason)) => Err(Error::Refused { target, reason }),
         }
     }
 
@@ -529,26 +528,41 @@ impl KafkaBuilder {
 enum Check {
     Unreachable(String),
     Refused(String),
+    /// The topic does not exist (and was not to be created).
+    Missing(String),
+}
+
+/// What [`check_topic`] does about a topic that does not exist.
+#[derive(Debug, Clone, Copy)]
+enum WhenMissing {
+    /// Reports it, asking the brokers not to create it on first use.
+    Report,
+    /// Asks with the producer's own settings, so that brokers that create topics on first use
+    /// (`auto.create.topics.enable`) create it, and reports it only when they do not.
+    ReportUnlessAutoCreated,
+    /// Creates it.
+    Create { partitions: i32, replication: i32 },
 }
 
 /// How long the start-up check waits for the brokers.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Fetches the metadata of `topic` (of the cluster when `None`) with a short-lived producer of `config`, and
-/// creates the topic when it is missing and `create` is set. Blocking: run it off the async runtime.
+/// Fetches the metadata of `topic` (of the cluster when `None`) with a short-lived producer of `config`, and does
+/// what `when_missing` says when the topic does not exist. Blocking: run it off the async runtime.
 fn check_topic(
     config: &ClientConfig,
     topic: Option<&str>,
-    create: bool,
-    partitions: i32,
-    replication: i32,
+    when_missing: WhenMissing,
 ) -> std::result::Result<(), Check> {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
 
-    // A producer's metadata request would otherwise ask the broker to create the topic.
+    let auto_created = matches!(when_missing, WhenMissing::ReportUnlessAutoCreated);
     let mut checking = config.clone();
-    checking.set("allow.auto.create.topics", "false");
+    if !auto_created {
+        // A producer's metadata request would otherwise ask the broker to create the topic.
+        checking.set("allow.auto.create.topics", "false");
+    }
     let producer: rdkafka::producer::BaseProducer<CheckContext> = checking
         .create_with_context(CheckContext::default())
         .map_err(|error| Check::Refused(format!("librdkafka refused the configuration: {error}")))?;
@@ -576,16 +590,17 @@ fn check_topic(
     let Some(topic) = topic else { return Ok(()) };
     let missing = metadata.topics().iter().find(|t| t.name() == topic).is_none_or(|t| {
         t.error().is_some_and(|code| RDKafkaErrorCode::from(code) == RDKafkaErrorCode::UnknownTopicOrPartition)
-            || t.partitions().is_empty()
+            // A topic the brokers are creating on first use has no partitions yet (`LEADER_NOT_AVAILABLE`).
+            || (t.partitions().is_empty() && !auto_created)
     });
     if !missing {
         return Ok(());
     }
-    if !create {
-        return Err(Check::Refused(format!(
+    let WhenMissing::Create { partitions, replication } = when_missing else {
+        return Err(Check::Missing(format!(
             "the topic `{topic}` does not exist (create it, or start with `--create-destinations`)"
         )));
-    }
+    };
     let admin: AdminClient<DefaultClientContext> =
         config.create().map_err(|error| Check::Refused(format!("cannot create the Kafka admin client: {error}")))?;
     let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
@@ -693,7 +708,7 @@ impl Publisher for KafkaPublisher {
         };
         let topics: Vec<std::result::Result<String, Outcome>> =
             batch.iter().map(|message| self.topic.render(message).map_err(Outcome::permanent)).collect();
-        let missing = self.create_missing_topics(&topics).await;
+        let missing = self.check_new_topics(&topics).await;
         // Enqueue every message (librdkafka batches them per partition), then wait for each delivery report.
         let mut deliveries = Vec::with_capacity(batch.len());
         for (message, topic) in batch.iter().zip(topics) {
@@ -737,11 +752,12 @@ impl Publisher for KafkaPublisher {
 }
 
 impl KafkaPublisher {
-    /// With [`create_destinations`](KafkaBuilder::create_destinations) and a topic template, checks each topic
-    /// of `topics` at its first publish and creates it when it is missing ([`connect`](Self::connect) checks a
-    /// fixed topic). Returns the topics that could not be checked or created, with the reason.
-    async fn create_missing_topics(&self, topics: &[std::result::Result<String, Outcome>]) -> HashMap<String, String> {
-        if !self.create_destinations || self.topic.is_fixed() {
+    /// With a topic template, checks each topic of `topics` at its first publish ([`connect`](Self::connect)
+    /// checks a fixed topic): with [`create_destinations`](KafkaBuilder::create_destinations) a missing one is
+    /// created; without it, one that the brokers do not create on first use is reported. Returns the topics that
+    /// are missing, or could not be checked or created, with the reason.
+    async fn check_new_topics(&self, topics: &[std::result::Result<String, Outcome>]) -> HashMap<String, String> {
+        if self.topic.is_fixed() {
             return HashMap::new();
         }
         let unknown: HashSet<String> = {
@@ -749,25 +765,39 @@ impl KafkaPublisher {
             topics.iter().flatten().filter(|topic| !known.contains(*topic)).cloned().collect()
         };
         let mut failed = HashMap::new();
+        let when_missing =
+            if self.create_destinations { self.creating() } else { WhenMissing::ReportUnlessAutoCreated };
         for topic in unknown {
             let config = self.config.clone();
-            let (partitions, replication) = (self.partitions, self.replication_factor);
             let name = topic.clone();
-            let checked =
-                tokio::task::spawn_blocking(move || check_topic(&config, Some(&name), true, partitions, replication))
-                    .await
-                    .unwrap_or_else(|_| Err(Check::Unreachable("the topic check panicked".to_owned())));
+            let checked = tokio::task::spawn_blocking(move || check_topic(&config, Some(&name), when_missing))
+                .await
+                .unwrap_or_else(|_| Err(Check::Unreachable("the topic check panicked".to_owned())));
             match checked {
                 Ok(()) => {
                     self.known_topics.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(topic);
                 }
-                Err(Check::Unreachable(reason) | Check::Refused(reason)) => {
+                Err(Check::Missing(_)) => {
+                    let reason = format!(
+                        "the Kafka topic `{topic}` does not exist (create it, or start with `--create-destinations`)"
+                    );
+                    failed.insert(topic, reason);
+                }
+                Err(Check::Unreachable(reason) | Check::Refused(reason)) if self.create_destinations => {
                     let reason = format!("cannot check or create the Kafka topic `{topic}`: {reason}");
                     failed.insert(topic, reason);
                 }
+                // Without the flag the check only names a missing topic; brokers that cannot be reached, or refuse
+                // the relay, are met (and reported) by the producer as it sends.
+                Err(Check::Unreachable(_) | Check::Refused(_)) => {}
             }
         }
         failed
+    }
+
+    /// What [`check_topic`] does about a missing topic with [`create_destinations`](KafkaBuilder::create_destinations).
+    fn creating(&self) -> WhenMissing {
+        WhenMissing::Create { partitions: self.partitions, replication: self.replication_factor }
     }
 }
 
