@@ -606,47 +606,15 @@ async fn a_slot_the_server_invalidated_stops_the_relay_with_one_line_and_a_new_s
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
-/// A webhook receiver on 127.0.0.1 that answers each request with the next of `answers` (a status and a
-/// `Retry-After`), then `204`; it records when each request arrived.
-#[cfg(feature = "webhook")]
-async fn throttling_receiver(
-    answers: Vec<(u16, &'static str)>,
-) -> (std::sync::Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>, String) {
-    use std::sync::{Arc, Mutex};
-
-    use axum::http::{HeaderMap, StatusCode};
-    let arrivals: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
-    let seen = arrivals.clone();
-    let app = axum::Router::new().route(
-        "/hooks/outbox",
-        axum::routing::post(move || {
-            let seen = seen.clone();
-            let answers = answers.clone();
-            async move {
-                let mut seen = seen.lock().unwrap();
-                seen.push(tokio::time::Instant::now());
-                let mut headers = HeaderMap::new();
-                let Some(&(status, retry_after)) = answers.get(seen.len() - 1) else {
-                    return (StatusCode::NO_CONTENT, headers);
-                };
-                headers.insert("retry-after", retry_after.parse().unwrap());
-                (StatusCode::from_u16(status).unwrap(), headers)
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (arrivals, format!("http://{address}/hooks/outbox"))
-}
-
 #[cfg(feature = "webhook")]
 #[tokio::test]
 async fn an_event_retried_in_place_waits_the_receivers_retry_after_capped_at_the_backoff_maximum() {
     let db = TestDatabase::migrated().await;
     assert!(outbox(&db.url, &["wal", "enable"]).status.success());
     // 429 and 503 ask for a second each, then an hour, which the backoff's maximum (2 s) cuts down.
-    let (arrivals, url) = throttling_receiver(vec![(429, "1"), (503, "1"), (503, "3600")]).await;
+    use common::RetryAfter::Seconds;
+    let (arrivals, url) =
+        common::throttling_receiver(vec![(429, Seconds(1)), (503, Seconds(1)), (503, Seconds(3600))]).await;
     let args = [
         "relay",
         "--source",

@@ -1,5 +1,7 @@
 //! The webhook publisher against a real HTTP server on 127.0.0.1: signatures, statuses, batches, and the relay
-//! end to end.
+//! end to end, a receiver's `Retry-After` included.
+
+mod common;
 
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
@@ -412,6 +414,34 @@ async fn relay_publishes_committed_events_to_the_webhook_and_marks_them_publishe
     received.sort();
     received.dedup();
     assert_eq!(received, ids, "every committed event reached the webhook");
+}
+
+#[tokio::test]
+async fn the_relay_waits_a_receivers_retry_after_in_seconds_or_as_a_date_up_to_the_backoff_maximum() {
+    use common::RetryAfter::{DateIn, Seconds};
+    let db = outbox_tests::pg::TestDatabase::migrated().await;
+    // A 429 asks for a second, a 503 for a date three seconds on, another 503 for an hour, which the backoff's
+    // maximum (3 s) cuts down; then the receiver takes the event.
+    let answers = vec![(429, Seconds(1)), (503, DateIn(Duration::from_secs(3))), (503, Seconds(3600))];
+    let (arrivals, url) = common::throttling_receiver(answers).await;
+    let config = common::config().backoff(Duration::from_millis(10), Duration::from_secs(3)).build().unwrap();
+    let relay = common::start(&db, publisher(&url.parse().unwrap()), config);
+    common::enqueue(&db.pool, &[common::event("throttled", 0)]).await;
+    common::wait_until(Duration::from_secs(60), "the throttled event is published", || async {
+        common::count(&db.pool, "published").await == 1
+    })
+    .await;
+    relay.stop().await;
+    let arrivals = arrivals.lock().unwrap().clone();
+    assert_eq!(arrivals.len(), 4, "three refused attempts, then the one that got through");
+    let gaps: Vec<Duration> = arrivals.windows(2).map(|pair| pair[1] - pair[0]).collect();
+    // Without the hints the backoff (10 ms, doubling) would have retried within 40 ms.
+    assert!(gaps[0] >= Duration::from_secs(1), "Retry-After: 1 {gaps:?}");
+    // The date has whole seconds: three seconds on, less the part of a second already gone.
+    assert!(gaps[1] >= Duration::from_secs(2), "Retry-After: a date 3 s on {gaps:?}");
+    assert!(gaps[2] >= Duration::from_secs(3) && gaps[2] < Duration::from_secs(30), "an hour capped at 3 s {gaps:?}");
+    let attempts: i32 = sqlx::query_scalar("SELECT attempts FROM outbox_events").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(attempts, 3, "each refused attempt counted");
 }
 
 /// stunnel terminating TLS on a free port of 127.0.0.1 with the harness's server certificate (`localhost`,

@@ -16,7 +16,7 @@ use aws_smithy_http_client::tls;
 use super::cloudevents::{Binding, CloudEvents};
 use super::name_template::{Naming, Template};
 use super::url_options::{masked, Query};
-use super::{Message, Outcome, PublishError, Publisher};
+use super::{Message, Outcome, Publisher};
 use crate::{Error, Result};
 
 /// SQS takes at most 10 messages per batch and 10 message attributes per message.
@@ -44,9 +44,10 @@ const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 /// Outcomes: an entry SQS accepted is published. An entry it refused as the sender's fault, a message over
 /// [`max_message_bytes`](SqsBuilder::max_message_bytes) (default 256 KiB), or a denied access is permanent;
 /// throttling, timeouts, connection failures and a missing queue (it may be being created) are transient. A
-/// throttled request that came with a `Retry-After` passes it on as
-/// [`PublishError::retry_after`](crate::PublishError::retry_after) (the SDK itself retries a throttled request
-/// once, with its own backoff).
+/// throttled request (`RequestThrottled`, `KmsThrottled`, any other `...Throttl...` code) or another transient
+/// service error whose response carries a `Retry-After` (seconds or an HTTP date) passes it on as
+/// [`PublishError::retry_after`](crate::PublishError::retry_after), which the relay honours within its backoff's
+/// maximum (the SDK itself retries a throttled request once, with its own backoff, before that).
 ///
 /// **Destination**: [`connect`](SqsPublisher::connect) checks that a fixed queue exists (`GetQueueUrl`); with
 /// [`create_destinations`](SqsBuilder::create_destinations) it creates a missing one (`CreateQueue`: FIFO when
@@ -387,7 +388,8 @@ fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string().lines().next().unwrap_or_default().to_owned()
 }
 
-/// The relay's reading of a failed `SendMessageBatch` call.
+/// The relay's reading of a failed `SendMessageBatch` call. A transient service error (throttling above all)
+/// that came with a `Retry-After` passes its wait on.
 fn outcome_of(error: &SdkError<SendMessageBatchError>) -> Outcome {
     match error {
         SdkError::TimeoutError(_) => Outcome::transient("SQS timed out"),
@@ -396,19 +398,13 @@ fn outcome_of(error: &SdkError<SendMessageBatchError>) -> Outcome {
         SdkError::ServiceError(service) => {
             let error = service.err();
             let code = aws_sdk_sqs::error::ProvideErrorMetadata::code(error).unwrap_or("unknown").to_owned();
-            match error {
+            let outcome = match error {
                 SendMessageBatchError::QueueDoesNotExist(_) => Outcome::transient("the SQS queue does not exist"),
                 SendMessageBatchError::KmsThrottled(_) | SendMessageBatchError::RequestThrottled(_) => {
-                    let error = PublishError::new(format!("SQS throttled the request: {code}"));
-                    let wait =
-                        service.raw().headers().get("retry-after").and_then(|value| {
-                            super::retry_after::parse_retry_after(value, std::time::SystemTime::now())
-                        });
-                    Outcome::Transient(match wait {
-                        Some(wait) => error.with_retry_after(wait),
-                        None => error,
-                    })
+                    Outcome::transient(format!("SQS throttled the request: {code}"))
                 }
+                // Throttling the model does not name (`ThrottlingException` of the JSON protocol, an endpoint's own).
+                _ if code.contains("Throttl") => Outcome::transient(format!("SQS throttled the request: {code}")),
                 SendMessageBatchError::BatchRequestTooLong(_) => Outcome::transient("SQS batch too long"),
                 SendMessageBatchError::InvalidSecurity(_)
                 | SendMessageBatchError::InvalidAddress(_)
@@ -421,10 +417,25 @@ fn outcome_of(error: &SdkError<SendMessageBatchError>) -> Outcome {
                 }
                 _ if code.contains("AccessDenied") => Outcome::permanent(format!("SQS refused the request: {code}")),
                 _ => Outcome::transient(format!("SQS refused the request: {code}")),
-            }
+            };
+            with_retry_after(outcome, service.raw())
         }
         _ => Outcome::transient("SQS request failed"),
     }
+}
+
+/// `outcome` with the wait of the response's `Retry-After` (seconds or an HTTP date) when it is transient; the
+/// relay waits at least that long, within its backoff's maximum.
+fn with_retry_after(outcome: Outcome, response: &aws_sdk_sqs::config::http::HttpResponse) -> Outcome {
+    let Outcome::Transient(error) = outcome else { return outcome };
+    let wait = response
+        .headers()
+        .get("retry-after")
+        .and_then(|value| super::retry_after::parse_retry_after(value, std::time::SystemTime::now()));
+    Outcome::Transient(match wait {
+        Some(wait) => error.with_retry_after(wait),
+        None => error,
+    })
 }
 
 impl SqsBuilder {
@@ -667,7 +678,61 @@ impl SqsPublisher {
 
 #[cfg(test)]
 mod tests {
-    use super::SqsPublisher;
+    use std::time::Duration;
+
+    use aws_sdk_sqs::config::http::HttpResponse;
+    use aws_sdk_sqs::error::{ErrorMetadata, SdkError};
+    use aws_sdk_sqs::operation::send_message_batch::SendMessageBatchError;
+    use aws_sdk_sqs::types::error::{KmsThrottled, RequestThrottled};
+
+    use super::{outcome_of, SqsPublisher};
+    use crate::Outcome;
+
+    /// A service error with this HTTP status and `Retry-After`, as the SDK hands it over.
+    fn answered(
+        error: SendMessageBatchError,
+        status: u16,
+        retry_after: Option<&str>,
+    ) -> SdkError<SendMessageBatchError> {
+        let mut response = HttpResponse::new(status.try_into().unwrap(), aws_smithy_types::body::SdkBody::empty());
+        if let Some(value) = retry_after {
+            response.headers_mut().insert("retry-after", value.to_owned());
+        }
+        SdkError::service_error(error, response)
+    }
+
+    fn generic(code: &str) -> SendMessageBatchError {
+        SendMessageBatchError::generic(ErrorMetadata::builder().code(code).build())
+    }
+
+    #[test]
+    fn throttling_passes_a_retry_after_on_in_seconds_or_as_a_date() {
+        let throttled = || SendMessageBatchError::RequestThrottled(RequestThrottled::builder().build());
+        let outcome = outcome_of(&answered(throttled(), 400, Some("7")));
+        assert!(matches!(&outcome, Outcome::Transient(e) if e.message().contains("throttled")), "{outcome:?}");
+        assert_eq!(outcome.retry_after(), Some(Duration::from_secs(7)));
+
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(120));
+        let kms = SendMessageBatchError::KmsThrottled(KmsThrottled::builder().build());
+        let wait = outcome_of(&answered(kms, 400, Some(&date))).retry_after().expect("a wait from the date");
+        assert!(wait > Duration::from_secs(100) && wait <= Duration::from_secs(120), "{wait:?}");
+
+        // Throttling under a code the model does not name, and an unavailable endpoint, pass the hint on too.
+        for (error, status) in [(generic("ThrottlingException"), 400), (generic("ServiceUnavailable"), 503)] {
+            let outcome = outcome_of(&answered(error, status, Some("3")));
+            assert!(matches!(outcome, Outcome::Transient(_)), "{outcome:?}");
+            assert_eq!(outcome.retry_after(), Some(Duration::from_secs(3)));
+        }
+        assert!(outcome_of(&answered(generic("ThrottlingException"), 400, None)).retry_after().is_none());
+        assert!(outcome_of(&answered(throttled(), 400, Some("soon"))).retry_after().is_none(), "malformed: no wait");
+    }
+
+    #[test]
+    fn a_permanent_refusal_never_carries_a_wait() {
+        let outcome = outcome_of(&answered(generic("AccessDenied"), 403, Some("5")));
+        assert!(matches!(outcome, Outcome::Permanent(_)), "{outcome:?}");
+        assert_eq!(outcome.retry_after(), None);
+    }
 
     #[test]
     fn urls_are_validated() {

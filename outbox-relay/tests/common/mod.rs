@@ -194,3 +194,45 @@ pub async fn count(pool: &PgPool, status: &str) -> i64 {
 pub async fn status_of(pool: &PgPool, id: Uuid) -> String {
     sqlx::query_scalar("SELECT status FROM outbox_events WHERE id = $1").bind(id).fetch_one(pool).await.expect("status")
 }
+
+/// The `Retry-After` a [`throttling_receiver`] answers with.
+#[derive(Debug, Clone, Copy)]
+pub enum RetryAfter {
+    /// A number of seconds.
+    Seconds(u64),
+    /// An HTTP date this long after the answer.
+    DateIn(Duration),
+}
+
+/// A webhook receiver on 127.0.0.1 that answers each request with the next of `answers` (a status and its
+/// `Retry-After`), then `204`; it records when each request arrived. Returns the arrivals and the receiver's URL.
+pub async fn throttling_receiver(answers: Vec<(u16, RetryAfter)>) -> (Arc<Mutex<Vec<tokio::time::Instant>>>, String) {
+    use axum::http::{HeaderMap, StatusCode};
+    let arrivals: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
+    let seen = arrivals.clone();
+    let app = axum::Router::new().route(
+        "/hooks/outbox",
+        axum::routing::post(move || {
+            let seen = seen.clone();
+            let answers = answers.clone();
+            async move {
+                let mut seen = seen.lock().unwrap();
+                seen.push(tokio::time::Instant::now());
+                let mut headers = HeaderMap::new();
+                let Some(&(status, retry_after)) = answers.get(seen.len() - 1) else {
+                    return (StatusCode::NO_CONTENT, headers);
+                };
+                let value = match retry_after {
+                    RetryAfter::Seconds(seconds) => seconds.to_string(),
+                    RetryAfter::DateIn(wait) => httpdate::fmt_http_date(std::time::SystemTime::now() + wait),
+                };
+                headers.insert("retry-after", value.parse().unwrap());
+                (StatusCode::from_u16(status).unwrap(), headers)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (arrivals, format!("http://{address}/hooks/outbox"))
+}
