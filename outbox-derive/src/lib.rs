@@ -82,18 +82,13 @@ use syn::{parse_macro_input, DeriveInput};
 ///
 /// # Guards for secrets and personal data
 ///
-/// A field whose name looks like a secret (`password`, `passwd`, `secret`, `token`, `api_key`, `private_key`,
-/// `credit_card`, `card_number`, `cvv`, in any case) is a compile error unless marked `sensitive` or
-/// `not_sensitive`: secrets do not belong in events, which every consumer receives; publish an identifier.
+/// A field whose name looks like a secret or like personal data is a compile error unless it is marked
+/// `sensitive` (redacted everywhere the toolkit prints it) or `not_sensitive` (when the name misleads). Names match
+/// by word, in any case: `customer_email` and `billingPhone` are caught, `emailed_at` is not, and a name that
+/// describes the data instead of holding it (`phone_count`, `email_verified`, `has_phone`) is not either. The
+/// words below are the ones the derive checks: it reads this very list (`outbox-derive/src/sensitive_names.md`).
 ///
-/// So is a field whose name looks like personal data: contact details (`email`, `phone`, `telephone`,
-/// `msisdn`), government and tax identifiers (`ssn`, `cpf`, `cnpj`, `passport`, `tax_id`, `national_id`,
-/// `driver_license`), bank accounts (`iban`, `bank_account`, `account_number`), birth dates (`birth_date`,
-/// `date_of_birth`, `birthday`, `dob`), postal addresses (`home_address`, `billing_address`,
-/// `shipping_address`, ...) and personal names (`first_name`, `last_name`, `full_name`, `surname`). Names match
-/// by word, so `customer_email` and `billingPhone` are caught and `emailed_at` is not; a name that describes the
-/// data instead of holding it (`phone_count`, `email_verified`, `has_phone`) is not caught either. Mark the field
-/// `sensitive` to have it redacted everywhere the toolkit prints it, or `not_sensitive` when the name misleads.
+#[doc = include_str!("sensitive_names.md")]
 ///
 /// # Schema and registry
 ///

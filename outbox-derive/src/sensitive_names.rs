@@ -1,113 +1,79 @@
-//! The field names the guards catch: the one place that lists the words that name a secret and the words that
-//! name personal data.
+//! The field names the guards catch. The words are listed in one place, `sensitive_names.md`, which is both the
+//! documentation of `#[derive(OutboxEvent)]` (its "Guards for secrets and personal data") and the data read here,
+//! so the documented lists and the checked ones cannot differ.
 //!
-//! A field whose name matches either list must be marked `#[outbox(sensitive)]` or `#[outbox(not_sensitive)]`
-//! (`valid.rs` reports it). A name is split into lowercase words at `_`, `-` and camelCase boundaries
-//! (`customerEmail`, `CUSTOMER_EMAIL` and `customer_email` are `customer`, `email`), and a phrase matches whole,
-//! consecutive words, its last word also in the plural (`emails`, `addresses`): `email` matches
-//! `billing_email` but not `emailed_at`, `classname` matches nothing.
+//! A field whose name matches a secret or personal data must be marked `#[outbox(sensitive)]` or
+//! `#[outbox(not_sensitive)]` (`valid.rs` reports it). A name is split into lowercase words at `_`, `-` and
+//! camelCase boundaries (`customerEmail`, `CUSTOMER_EMAIL` and `customer_email` are `customer`, `email`), and a
+//! listed name (`api_key` is the phrase `api`, `key`) matches whole, consecutive words, its last word also in the
+//! plural (`emails`, `addresses`): `email` matches `billing_email` but not `emailed_at`, `classname` matches
+//! nothing.
 //!
 //! Personal data has one more rule, for names that describe the data rather than hold it: a match followed by
-//! words ending in a [`METADATA_WORDS`] word (`phone_count`, `email_verified`, `birth_date_changed_at`), or in a
-//! name that starts with a [`FLAG_WORDS`] word (`has_phone`, `is_email_public`), is not personal data.
+//! words ending in a describing word (`phone_count`, `email_verified`, `birth_date_changed_at`), or in a name that
+//! starts with a flag word (`has_phone`, `is_email_public`), is not personal data.
 
-/// Phrases that name a secret: secrets do not belong in events at all (publish an identifier).
-const SECRETS: &[&[&str]] = &[
-    &["password"],
-    &["passwd"],
-    &["secret"],
-    &["token"],
-    &["apikey"],
-    &["api", "key"],
-    &["privatekey"],
-    &["private", "key"],
-    &["creditcard"],
-    &["credit", "card"],
-    &["cardnumber"],
-    &["card", "number"],
-    &["cvv"],
-];
+use std::sync::LazyLock;
 
-/// Phrases that name personal data (GDPR's "information relating to an identifiable person", LGPD's "dado
-/// pessoal"): contact details, government and tax identifiers, bank accounts, birth dates, postal addresses and
-/// personal names.
-///
-/// A bare `address` is not on the list: `ip_address`, `wallet_address` and `contract_address` name other things;
-/// the postal kinds are (`home_address`, `billing_address`, ...), and `email_address` matches `email`. A bare
-/// `name` is not either (`product_name`, `event_name`); the personal ones are.
-const PERSONAL_DATA: &[&[&str]] = &[
-    // contact
-    &["email"],
-    &["phone"],
-    &["telephone"],
-    &["msisdn"],
-    // government and tax identifiers
-    &["ssn"],
-    &["cpf"],
-    &["cnpj"],
-    &["passport"],
-    &["taxid"],
-    &["tax", "id"],
-    &["tax", "number"],
-    &["national", "id"],
-    &["driver", "license"],
-    &["drivers", "license"],
-    // bank accounts
-    &["iban"],
-    &["bank", "account"],
-    &["account", "number"],
-    // birth
-    &["birthdate"],
-    &["birthday"],
-    &["birth", "date"],
-    &["date", "of", "birth"],
-    &["dob"],
-    // postal addresses
-    &["home", "address"],
-    &["street", "address"],
-    &["postal", "address"],
-    &["mailing", "address"],
-    &["billing", "address"],
-    &["shipping", "address"],
-    &["residential", "address"],
-    // personal names
-    &["first", "name"],
-    &["last", "name"],
-    &["full", "name"],
-    &["surname"],
-];
+/// The lists as documented: list items (`- ...`, continued on indented lines) of each bolded section; every
+/// backquoted name in an item is one entry.
+const DOCUMENTED: &str = include_str!("sensitive_names.md");
 
-/// Words that, ending a name after a personal-data phrase, make it describe the data rather than hold it:
-/// `phone_count`, `email_verified`, `email_sent_at`, `email_status`.
-pub(crate) const METADATA_WORDS: &[&str] = &[
-    "at",
-    "on",
-    "count",
-    "counts",
-    "total",
-    "verified",
-    "confirmed",
-    "enabled",
-    "disabled",
-    "status",
-    "state",
-    "type",
-    "kind",
-    "id",
-    "ids",
-    "hash",
-    "format",
-    "provider",
-    "sent",
-    "changed",
-    "updated",
-    "required",
-    "optin",
-    "optout",
-];
+/// The lists of `sensitive_names.md`.
+#[derive(Debug, Default)]
+struct Lists {
+    /// Phrases that name a secret: secrets do not belong in events at all (publish an identifier).
+    secrets: Vec<Vec<String>>,
+    /// Phrases that name personal data.
+    personal_data: Vec<Vec<String>>,
+    /// Words that, ending a name after a personal-data phrase, make it describe the data rather than hold it.
+    describing: Vec<String>,
+    /// Words that, starting a name, make it a flag about the data.
+    flags: Vec<String>,
+}
 
-/// Words that, starting a name, make it a flag about the data: `has_phone`, `is_email_public`.
-pub(crate) const FLAG_WORDS: &[&str] = &["is", "has", "had", "can", "should", "was", "with", "without"];
+static LISTS: LazyLock<Lists> = LazyLock::new(|| Lists::parse(DOCUMENTED));
+
+impl Lists {
+    fn parse(text: &str) -> Self {
+        let mut lists = Self::default();
+        let mut section = "";
+        let mut item: Option<String> = None;
+        // A blank line closes the last item too.
+        for line in text.lines().chain([""]) {
+            if let (Some(text), true) = (&mut item, line.starts_with("  ")) {
+                text.push_str(line);
+                continue;
+            }
+            if let Some(text) = item.take() {
+                lists.add(section, &text);
+            }
+            if let Some(label) = line.strip_prefix("**").and_then(|rest| rest.split_once("**")) {
+                section = label.0.trim_end_matches('.');
+            } else if let Some(text) = line.strip_prefix("- ") {
+                item = Some(text.to_owned());
+            }
+        }
+        lists
+    }
+
+    /// Adds the backquoted names of one list item to the list of `section`.
+    fn add(&mut self, section: &str, item: &str) {
+        let names = item.split('`').skip(1).step_by(2);
+        match section {
+            "Secrets" => self.secrets.extend(names.map(phrase)),
+            "Personal data" => self.personal_data.extend(names.map(phrase)),
+            "Describing words" => self.describing.extend(names.map(str::to_owned)),
+            "Flag words" => self.flags.extend(names.map(str::to_owned)),
+            _ => {}
+        }
+    }
+}
+
+/// `api_key` -> `api`, `key`.
+fn phrase(name: &str) -> Vec<String> {
+    name.split('_').map(str::to_owned).collect()
+}
 
 /// What a field's name says it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,16 +87,16 @@ pub(crate) enum Finding {
 /// What `name` seems to hold, if its words say so; a secret wins over personal data.
 pub(crate) fn classify(name: &str) -> Option<Finding> {
     let words = words(name.trim_start_matches("r#"));
-    if let Some(phrase) = find(&words, SECRETS, false) {
+    if let Some(phrase) = find(&words, &LISTS.secrets, false) {
         return Some(Finding::Secret(phrase));
     }
-    find(&words, PERSONAL_DATA, true).map(Finding::PersonalData)
+    find(&words, &LISTS.personal_data, true).map(Finding::PersonalData)
 }
 
 /// The first phrase of `phrases` in `words`, joined with `_`; with `describes`, matches that only describe the
-/// data (see [`METADATA_WORDS`], [`FLAG_WORDS`]) are passed over.
-fn find(words: &[String], phrases: &[&[&str]], describes: bool) -> Option<String> {
-    if describes && words.first().is_some_and(|first| FLAG_WORDS.contains(&first.as_str())) {
+/// data (see [`Lists::describing`], [`Lists::flags`]) are passed over.
+fn find(words: &[String], phrases: &[Vec<String>], describes: bool) -> Option<String> {
+    if describes && words.first().is_some_and(|first| LISTS.flags.contains(first)) {
         return None;
     }
     for start in 0..words.len() {
@@ -139,8 +105,7 @@ fn find(words: &[String], phrases: &[&[&str]], describes: bool) -> Option<String
             if end > words.len() || !matches_phrase(&words[start..end], phrase) {
                 continue;
             }
-            let describes_it =
-                describes && words[end..].last().is_some_and(|last| METADATA_WORDS.contains(&last.as_str()));
+            let describes_it = describes && words[end..].last().is_some_and(|last| LISTS.describing.contains(last));
             if !describes_it {
                 return Some(phrase.join("_"));
             }
@@ -150,7 +115,7 @@ fn find(words: &[String], phrases: &[&[&str]], describes: bool) -> Option<String
 }
 
 /// Whether `words` are `phrase`, the last one possibly in the plural.
-fn matches_phrase(words: &[String], phrase: &[&str]) -> bool {
+fn matches_phrase(words: &[String], phrase: &[String]) -> bool {
     let Some((last, rest)) = phrase.split_last() else { return false };
     let Some((last_word, rest_words)) = words.split_last() else { return false };
     rest.iter().zip(rest_words).all(|(expected, word)| expected == word)
@@ -185,7 +150,64 @@ fn words(name: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{classify, Finding};
+    use super::{classify, Finding, DOCUMENTED, LISTS};
+
+    #[test]
+    fn every_section_of_the_documented_list_is_read_and_every_entry_can_match() {
+        let labels: Vec<&str> = DOCUMENTED
+            .lines()
+            .filter_map(|line| line.strip_prefix("**")?.split_once("**").map(|(label, _)| label))
+            .collect();
+        assert_eq!(labels, ["Secrets.", "Personal data", "Describing words.", "Flag words."]);
+        // Every backquoted name on a list line (or its indented continuation) is in a list: none is lost.
+        let listed: usize = DOCUMENTED
+            .lines()
+            .filter(|line| line.starts_with("- ") || line.starts_with("  "))
+            .map(|line| line.matches('`').count() / 2)
+            .sum();
+        let read = LISTS.secrets.len() + LISTS.personal_data.len() + LISTS.describing.len() + LISTS.flags.len();
+        assert_eq!(read, listed);
+        let phrases = LISTS.secrets.iter().chain(&LISTS.personal_data);
+        let words = phrases.flatten().chain(&LISTS.describing).chain(&LISTS.flags);
+        for word in words {
+            // Names are split into lowercase words before they are compared, so anything else would never match.
+            assert!(!word.is_empty() && word.chars().all(|c| c.is_ascii_lowercase()), "{word:?}");
+        }
+        for list in [&LISTS.secrets, &LISTS.personal_data] {
+            assert!(!list.is_empty());
+            let mut names: Vec<String> = list.iter().map(|phrase| phrase.join("_")).collect();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), list.len(), "a name is listed twice");
+        }
+        assert!(!LISTS.describing.is_empty() && !LISTS.flags.is_empty());
+    }
+
+    #[test]
+    fn every_documented_secret_and_personal_data_name_is_caught_as_itself() {
+        for phrase in &LISTS.secrets {
+            let name = phrase.join("_");
+            assert_eq!(classify(&name), Some(Finding::Secret(name.clone())), "{name}");
+        }
+        for phrase in &LISTS.personal_data {
+            let name = phrase.join("_");
+            assert_eq!(classify(&name), Some(Finding::PersonalData(name.clone())), "{name}");
+            assert_eq!(classify(&format!("customer_{name}")), Some(Finding::PersonalData(name.clone())), "{name}");
+        }
+    }
+
+    #[test]
+    fn every_documented_describing_and_flag_word_makes_personal_data_a_description() {
+        for word in &LISTS.describing {
+            assert_eq!(classify(&format!("email_{word}")), None, "{word}");
+            assert_eq!(classify(&format!("birth_date_{word}")), None, "{word}");
+        }
+        for word in &LISTS.flags {
+            assert_eq!(classify(&format!("{word}_email")), None, "{word}");
+            // Secrets have no such exception.
+            assert_eq!(classify(&format!("{word}_password")), Some(Finding::Secret("password".to_owned())), "{word}");
+        }
+    }
 
     fn secret(name: &str) -> Option<String> {
         match classify(name) {
