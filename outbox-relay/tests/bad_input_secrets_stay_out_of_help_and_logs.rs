@@ -4,9 +4,9 @@
 //! passwords, run at trace level in both log formats, prints them masked in its start-up line and in its errors,
 //! and never the password, the webhook secret or the payload's sensitive value; tokens and passwords given as
 //! the URL's user or read from files and the environment never show either, and a broker refusing them stops the
-//! relay at start (exit 2, one line). NATS nkey seeds and `.creds` files (user JWT and seed, operator mode) never
-//! show in `--help`, in logs at trace level, in start-up errors or in `/metrics`, whether the server takes them
-//! (events published) or refuses them (exit 2).
+//! relay at start (exit 2, one line), Kafka SASL passwords among them (refused by tansu, at trace level). NATS
+//! nkey seeds and `.creds` files (user JWT and seed, operator mode) never show in `--help`, in logs at trace level,
+//! in start-up errors or in `/metrics`, whether the server takes them (events published) or refuses them (exit 2).
 
 mod bad_input_support;
 mod common;
@@ -200,6 +200,14 @@ async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refus
         format!("rediss://relay@127.0.0.1:{port}/?password_env=OUTBOX_TEST_AUDIT_PASSWORD"),
         format!("nats://127.0.0.1:{port}?nkey_seed_env=OUTBOX_TEST_AUDIT_SEED"),
         format!("nats://127.0.0.1:{port}?creds_file={}", creds_file.display()),
+        format!(
+            "kafka://relay@127.0.0.1:{port}?topic=outbox.x&security_protocol=sasl_plaintext\
+             &sasl_mechanism=scram-sha-512&password_env=OUTBOX_TEST_AUDIT_PASSWORD"
+        ),
+        format!(
+            "kafka://relay@127.0.0.1:{port}?topic=outbox.x&sasl_mechanism=plain&password_file={}",
+            password_file.display()
+        ),
     ] {
         let mut relay = start(
             &database_url,
@@ -233,6 +241,30 @@ async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refus
     assert_eq!(stderr.lines().filter(|line| line.contains("refused the relay")).count(), 1, "{stderr}");
     assert!(!stderr.contains("retrying"), "no retries: {stderr}");
     assert_no_broker_secret("the error of a relay refused by NATS", &stderr);
+
+    // A Kafka broker refusing the SASL password (tansu requiring SCRAM, with no user that can pass it), at trace
+    // level: exit 2 at once, one line, the password neither in the log nor in the error.
+    let kafka = Broker::start_secured(Kind::Kafka, Security { sasl_with_no_users: true, ..Security::default() });
+    for (mechanism, secret) in
+        [("scram-sha-256", "password_env=OUTBOX_TEST_AUDIT_PASSWORD"), ("scram-sha-512", "password_file=FILE")]
+    {
+        let sink = format!(
+            "kafka://relay@{}?topic=outbox.x&security_protocol=sasl_plaintext&sasl_mechanism={mechanism}&{}",
+            kafka.url(),
+            secret.replace("FILE", &password_file.display().to_string())
+        );
+        let mut relay = start(
+            &database_url,
+            &["relay", "--sink", &sink, "--log-level", "trace"],
+            &[("OUTBOX_TEST_AUDIT_PASSWORD", FILE_PASSWORD)],
+        );
+        assert_eq!(relay.wait_for_exit(Duration::from_secs(30)).await.code(), Some(2), "{}", relay.stderr());
+        let output = relay.output();
+        assert!(output.contains("SASL SCRAM authentication failed"), "{output}");
+        assert_eq!(output.lines().filter(|line| line.contains("refused the relay")).count(), 1, "{output}");
+        assert!(!output.contains("retrying"), "no retries: {output}");
+        assert_no_broker_secret(&format!("the log of a relay refused by Kafka ({mechanism})"), &output);
+    }
     let attempts: i64 = sqlx::query_scalar("SELECT coalesce(sum(attempts), 0)::bigint FROM outbox_events")
         .fetch_one(&db.pool)
         .await
