@@ -1,10 +1,13 @@
 //! The `Debug` output (`{:?}` and `{:#?}`) of every public type that holds a payload masks its sensitive values:
 //! an event with `#[derive(RedactedDebug)]`, a nested type with it, `NewEvent`, and what the store gives back
-//! (`StoredEvent`, the `ReadRow` and `ReadBatch` of a `Store::read` that carry it, `EventDetail`) from a real
-//! SQLite database, and what a consumer receives (`consume::Received`, whose body is never printed).
+//! (`StoredEvent`, the `ReadRow` and `ReadBatch` of a `Store::read` that carry it, the `PendingById` of the WAL
+//! relay's `PgStore::pending_by_id` that carries such rows, `EventDetail`) from a real SQLite database, and what a
+//! consumer receives (`consume::Received`, whose body is never printed). `OutboxTransaction`, which holds
+//! `NewEvent`s until its commit, needs PostgreSQL: its test is in `tests/tests/foundation`; the relay's `Message`
+//! is tested in `outbox-relay/tests/message_debug_output_never_shows_sensitive_values.rs`.
 
 use outbox_core::consume::Received;
-use outbox_core::store::{ReadRange, ReadRequest, SqliteStore, Store};
+use outbox_core::store::{PendingById, ReadRange, ReadRequest, SqliteStore, Store};
 use outbox_core::{NewEvent, Outbox, OutboxEvent, Redact, RedactedDebug};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -114,6 +117,8 @@ async fn stored_read_and_detailed_events_mask_the_payload_in_debug_output() {
     assert_masked("StoredEvent", &row.event, VISIBLE);
     assert_masked("ReadRow", row, VISIBLE);
     assert_masked("ReadBatch", &read, VISIBLE);
+    // The same rows as `PgStore::pending_by_id` hands them to the WAL relay.
+    assert_masked("PendingById", &PendingById::Rows(read.rows.clone()), VISIBLE);
 
     let detail = store.show(row.event.id).await.unwrap().expect("the event is shown");
     assert_masked("EventDetail", &detail, VISIBLE);

@@ -43,6 +43,19 @@ async fn commit_writes_the_domain_change_and_every_buffered_event() {
 }
 
 #[tokio::test]
+async fn its_debug_output_counts_the_buffered_events_and_never_shows_their_payloads() {
+    let db = TestDatabase::migrated().await;
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    tx.enqueue_all(&[payment(7), payment(8)]).unwrap();
+    for output in [format!("{tx:?}"), format!("{tx:#?}")] {
+        assert!(!output.contains("payer7@example.com") && !output.contains("payer8@example.com"), "{output}");
+        assert!(!output.contains("order_id"), "the payload is printed: {output}");
+        assert!(output.contains("events: 2"), "the buffered events are not counted: {output}");
+    }
+    tx.rollback().await.unwrap();
+}
+
+#[tokio::test]
 async fn dropping_it_without_commit_rolls_everything_back() {
     let db = TestDatabase::migrated().await;
     create_payments(&db.pool, &[1, 2, 3, 7]).await;
