@@ -1,5 +1,7 @@
 //! `#[outbox(...)]` attributes, parsed into typed values that keep their tokens for error spans.
 
+use proc_macro2::TokenStream;
+use quote::ToTokens;
 use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned;
 use syn::{Attribute, Lit, LitInt, LitStr, Token};
@@ -86,8 +88,7 @@ pub(crate) fn container(derive: Derive, attrs: &[Attribute], errors: &mut Errors
                 "version" => set(&mut container.version, integer(&meta, errors)?, &meta, errors),
                 "upcast_from" => set(&mut container.upcast_from, type_path(&meta, errors)?, &meta, errors),
                 _ => {
-                    let path = string(&meta, errors)?.and_then(|lit| crate_path(&lit, errors));
-                    set(&mut container.krate, path, &meta, errors);
+                    set(&mut container.krate, crate_path(&meta, errors)?, &meta, errors);
                 }
             }
             if errors.count() > before {
@@ -111,7 +112,7 @@ pub(crate) fn krate_only(attrs: &[Attribute], errors: &mut Errors) -> Option<syn
             if !meta.path.is_ident("crate") {
                 return skip_value(&meta);
             }
-            if let Some(path) = string(&meta, errors)?.and_then(|lit| crate_path(&lit, errors)) {
+            if let Some(path) = crate_path(&meta, errors)? {
                 krate = Some(path);
             }
             Ok(())
@@ -123,20 +124,26 @@ pub(crate) fn krate_only(attrs: &[Attribute], errors: &mut Errors) -> Option<syn
     krate
 }
 
-/// The path in `crate = "..."`: a module path (`my_app::outbox_core`, `::outbox_core`, `crate::reexports`), as the
-/// generated code writes `use <path>::__private::...`; anything else (`Self`, generic arguments, text that is no
-/// path) is reported at the literal and gives `None`.
-fn crate_path(lit: &LitStr, errors: &mut Errors) -> Option<syn::Path> {
-    match lit.parse_with(syn::Path::parse_mod_style) {
-        Ok(path) if !path.segments.iter().any(|segment| segment.ident == "Self") => Some(path),
-        _ => {
-            errors.push(syn::Error::new_spanned(
-                lit,
-                "`crate` must name a path to outbox_core, e.g. `crate = \"my_app::outbox_core\"`",
-            ));
-            None
+/// `crate = "my_app::outbox_core"`, or the path unquoted (`crate = my_app::outbox_core`, which a `$krate:path`
+/// passed through `macro_rules!` is): a module path (`::outbox_core`, `crate::reexports` too), as the generated
+/// code writes `use <path>::__private::...`. Anything else (`Self`, generic arguments, text that is no path) is
+/// reported at the value and gives `None`.
+fn crate_path(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option<syn::Path>> {
+    let path = match path_value(meta, "crate", "\"my_app::outbox_core\"", errors)? {
+        None => return Ok(None),
+        Some(Ok(path))
+            if path.segments.iter().all(|segment| segment.arguments.is_none() && segment.ident != "Self") =>
+        {
+            return Ok(Some(path))
         }
-    }
+        Some(Ok(path)) => path.into_token_stream(),
+        Some(Err(tokens)) => tokens,
+    };
+    errors.push(syn::Error::new_spanned(
+        path,
+        "`crate` must name a path to outbox_core, e.g. `crate = \"my_app::outbox_core\"`",
+    ));
+    Ok(None)
 }
 
 /// Parses the `#[outbox(...)]` attributes of one field.
@@ -206,19 +213,66 @@ fn string(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option
 /// `key = path::To::Type` (a `"string"` holding one is accepted too); anything else is reported and gives `None`.
 fn type_path(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Option<syn::Path>> {
     let key = key_of(meta);
-    let Some(expr) = expr_value(meta, &key, "PaymentPaidV1", errors)? else { return Ok(None) };
-    let path = match &expr {
-        syn::Expr::Path(syn::ExprPath { path, qself: None, .. }) => Some(path.clone()),
-        syn::Expr::Lit(syn::ExprLit { lit: Lit::Str(lit), .. }) => lit.parse::<syn::Path>().ok(),
-        _ => None,
-    };
-    if path.is_none() {
-        errors.push(syn::Error::new_spanned(
-            &expr,
-            format!("`{key}` takes the type of the previous version: `{key} = PaymentPaidV1`"),
-        ));
+    Ok(match path_value(meta, &key, "PaymentPaidV1", errors)? {
+        Some(Ok(path)) => Some(path),
+        Some(Err(tokens)) => {
+            errors.push(syn::Error::new_spanned(
+                tokens,
+                format!("`{key}` takes the type of the previous version: `{key} = PaymentPaidV1`"),
+            ));
+            None
+        }
+        None => None,
+    })
+}
+
+/// The value of a key that takes a path: `key = a::b::C`, also as a `$x:path` or `$x:ty` fragment of a
+/// `macro_rules!`, or `key = "a::b::C"`. `Ok` with the path, `Err` with the value's tokens (to point at) when it is
+/// no path, `None` (reported) when there is no value. A value that is not even a type is skipped up to the next
+/// key, so that the keys after it are still read.
+fn path_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    example: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<Result<syn::Path, TokenStream>>> {
+    use syn::parse::discouraged::Speculative;
+    if !meta.input.peek(Token![=]) {
+        errors.push(syn::Error::new_spanned(&meta.path, format!("`{key}` needs a value: `{key} = {example}`")));
+        skip_value(meta)?;
+        return Ok(None);
     }
-    Ok(path)
+    let input = meta.value()?;
+    if input.peek(LitStr) {
+        let lit: LitStr = input.parse()?;
+        return Ok(Some(lit.parse::<syn::Path>().map_err(|_| lit.to_token_stream())));
+    }
+    // A type first, as its generic arguments may hold commas.
+    let fork = input.fork();
+    if let Ok(ty) = fork.parse::<syn::Type>() {
+        if fork.is_empty() || fork.peek(Token![,]) {
+            input.advance_to(&fork);
+            return Ok(Some(path_of(ty)));
+        }
+    }
+    let mut tokens = TokenStream::new();
+    while !input.is_empty() && !input.peek(Token![,]) {
+        tokens.extend([input.parse::<proc_macro2::TokenTree>()?]);
+    }
+    if tokens.is_empty() {
+        errors.push(syn::Error::new_spanned(&meta.path, format!("`{key}` needs a value: `{key} = {example}`")));
+        return Ok(None);
+    }
+    Ok(Some(Err(tokens)))
+}
+
+/// The path a type is, seen through the invisible groups of `macro_rules!` fragments; its tokens otherwise.
+fn path_of(ty: syn::Type) -> Result<syn::Path, TokenStream> {
+    match ty {
+        syn::Type::Group(group) => path_of(*group.elem),
+        syn::Type::Path(syn::TypePath { qself: None, path }) => Ok(path),
+        other => Err(other.into_token_stream()),
+    }
 }
 
 /// `key = 1`; a value of another kind is reported and gives `None`.
@@ -247,7 +301,7 @@ fn expr_value(
         return Ok(None);
     }
     let mut expr: syn::Expr = meta.value()?.parse()?;
-    // A `$value:literal` (or `$previous:path`) passed through `macro_rules!` arrives wrapped in an invisible group.
+    // A `$value:literal` passed through `macro_rules!` arrives wrapped in an invisible group.
     while let syn::Expr::Group(group) = expr {
         expr = *group.expr;
     }
@@ -259,12 +313,10 @@ fn value(meta: &ParseNestedMeta<'_>, key: &str, errors: &mut Errors) -> syn::Res
     match expr {
         syn::Expr::Lit(syn::ExprLit { lit, .. }) => Ok(Some(lit)),
         other => {
-            let message = if key == "crate" {
-                "`crate` takes the path as a string: `crate = \"my_app::outbox_core\"`".to_owned()
-            } else {
-                format!("`{key}` takes a literal: `{key} = \"...\"` or `{key} = 1`")
-            };
-            errors.push(syn::Error::new_spanned(other, message));
+            errors.push(syn::Error::new_spanned(
+                other,
+                format!("`{key}` takes a literal: `{key} = \"...\"` or `{key} = 1`"),
+            ));
             Ok(None)
         }
     }

@@ -65,7 +65,11 @@ use syn::{parse_macro_input, DeriveInput};
 ///   and a lower version, kept in the program). The struct must implement `From<PaymentPaidV1>`, and both must
 ///   implement `Deserialize`: consumers then read every older version as this type (`outbox_core::Decode`),
 ///   upcasting along the chain (v1 -> v2 -> v3). Checked at compile time.
-/// - `crate = "path::to::outbox_core"`: where outbox_core is, when it is not a dependency named `outbox_core`.
+/// - `crate = "path::to::outbox_core"` (or unquoted, `crate = path::to::outbox_core`): where outbox_core is, when
+///   it is not a dependency named `outbox_core`.
+///
+/// Every value can come from a `macro_rules!` fragment: `$event_type:literal`, `$krate:path`, and
+/// `$previous:path` or `$previous:ty` for `upcast_from`.
 ///
 /// # Field attributes
 ///

@@ -9,7 +9,7 @@ struct OrderPlaced {
 }
 
 #[derive(Serialize, Redact)]
-#[outbox(crate = outbox_core)]
+#[outbox(crate = &outbox_core)]
 struct Address {
     street: String,
 }

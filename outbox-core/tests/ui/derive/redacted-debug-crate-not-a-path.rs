@@ -11,7 +11,7 @@ struct Card {
 impl Redact for Card {}
 
 #[derive(Serialize, RedactedDebug)]
-#[outbox(crate = outbox_core)]
+#[outbox(crate = &outbox_core)]
 struct Address {
     street: String,
 }
