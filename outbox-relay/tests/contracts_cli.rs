@@ -312,10 +312,10 @@ fn rules_lists_every_rule_with_its_doc() {
     assert_eq!(outbox(&["contracts", "rules", "NOPE"]).0, 2);
 }
 
-/// The real binary: enable once `outbox contracts` is wired into `src/bin/outbox`.
+/// The real `outbox` binary, as a CI job runs it.
 mod binary {
 
-    use super::{folders, NOTE_ADDED_LABEL, NOTE_REQUIRED};
+    use super::{contract, folders, temp_dir, NOTE_ADDED_LABEL, NOTE_REQUIRED, V1};
 
     fn exit_code(args: &[&str]) -> i32 {
         let output = outbox_tests::outbox!().run(args);
@@ -329,5 +329,41 @@ mod binary {
         let (old, new) = folders(NOTE_REQUIRED);
         assert_eq!(exit_code(&["contracts", "diff", &old, &new]), 1);
         assert_eq!(exit_code(&["contracts", "diff", &old, "/nonexistent"]), 2);
+    }
+
+    /// A new version beside the one CI last saw, as `outbox contracts export` writes an event that declares
+    /// `version = 2, upcast_from = ...`: a declared bump, so the binary exits 0, reports `VERSION_ADDED` and lists
+    /// what changed against v1 as notes; changing v1 itself in the same commit still breaks.
+    #[test]
+    fn the_binary_reports_a_new_version_as_a_bump_against_the_previous_one() {
+        let (old, new) = (temp_dir("bump-old"), temp_dir("bump-new"));
+        contract(&old, "order.placed", 1, V1);
+        contract(&new, "order.placed", 1, V1);
+        contract(&new, "order.placed", 2, NOTE_REQUIRED);
+        let (old_dir, new_dir) = (old.display().to_string(), new.display().to_string());
+        let output = outbox_tests::outbox!().run(&["contracts", "diff", &old_dir, &new_dir]);
+        let (out, err) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert_eq!(output.status.code(), Some(0), "{out}{err}");
+        assert!(out.contains("VERSION_ADDED  order.placed v2  /  v1 -> v2  (against v1)"), "{out}");
+        assert!(
+            out.contains(
+                "PROPERTY_MADE_REQUIRED  order.placed v2  /properties/note  optional -> required  (against v1)"
+            ),
+            "the change against the previous version is listed: {out}"
+        );
+        assert!(out.lines().last().unwrap().starts_with("compatible:"), "{out}");
+
+        let output = outbox_tests::outbox!().run(&["contracts", "diff", "--json", &old_dir, &new_dir]);
+        assert_eq!(output.status.code(), Some(0));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+        let added = report["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "VERSION_ADDED").unwrap();
+        assert_eq!((&added["version"], &added["breaks"]), (&serde_json::json!(2), &serde_json::json!([])), "{report}");
+
+        // The bump does not excuse a breaking change to the version consumers already read.
+        contract(&new, "order.placed", 1, NOTE_REQUIRED);
+        let output = outbox_tests::outbox!().run(&["contracts", "diff", &old_dir, &new_dir]);
+        let out = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "{out}");
+        assert!(out.contains("PROPERTY_MADE_REQUIRED  order.placed v1  /properties/note"), "{out}");
     }
 }
