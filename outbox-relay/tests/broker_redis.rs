@@ -209,8 +209,13 @@ async fn a_client_certificate_is_presented_when_the_server_requires_one() {
     let publisher =
         RedisPublisher::from_url(&format!("rediss://127.0.0.1:{port}/?tls_ca={ca}&timeout_ms=2000").parse().unwrap())
             .unwrap();
+    let started = tokio::time::Instant::now();
     let error = publisher.connect().await.expect_err("no client certificate");
-    assert!(!error.to_string().contains('\n'), "{error}");
+    let message = error.to_string();
+    assert!(matches!(error, outbox_relay::Error::Refused { .. }), "start is refused, not waited for: {message}");
+    assert!(message.contains("TLS handshake failed") && message.contains("Certificate"), "{message}");
+    assert!(!message.contains('\n'), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(10), "no retries: {:?}", started.elapsed());
 }
 
 #[tokio::test]

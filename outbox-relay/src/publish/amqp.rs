@@ -12,6 +12,7 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Confirmation, ConnectionProperties};
 
 use super::cloudevents::{Binding, CloudEvents};
+use super::innermost_cause::innermost;
 use super::name_template::{Naming, Template};
 use super::reconnect::Reconnect;
 use super::secret_source::{take_secret, Secret};
@@ -669,11 +670,15 @@ fn is_not_found(error: &lapin::Error) -> bool {
     )
 }
 
-/// A one-line description of a lapin error (never the payload: lapin errors carry codes and broker texts).
+/// A one-line description of a lapin error (never the payload: lapin errors carry codes and broker texts). An
+/// I/O error is described by its innermost cause; a refused TLS handshake says so (an untrusted certificate).
 fn describe(error: &lapin::Error) -> String {
     match error.kind() {
         lapin::ErrorKind::ProtocolError(amqp) => format!("{} {}", amqp.get_id(), amqp.get_message()),
-        lapin::ErrorKind::IOError(io) => format!("I/O error: {io}"),
+        lapin::ErrorKind::IOError(io) if is_tls_refusal(io.as_ref()) => {
+            format!("TLS handshake failed: {}", innermost(io.as_ref()))
+        }
+        lapin::ErrorKind::IOError(io) => format!("I/O error: {}", innermost(io.as_ref())),
         other => format!("{other:?}").lines().next().unwrap_or_default().to_owned(),
     }
 }

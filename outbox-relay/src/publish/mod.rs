@@ -20,6 +20,8 @@ mod batch_ids;
 #[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]
 mod cloudevents;
 mod file;
+#[cfg(any(feature = "webhook", feature = "sqs", feature = "rabbitmq"))]
+mod innermost_cause;
 #[cfg(feature = "kafka")]
 mod kafka;
 #[cfg(any(feature = "kafka", feature = "nats", feature = "rabbitmq", feature = "sqs", feature = "redis"))]

@@ -135,10 +135,11 @@ impl RedisPublisher {
     pub async fn connect(&self) -> Result<()> {
         let target = || format!("Redis at {}", masked(&self.url));
         let failed = |error: &redis::RedisError| {
+            let tls = is_tls_refusal(error);
             let refused = matches!(error.kind(), redis::ErrorKind::AuthenticationFailed)
                 || error.code().is_some_and(|code| matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM"))
-                || is_tls_refusal(error);
-            let reason = describe(error);
+                || tls;
+            let reason = if tls { format!("TLS handshake failed: {}", describe(error)) } else { describe(error) };
             if refused {
                 Error::Refused { target: target(), reason }
             } else {

@@ -14,6 +14,7 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use aws_smithy_http_client::tls;
 
 use super::cloudevents::{Binding, CloudEvents};
+use super::innermost_cause::innermost;
 use super::name_template::{Naming, Template};
 use super::url_options::{masked, Query};
 use super::{Message, Outcome, Publisher};
@@ -377,15 +378,6 @@ where
         }
         _ => Error::Unreachable { target, reason: "unreadable response".to_owned() },
     }
-}
-
-/// The innermost cause of a failed call, in one line (a refused connection, an untrusted certificate).
-fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = error;
-    while let Some(source) = cause.source() {
-        cause = source;
-    }
-    cause.to_string().lines().next().unwrap_or_default().to_owned()
 }
 
 /// The relay's reading of a failed `SendMessageBatch` call. A transient service error (throttling above all)

@@ -59,8 +59,10 @@ pub(crate) fn readable(path: &Path) -> std::result::Result<(), String> {
 }
 
 /// Whether `error` (or an error it wraps) is a refused TLS handshake: the client did not trust the server's
-/// certificate, or the server refused the client's. Client libraries report it as an I/O error of kind
-/// `InvalidData` wrapping the rustls error. Retrying cannot fix it.
+/// certificate, or the server refused the client's (or its absence: with TLS 1.3 the server's alert, such as
+/// `CertificateRequired`, arrives after the client thought the handshake done). Client libraries report it as an
+/// I/O error of kind `InvalidData` wrapping the rustls error, or only by the rustls error's text. Retrying cannot
+/// fix it.
 #[cfg_attr(not(any(feature = "nats", feature = "redis", feature = "rabbitmq")), allow(dead_code))]
 pub(crate) fn is_tls_refusal(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut current = Some(error);
@@ -70,8 +72,41 @@ pub(crate) fn is_tls_refusal(error: &(dyn std::error::Error + 'static)) -> bool 
                 return true;
             }
         }
+        let text = error.to_string();
+        if text.contains("invalid peer certificate") || text.contains("peer sent no certificates") {
+            return true;
+        }
+        if text.contains("received fatal alert")
+            && ["Certificate", "UnknownCA", "HandshakeFailure", "AccessDenied"].iter().any(|alert| text.contains(alert))
+        {
+            return true;
+        }
         current = error.source();
     }
-    let text = error.to_string();
-    text.contains("invalid peer certificate") || text.contains("peer sent no certificates")
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_tls_refusal;
+
+    #[test]
+    fn certificate_refusals_are_told_from_connection_failures() {
+        let io = |kind, text: &str| std::io::Error::new(kind, text.to_owned());
+        for refusal in [
+            io(std::io::ErrorKind::InvalidData, "invalid peer certificate: UnknownIssuer"),
+            io(std::io::ErrorKind::Other, "received fatal alert: CertificateRequired"),
+            io(std::io::ErrorKind::ConnectionReset, "received fatal alert: BadCertificate"),
+            io(std::io::ErrorKind::Other, "peer sent no certificates"),
+        ] {
+            assert!(is_tls_refusal(&refusal), "{refusal}");
+        }
+        for failure in [
+            io(std::io::ErrorKind::ConnectionRefused, "connection refused"),
+            io(std::io::ErrorKind::Other, "received fatal alert: InternalError"),
+            io(std::io::ErrorKind::TimedOut, "timed out"),
+        ] {
+            assert!(!is_tls_refusal(&failure), "{failure}");
+        }
+    }
 }

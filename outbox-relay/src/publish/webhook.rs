@@ -12,6 +12,7 @@ use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use super::batch_ids::{BatchIds, Request, REMEMBERED_EVENTS};
+use super::innermost_cause::innermost;
 use super::{Message, Outcome, Publisher};
 use crate::masked_url::masked_url as masked;
 use crate::{Error, Result};
@@ -386,11 +387,7 @@ fn outcome_of_status(status: StatusCode) -> Outcome {
 /// connection, an untrusted certificate), never the URL (it may carry a token).
 fn describe(error: reqwest::Error) -> String {
     let error = error.without_url();
-    let mut cause: &dyn std::error::Error = &error;
-    while let Some(source) = cause.source() {
-        cause = source;
-    }
-    let (top, inner) = (error.to_string(), cause.to_string());
+    let (top, inner) = (error.to_string(), innermost(&error));
     if inner == top {
         top
     } else {
