@@ -84,6 +84,8 @@ fn asyncapi_for_a_sink_names_its_channels_and_server_and_never_its_password() {
     assert!(!out.contains("s3cret-pass") && !out.contains("relay:"), "{out}");
     let document: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
     assert_eq!(document["servers"]["amqps"]["host"], "mq.example.com:5671");
+    let description = document["info"]["description"].as_str().unwrap();
+    assert!(!description.contains("names no broker") && description.contains("servers"), "{description}");
     assert_eq!(document["servers"]["amqps"]["pathname"], "/prod");
     let addresses: Vec<&str> =
         document["channels"].as_object().unwrap().values().filter_map(|c| c["address"].as_str()).collect();

@@ -136,6 +136,19 @@ fn asyncapi_document_passes_the_official_parser() {
     );
 }
 
+/// The document of a contracts folder describes the events, not the wire, and says so to whoever opens it.
+#[test]
+fn the_exported_document_says_it_names_no_broker_and_how_to_get_the_brokers() {
+    let dir = exported("broker-free");
+    let document = std::fs::read_to_string(dir.join(ASYNCAPI_FILE)).unwrap();
+    let document: serde_json::Value = serde_json::from_str(&document).unwrap();
+    assert!(document.get("servers").is_none(), "a document without a sink names no server: {document}");
+    let description = document["info"]["description"].as_str().expect("a description");
+    for says in ["names no broker", "address is the event type", "`ce_*`", "outbox contracts asyncapi", "--sink"] {
+        assert!(description.contains(says), "the description does not say {says:?}: {description}");
+    }
+}
+
 #[test]
 fn a_broken_document_is_rejected_by_the_validator() {
     let dir = exported("broken");

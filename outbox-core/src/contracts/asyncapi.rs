@@ -16,12 +16,24 @@ pub const ASYNCAPI_FILE: &str = "asyncapi.json";
 /// them.
 pub const SCHEMA_FORMAT: &str = "application/schema+json;version=draft-2020-12";
 
+/// The `info.description` of the document without a broker ([`asyncapi_document`]): what it describes, what it
+/// does not, and how to get the document of the wire.
+const BROKER_FREE_DESCRIPTION: &str = "Events published through the transactional outbox. Generated from the event \
+types by outbox-core; do not edit by hand. This document names no broker: it has no servers, each channel's address \
+is the event type rather than the destination the relay publishes to (a topic, subject, routing key, queue or \
+stream, given by the relay's sink URL), and the headers carry the names of the CloudEvents Kafka binding (`ce_*`). \
+For the channels, server and headers a consumer of the broker sees, run `outbox contracts asyncapi <contracts \
+folder> --sink <the relay's sink URL>`.";
+
 /// The message header that carries the aggregate id (CloudEvents' `subject`, as the relay sends it to Kafka): the
 /// AsyncAPI `correlationId` of every message of the broker-neutral document.
 pub(crate) const AGGREGATE_ID_HEADER: &str = "ce_subject";
 
 /// The AsyncAPI 3.0 document for `contracts`, titled `title`, without a broker: the document `export` writes
-/// into a contracts folder. For the document of the broker a relay publishes to, see [`asyncapi_document_for`].
+/// into a contracts folder. It describes the events, not the wire: no `servers`, channel addresses that are event
+/// types rather than the relay's destinations, and headers under the CloudEvents Kafka binding's names; its
+/// `info.description` says so. For the document of the broker a relay publishes to, see [`asyncapi_document_for`]
+/// (`outbox contracts asyncapi --sink URL`).
 ///
 /// - `channels`: one per event type, addressed by the event type, listing one message per version
 ///   (`<event_type>.v<N>`).
@@ -47,6 +59,9 @@ pub(crate) const AGGREGATE_ID_HEADER: &str = "ce_subject";
 ///     document["channels"]["order.placed"]["messages"]["order.placed.v1"]["$ref"],
 ///     "#/components/messages/order.placed.v1"
 /// );
+/// assert!(document.get("servers").is_none());
+/// let description = document["info"]["description"].as_str().unwrap();
+/// assert!(description.contains("names no broker") && description.contains("--sink"));
 /// ```
 #[must_use]
 pub fn asyncapi_document(contracts: &Contracts, title: &str) -> Value {
@@ -158,13 +173,16 @@ fn build(contracts: &Contracts, title: &str, wire: Option<&Wire>) -> Result<Valu
             "aggregateId": { "description": "The id of the aggregate the event is about.", "location": location }
         });
     }
+    let description = match wire {
+        None => BROKER_FREE_DESCRIPTION,
+        Some(_) => {
+            "Events published through the transactional outbox, as the relay publishes them to the broker of \
+             `servers`. Generated from the event types by outbox-core; do not edit by hand."
+        }
+    };
     let mut document = json!({
         "asyncapi": "3.0.0",
-        "info": {
-            "title": title,
-            "version": "1.0.0",
-            "description": "Events published through the transactional outbox. Generated from the event types by outbox-core; do not edit by hand.",
-        },
+        "info": { "title": title, "version": "1.0.0", "description": description },
         "defaultContentType": wire.map_or("application/json", |w| w.content_type.as_str()),
         "channels": channel_objects,
         "operations": operations,
