@@ -36,9 +36,9 @@
 //! [outbox-core]: https://docs.rs/outbox-core
 
 mod ast;
+mod attr;
 #[cfg(test)]
 mod attribute_strings_never_panic;
-mod attr;
 mod case;
 mod errors;
 mod expand;

@@ -343,7 +343,7 @@ mod binary {
         contract(&new, "order.placed", 1, V1);
         contract(&new, "order.placed", 2, NOTE_REQUIRED);
         let (old_dir, new_dir) = (old.display().to_string(), new.display().to_string());
-        let output = outbox_tests::outbox!().run(&["contracts", "diff", &old_dir, &new_dir]);
+        let output = outbox_tests::outbox!().run(["contracts", "diff", &old_dir, &new_dir]);
         let (out, err) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
         assert_eq!(output.status.code(), Some(0), "{out}{err}");
         assert!(out.contains("VERSION_ADDED  order.placed v2  /  v1 -> v2  (against v1)"), "{out}");
@@ -355,7 +355,7 @@ mod binary {
         );
         assert!(out.lines().last().unwrap().starts_with("compatible:"), "{out}");
 
-        let output = outbox_tests::outbox!().run(&["contracts", "diff", "--json", &old_dir, &new_dir]);
+        let output = outbox_tests::outbox!().run(["contracts", "diff", "--json", &old_dir, &new_dir]);
         assert_eq!(output.status.code(), Some(0));
         let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
         let added = report["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "VERSION_ADDED").unwrap();
@@ -363,7 +363,7 @@ mod binary {
 
         // The bump does not excuse a breaking change to the version consumers already read.
         contract(&new, "order.placed", 1, NOTE_REQUIRED);
-        let output = outbox_tests::outbox!().run(&["contracts", "diff", &old_dir, &new_dir]);
+        let output = outbox_tests::outbox!().run(["contracts", "diff", &old_dir, &new_dir]);
         let out = String::from_utf8_lossy(&output.stdout);
         assert_eq!(output.status.code(), Some(1), "{out}");
         assert!(out.contains("PROPERTY_MADE_REQUIRED  order.placed v1  /properties/note"), "{out}");
