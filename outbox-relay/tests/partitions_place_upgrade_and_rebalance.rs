@@ -1,5 +1,5 @@
 //! Partitions: rows written by plain SQL are placed and published, a transaction that commits after a later one
-//! is not skipped, relays that join and leave under load keep every aggregate in order and lose nothing, an event
+//! of its partition is not skipped (written by the library or by plain SQL), relays that join and leave under load keep every aggregate in order and lose nothing, an event
 //! that kills its relay every time reaches `failed`, and a database of the previous schema upgrades in place.
 
 mod common;
@@ -57,20 +57,48 @@ async fn rows_inserted_by_plain_sql_get_a_partition_and_are_published() {
     assert!(order.values().all(|ns| ns == &[0, 1, 2, 3, 4]), "{order:?}");
 }
 
-#[tokio::test]
-async fn a_transaction_that_commits_after_a_later_one_is_still_published() {
+/// An aggregate id of type `test` whose events land in the same partition as those of `aggregate`.
+async fn in_the_partition_of(db: &TestDatabase, aggregate: &str) -> String {
+    sqlx::query_scalar(
+        "SELECT 'neighbour-' || n FROM generate_series(1, 100000) n
+          WHERE outbox_partition_of('test', 'neighbour-' || n) = outbox_partition_of('test', $1) LIMIT 1",
+    )
+    .bind(aggregate)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+/// A transaction takes its `seq` first and commits last, after a later transaction of the same partition was read
+/// and published: the relay still publishes it. `plain_sql` writes the first one as another service would.
+async fn a_late_commit_in_a_read_partition_is_published(plain_sql: bool) {
     let db = TestDatabase::migrated().await;
+    let neighbour = in_the_partition_of(&db, "late").await;
     let recorder = Recorder::new();
     let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
-    // The first transaction takes its `seq` first and commits last.
     let mut early = db.pool.begin().await.unwrap();
-    let slow = outbox_core::Outbox::new().enqueue(&mut early, &event("late", 0)).await.unwrap();
-    let fast = enqueue(&db.pool, &[event("other", 0)]).await[0];
+    let slow = if plain_sql {
+        let id = Uuid::now_v7();
+        sqlx::query(
+            "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+             VALUES ($1, 'test', 'late', 'test.happened', $2)",
+        )
+        .bind(id)
+        .bind(serde_json::json!({"aggregate": "late", "n": 0, "card_number": "x"}))
+        .execute(&mut *early)
+        .await
+        .unwrap();
+        id
+    } else {
+        outbox_core::Outbox::new().enqueue(&mut early, &event("late", 0)).await.unwrap()
+    };
+    let fast = enqueue(&db.pool, &[event(&neighbour, 0)]).await[0];
     wait_until(Duration::from_secs(10), "the later transaction is published", || async {
         recorder.seen().iter().any(|s| s.id == fast)
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Well past any grace period: only the relay's wait for the running transaction keeps its range open.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     early.commit().await.unwrap();
     wait_until(Duration::from_secs(20), "the late commit is published", || async {
         recorder.seen().iter().any(|s| s.id == slow)
@@ -78,6 +106,23 @@ async fn a_transaction_that_commits_after_a_later_one_is_still_published() {
     .await;
     relay.stop().await;
     assert_eq!(count(&db.pool, "published").await, 2);
+    let seq = |id: Uuid| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT seq FROM outbox_events WHERE id = $1").bind(id).fetch_one(&pool).await
+        }
+    };
+    assert!(seq(slow).await.unwrap() < seq(fast).await.unwrap(), "the late commit sits below the read's cursor");
+}
+
+#[tokio::test]
+async fn a_transaction_that_commits_after_a_later_one_of_its_partition_is_still_published() {
+    a_late_commit_in_a_read_partition_is_published(false).await;
+}
+
+#[tokio::test]
+async fn a_plain_sql_transaction_that_commits_after_a_later_one_of_its_partition_is_still_published() {
+    a_late_commit_in_a_read_partition_is_published(true).await;
 }
 
 #[tokio::test]

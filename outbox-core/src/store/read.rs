@@ -80,21 +80,55 @@ impl ReadRange {
 
 /// Which transactions were still running when a read took its snapshot (PostgreSQL's `pg_current_snapshot()`):
 /// rows they commit later may have a `seq` below what the read returned, so the relay reads such a range once
-/// more after every transaction below [`xmax`](Self::xmax) has finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// more after each of them has finished.
+///
+/// Only transactions that may write events count: the relay's own (those that record or settle batches) never
+/// insert a row, so they are left out of [`running`](Self::running), and a read taken while nothing but relays
+/// was writing is complete at once.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Snapshot {
     /// The oldest transaction still running (every older one has finished).
     pub xmin: u64,
     /// The first transaction id not yet assigned.
     pub xmax: u64,
+    /// The transactions still running that may write events (every running one but the relays'), ascending.
+    pub running: Vec<u64>,
+    /// Whether a session was writing to the outbox table without a transaction id in the snapshot: a writer that
+    /// may take a `seq` before its transaction id (an insert by plain SQL, between its `seq` and its first row).
+    /// Its rows can commit below the read's rows without being waited for by id, so the read's range is checked
+    /// again for a short grace period.
+    pub unseen_writers: bool,
 }
 
 impl Snapshot {
-    /// A snapshot with these bounds.
+    /// A snapshot with these bounds, every transaction between them finished.
     #[must_use]
     pub fn new(xmin: u64, xmax: u64) -> Self {
-        Self { xmin, xmax }
+        Self { xmin, xmax, running: Vec::new(), unseen_writers: false }
+    }
+
+    /// The same snapshot with these transactions still running.
+    #[must_use]
+    pub fn running(mut self, mut running: Vec<u64>) -> Self {
+        running.sort_unstable();
+        running.dedup();
+        self.running = running;
+        self
+    }
+
+    /// The same snapshot, taken while a writer without a transaction id was at work.
+    #[must_use]
+    pub fn unseen_writers(mut self, unseen: bool) -> Self {
+        self.unseen_writers = unseen;
+        self
+    }
+
+    /// Whether transaction `xid`, one of the [`running`](Self::running) transactions of an earlier snapshot, had
+    /// finished when this one was taken.
+    #[must_use]
+    pub fn finished(&self, xid: u64) -> bool {
+        xid < self.xmin || (xid < self.xmax && self.running.binary_search(&xid).is_err())
     }
 }
 

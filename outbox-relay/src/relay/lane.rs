@@ -224,7 +224,7 @@ impl Lane {
         for (partition, state) in self.partitions.iter_mut().filter(|(p, _)| reading.contains(p)) {
             let in_flight = &self.in_flight_aggregates;
             let share = if state.busy() { busy_share } else { idle_share };
-            for (range, purpose) in state.ranges(share, self.latest, now) {
+            for (range, purpose) in state.ranges(share, self.latest.as_ref(), now) {
                 if let Purpose::Replay(aggregate) = &purpose {
                     // Read it again only once its events in flight are settled.
                     if in_flight.contains_key(&(*partition, aggregate.clone())) {
@@ -254,8 +254,8 @@ impl Lane {
     /// Turns what a read returned into the next batch, and updates every partition's cursors and held-back
     /// aggregates.
     fn accept(&mut self, (read, purposes, reading, sent): Read) -> Vec<Item> {
-        if let Some(snapshot) = read.snapshot {
-            self.latest = Some(snapshot);
+        if let Some(snapshot) = &read.snapshot {
+            self.latest = Some(snapshot.clone());
         }
         if read.paused != self.paused {
             self.paused = read.paused;
@@ -318,7 +318,7 @@ impl Lane {
                 let since_commit = row.since_commit + since_sent;
                 items.push(Item::new(*partition, state.lease.epoch, row.event, since_commit));
             }
-            state.answered(purpose, count, *limit, last_seq, read.snapshot, now);
+            state.answered(purpose, count, *limit, last_seq, read.snapshot.as_ref(), now);
         }
         items.sort_by_key(|item| item.seq);
         // The read's guard becomes the batch's events in flight (released by its settle).

@@ -10,11 +10,12 @@
 //!   cursor (a *replay*, one range filtered to the aggregate), so skipping costs nothing per poll.
 //! - **Late commits.** `seq` is taken at insert, not at commit, so a transaction that is still running when a read
 //!   takes its snapshot may later commit rows below the cursor. Each read's range stays *open* until every
-//!   transaction of its snapshot has finished (the snapshot's `xmax` is at or below a later read's `xmin`) and a
-//!   short grace period has passed. While ranges are open, every read also *rechecks* them: the keys of the rows
-//!   written since the oldest open read's `xmin` (no payloads). A row found there that the owner has not seen
-//!   committed late: its aggregate is held back from it and read again at once, so it is published before any
-//!   later event of its aggregate, in commit order.
+//!   transaction that was running then and may write events has finished (the relays' own transactions, which
+//!   never insert a row, are left out by the read: see [`Snapshot::running`]). While ranges are open, every read
+//!   also *rechecks* them: the keys of the rows written since the oldest transaction waited for (no payloads). A
+//!   row found there that the owner has not seen committed late: its aggregate is held back from it and read again
+//!   at once, so it is published before any later event of its aggregate, in commit order. A read taken while
+//!   nothing but relays wrote to the outbox is complete at once and costs no recheck.
 //!
 //! A partition taken over (or reset after an operator changed its rows) starts from the beginning: its first reads
 //! find the retrying heads in order and rebuild the held-back aggregates, and the failed ones come from
@@ -26,11 +27,10 @@ use std::time::Duration;
 use outbox_core::store::{AggregateKey, BlockedAggregate, PartitionLease, ReadRange, Snapshot};
 use tokio::time::Instant;
 
-/// How long a read's range stays open at least, on top of its snapshot's transactions: covers a transaction that
-/// takes its `seq` before its transaction id (an insert by plain SQL that is its transaction's first write: the id
-/// comes with the first row's heap insert, microseconds after that row's `nextval`; the library's own enqueue takes
-/// the id first). Every read rechecks the rows of its open ranges, so this bounds that work: with a backlog
-/// draining at tens of thousands of events a second, a second's grace made every read recheck a second's rows.
+/// How long a read's range stays open at least when a writer had no transaction id in its snapshot
+/// ([`Snapshot::unseen_writers`]): an insert by plain SQL takes its `seq` microseconds before its transaction id
+/// (the library's own enqueue takes the id first), so such a writer may commit a row below the read's rows that no
+/// transaction id of the snapshot announces. Only reads taken at such a moment pay for it.
 pub(crate) const LATE_COMMIT_GRACE: Duration = Duration::from_millis(100);
 
 /// Why an aggregate is held back.
@@ -43,12 +43,23 @@ pub(crate) struct Park {
 }
 
 /// A range read but not yet known to be complete.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct OpenRange {
     through: i64,
-    xmin: u64,
-    xmax: u64,
-    read_at: Instant,
+    /// The transactions it waits for (running at the read, and not a relay's), ascending.
+    waiting: Vec<u64>,
+    /// Rows written by transactions from this one on may be late commits (a recheck reads only those).
+    since: u64,
+    /// Open at least until then ([`LATE_COMMIT_GRACE`]), when a writer had no transaction id in the snapshot.
+    grace_until: Option<Instant>,
+}
+
+impl OpenRange {
+    /// Whether it is complete by snapshot `latest` at `now`.
+    fn complete(&self, latest: Option<&Snapshot>, now: Instant) -> bool {
+        let finished = self.waiting.is_empty() || latest.is_some_and(|s| self.waiting.iter().all(|x| s.finished(*x)));
+        finished && self.grace_until.is_none_or(|until| now >= until)
+    }
 }
 
 /// The most keys one recheck returns per partition.
@@ -154,7 +165,7 @@ impl PartitionState {
 
     /// The ranges of the next read, each with its purpose: due replays, closed ranges to rescan, then new rows.
     /// `limit` is this partition's share of the batch; `latest` is the newest snapshot seen.
-    pub(crate) fn ranges(&mut self, limit: u32, latest: Option<Snapshot>, now: Instant) -> Vec<(ReadRange, Purpose)> {
+    pub(crate) fn ranges(&mut self, limit: u32, latest: Option<&Snapshot>, now: Instant) -> Vec<(ReadRange, Purpose)> {
         let partition = self.lease.partition;
         let mut ranges = Vec::new();
         let due: Vec<AggregateKey> = self
@@ -172,23 +183,27 @@ impl PartitionState {
             let range = ReadRange::new(partition, *after, limit).through(self.cursor).aggregate(aggregate.clone());
             ranges.push((range, Purpose::Replay(aggregate.clone())));
         }
+        self.close_complete(latest, now);
+        if let Some(since) = self.open.iter().map(|open| open.since).min() {
+            let recheck = ReadRange::new(partition, self.safe, RECHECK_LIMIT)
+                .through(self.cursor)
+                .keys_only()
+                .written_since(since);
+            ranges.push((recheck, Purpose::Recheck));
+        }
+        ranges.push((ReadRange::new(partition, self.cursor, limit), Purpose::Next));
+        ranges
+    }
+
+    /// Closes the open ranges that are complete, oldest first: every row up to the last of them is known.
+    fn close_complete(&mut self, latest: Option<&Snapshot>, now: Instant) {
         while let Some(open) = self.open.front() {
-            let finished = latest.is_none_or(|snapshot| snapshot.xmin >= open.xmax);
-            if !finished || now < open.read_at + LATE_COMMIT_GRACE {
+            if !open.complete(latest, now) {
                 break;
             }
             self.safe = self.safe.max(open.through);
             self.open.pop_front();
         }
-        if let Some(oldest) = self.open.front() {
-            let recheck = ReadRange::new(partition, self.safe, RECHECK_LIMIT)
-                .through(self.cursor)
-                .keys_only()
-                .written_since(oldest.xmin);
-            ranges.push((recheck, Purpose::Recheck));
-        }
-        ranges.push((ReadRange::new(partition, self.cursor, limit), Purpose::Next));
-        ranges
     }
 
     /// Notes what one range returned: `count` rows, the last at `last_seq`, out of `limit`.
@@ -198,7 +213,7 @@ impl PartitionState {
         count: usize,
         limit: u32,
         last_seq: Option<i64>,
-        snapshot: Option<Snapshot>,
+        snapshot: Option<&Snapshot>,
         now: Instant,
     ) {
         let full = count >= limit as usize;
@@ -211,19 +226,20 @@ impl PartitionState {
                 match snapshot {
                     // Rows can commit out of `seq` order: this range stays open until its transactions finished.
                     Some(snapshot) => {
-                        let through = self.cursor;
+                        let open = OpenRange {
+                            through: self.cursor,
+                            waiting: snapshot.running.clone(),
+                            since: snapshot.running.first().copied().unwrap_or(snapshot.xmax),
+                            grace_until: snapshot.unseen_writers.then(|| now + LATE_COMMIT_GRACE),
+                        };
                         match self.open.back_mut() {
-                            Some(back) if back.xmax == snapshot.xmax => {
-                                back.through = through;
-                                back.read_at = now;
+                            // The same transactions to wait for: one range.
+                            Some(back) if back.waiting == open.waiting && open.grace_until.is_none() => {
+                                back.through = open.through;
                             }
-                            _ => self.open.push_back(OpenRange {
-                                through,
-                                xmin: snapshot.xmin,
-                                xmax: snapshot.xmax,
-                                read_at: now,
-                            }),
+                            _ => self.open.push_back(open),
                         }
+                        self.close_complete(Some(snapshot), now);
                     }
                     None => self.safe = self.cursor,
                 }
@@ -254,24 +270,62 @@ mod tests {
     }
 
     #[test]
-    fn open_ranges_are_rechecked_until_their_transactions_finished_and_the_grace_passed() {
+    fn open_ranges_are_rechecked_until_the_transactions_they_wait_for_finished() {
         let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
         let start = Instant::now();
         let ranges = state.ranges(100, None, start);
         assert_eq!(ranges.len(), 1);
-        state.answered(&Purpose::Next, 2, 100, Some(40), Some(Snapshot::new(10, 20)), start);
-        // Transaction 19 may still be running: the range is rechecked, for rows written since transaction 10.
-        let ranges = state.ranges(100, Some(Snapshot::new(15, 25)), start + LATE_COMMIT_GRACE);
+        // Transactions 12 and 19 were running (and may write events): the range waits for both.
+        let read = Snapshot::new(10, 20).running(vec![19, 12]);
+        state.answered(&Purpose::Next, 2, 100, Some(40), Some(&read), start);
+        let ranges = state.ranges(100, Some(&Snapshot::new(12, 25).running(vec![12, 21])), start);
         let recheck = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Recheck).unwrap();
-        assert_eq!((recheck.0.after, recheck.0.through, recheck.0.written_since), (0, Some(40), Some(10)));
+        // Rows written since transaction 12, the oldest waited for.
+        assert_eq!((recheck.0.after, recheck.0.through, recheck.0.written_since), (0, Some(40), Some(12)));
         assert!(recheck.0.keys_only);
-        // Every transaction below 20 finished, but the grace has not passed: still rechecked.
-        let ranges = state.ranges(100, Some(Snapshot::new(20, 25)), start);
-        assert!(ranges.iter().any(|(_, purpose)| *purpose == Purpose::Recheck));
-        // Both: the range is complete, nothing left to recheck; new rows are read after it.
-        let ranges = state.ranges(100, Some(Snapshot::new(20, 25)), start + LATE_COMMIT_GRACE);
+        // 12 and 19 finished (21 is running, but the range does not wait for it): complete, nothing to recheck.
+        let ranges = state.ranges(100, Some(&Snapshot::new(21, 25).running(vec![21])), start);
         assert_eq!(ranges.len(), 1);
         assert_eq!((ranges[0].1.clone(), ranges[0].0.after), (Purpose::Next, 40));
+    }
+
+    #[test]
+    fn a_read_while_only_relays_wrote_is_complete_at_once() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let now = Instant::now();
+        // The relays' own transactions are not in `running`: nothing to wait for.
+        state.answered(&Purpose::Next, 2, 100, Some(40), Some(&Snapshot::new(10, 20)), now);
+        let ranges = state.ranges(100, Some(&Snapshot::new(10, 20)), now);
+        assert_eq!(ranges.len(), 1, "{ranges:?}");
+        assert_eq!((ranges[0].1.clone(), ranges[0].0.after), (Purpose::Next, 40));
+    }
+
+    #[test]
+    fn a_writer_without_a_transaction_id_keeps_the_range_open_for_the_grace() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let start = Instant::now();
+        state.answered(&Purpose::Next, 2, 100, Some(40), Some(&Snapshot::new(10, 20).unseen_writers(true)), start);
+        let ranges = state.ranges(100, Some(&Snapshot::new(20, 30)), start);
+        let recheck = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Recheck).unwrap();
+        // Its transaction id comes after the snapshot's.
+        assert_eq!(recheck.0.written_since, Some(20));
+        let ranges = state.ranges(100, Some(&Snapshot::new(20, 30)), start + LATE_COMMIT_GRACE);
+        assert_eq!(ranges.len(), 1);
+    }
+
+    #[test]
+    fn a_later_complete_read_waits_behind_an_earlier_open_one() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let now = Instant::now();
+        state.answered(&Purpose::Next, 2, 2, Some(40), Some(&Snapshot::new(10, 20).running(vec![15])), now);
+        // Transaction 15 is still running: the rows read after it are not known complete either.
+        state.answered(&Purpose::Next, 2, 2, Some(60), Some(&Snapshot::new(15, 22).running(vec![15])), now);
+        let ranges = state.ranges(100, Some(&Snapshot::new(15, 22).running(vec![15])), now);
+        let recheck = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Recheck).unwrap();
+        assert_eq!((recheck.0.after, recheck.0.through), (0, Some(60)));
+        let ranges = state.ranges(100, Some(&Snapshot::new(22, 22)), now);
+        assert_eq!(ranges.len(), 1);
+        assert_eq!(ranges[0].0.after, 60);
     }
 
     #[test]

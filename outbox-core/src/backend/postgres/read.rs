@@ -31,11 +31,37 @@ macro_rules! read_columns {
 /// snapshot's bounds come back with the rows (see [`Snapshot`]); the outer `LEFT JOIN` returns one row when
 /// nothing was read, so the caller still learns the pause flag and the snapshot in the same round trip.
 const READ: &str = concat!(
-    "WITH ctl AS (
+    "WITH snap AS (SELECT pg_current_snapshot() AS s),
+-- The transactions of the sessions that write to the outbox now, by pg_locks (read after the snapshot): relays hold
+-- a RowExclusiveLock on outbox_batches (every statement that records or settles a batch writes it); writers of
+-- events hold one on outbox_events. Each transaction holds an ExclusiveLock on its own id.
+locks AS MATERIALIZED (
+SELECT pid, locktype, relation, transactionid::text::int8 AS xid
+  FROM pg_locks
+ WHERE granted AND pid <> pg_backend_pid()
+   AND ((locktype = 'transactionid' AND mode = 'ExclusiveLock')
+        OR (locktype = 'relation' AND mode = 'RowExclusiveLock'
+            AND relation IN ('outbox_batches'::regclass, 'outbox_events'::regclass)))
+),
+relays AS (SELECT pid FROM locks WHERE relation = 'outbox_batches'::regclass),
+running AS (
+SELECT x::text::int8 AS xid FROM snap, pg_snapshot_xip(snap.s) x
+ WHERE (x::text::int8 & 4294967295) NOT IN (
+       SELECT xid FROM locks WHERE locktype = 'transactionid' AND pid IN (SELECT pid FROM relays))
+),
+ctl AS (
 SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
-       pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
-       pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
+       pg_snapshot_xmin(snap.s)::text AS xmin,
+       pg_snapshot_xmax(snap.s)::text AS xmax,
+       ARRAY(SELECT xid::text FROM running) AS running,
+       -- A writer none of whose transaction ids is in the snapshot: it may have taken a `seq` before its id.
+       EXISTS (SELECT 1 FROM locks w
+                WHERE w.relation = 'outbox_events'::regclass AND w.pid NOT IN (SELECT pid FROM relays)
+                  AND NOT EXISTS (SELECT 1 FROM locks t, running r
+                                   WHERE t.pid = w.pid AND t.locktype = 'transactionid'
+                                     AND t.xid = (r.xid & 4294967295))) AS unseen_writers,
        current_setting('track_commit_timestamp')::bool AS track_commit
+  FROM snap
 ),
 r AS (
 SELECT * FROM UNNEST($1::int2[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int4[], $7::bool[], $8::int8[])
@@ -68,7 +94,7 @@ SELECT r.n, e.*
         LIMIT r.lim) e
  WHERE r.through IS NOT NULL AND NOT (SELECT paused FROM ctl)
 )
-SELECT ctl.paused, ctl.xmin, ctl.xmax, found.* FROM ctl LEFT JOIN found ON true"
+SELECT ctl.paused, ctl.xmin, ctl.xmax, ctl.running, ctl.unseen_writers, found.* FROM ctl LEFT JOIN found ON true"
 );
 
 pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBatch> {
@@ -102,9 +128,17 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
     let mut batch = ReadBatch::default();
     for row in &rows {
         batch.paused = row.try_get("paused")?;
-        let xmin: String = row.try_get("xmin")?;
-        let xmax: String = row.try_get("xmax")?;
-        batch.snapshot = Some(Snapshot::new(xmin.parse().unwrap_or(0), xmax.parse().unwrap_or(u64::MAX)));
+        if batch.snapshot.is_none() {
+            let xmin: String = row.try_get("xmin")?;
+            let xmax: String = row.try_get("xmax")?;
+            let running: Vec<String> = row.try_get("running")?;
+            // An id that does not parse never finishes: its range is checked again rather than taken as complete.
+            let running = running.iter().map(|xid| xid.parse().unwrap_or(u64::MAX)).collect();
+            let snapshot = Snapshot::new(xmin.parse().unwrap_or(0), xmax.parse().unwrap_or(u64::MAX))
+                .running(running)
+                .unseen_writers(row.try_get("unseen_writers")?);
+            batch.snapshot = Some(snapshot);
+        }
         if let Some(read) = read_row(row)? {
             batch.rows.push(read);
         }
