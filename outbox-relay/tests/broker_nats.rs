@@ -353,6 +353,36 @@ async fn a_missing_stream_is_reported_at_start_and_created_with_create_destinati
 }
 
 #[tokio::test]
+async fn a_sealed_stream_or_one_without_acknowledgements_is_refused_at_start() {
+    let broker = Broker::start(Kind::Nats);
+    let client = async_nats::connect(broker.url()).await.unwrap();
+    let js = jetstream::new(client);
+    let config = |name: &str, subject: &str| stream::Config {
+        name: name.to_owned(),
+        subjects: vec![subject.to_owned()],
+        ..Default::default()
+    };
+    js.create_stream(config("SEALED", "sealed.>")).await.unwrap();
+    js.update_stream(stream::Config { sealed: true, ..config("SEALED", "sealed.>") }).await.expect("seal the stream");
+    js.create_stream(stream::Config { no_ack: true, ..config("SILENT", "silent.>") }).await.unwrap();
+    js.create_stream(config("OPEN", "open.>")).await.unwrap();
+
+    for (subject, expected) in [
+        ("sealed.{event_type}", "the JetStream stream `SEALED` for `sealed.>` is sealed"),
+        ("silent.orders", "the JetStream stream `SILENT` for `silent.orders` does not acknowledge messages (`no_ack`)"),
+    ] {
+        let url = format!("{}?subject={subject}", broker.url());
+        refused(&url, expected, "").await;
+    }
+    let open =
+        NatsPublisher::from_url(&format!("{}?subject=open.{{event_type}}", broker.url()).parse().unwrap()).unwrap();
+    open.connect().await.expect("a stream that takes messages");
+    assert_eq!(open.publish(&[one_message()]).await, vec![Outcome::Published]);
+    let mut stream = js.get_stream("OPEN").await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, 1, "the event, and nothing from the check");
+}
+
+#[tokio::test]
 async fn a_client_certificate_is_presented_when_the_server_requires_one() {
     let security = Security { tls: true, client_certificates: true, ..Security::default() };
     let broker = Broker::start_secured(Kind::Nats, security);

@@ -244,6 +244,36 @@ async fn a_missing_exchange_is_reported_at_start_and_declared_with_create_destin
 }
 
 #[tokio::test]
+async fn a_user_without_write_permission_on_the_exchange_is_refused_at_start_and_one_with_only_write_starts() {
+    let broker = Broker::start(Kind::RabbitMq);
+    declare(&broker).await;
+    let url = format!("{}?exchange=outbox", broker.url());
+    // guest may configure and read everything, and write nothing.
+    broker.rabbitmqctl(&["set_permissions", "-p", "/", "guest", ".*", "^$", ".*"]);
+    let error = AmqpPublisher::from_url(&url.parse().unwrap()).unwrap().connect().await.expect_err("no write access");
+    let message = error.to_string();
+    assert!(matches!(error, outbox_relay::Error::Refused { .. }), "{message}");
+    assert!(message.contains("may not publish to the exchange `outbox`"), "{message}");
+    assert!(message.contains("ACCESS_REFUSED - access to exchange 'outbox'") && !message.contains('\n'), "{message}");
+
+    // Write access to the exchange alone (no configure, no read) is all a relay needs.
+    broker.rabbitmqctl(&["set_permissions", "-p", "/", "guest", "^$", "^outbox$", "^$"]);
+    let publisher = AmqpPublisher::from_url(&url.parse().unwrap()).unwrap();
+    publisher.connect().await.unwrap_or_else(|e| panic!("write access is enough: {e}"));
+    assert_eq!(publisher.publish(&[one_message()]).await, vec![Outcome::Published]);
+    broker.rabbitmqctl(&["set_permissions", "-p", "/", "guest", ".*", ".*", ".*"]);
+    let received = consume_all(&broker).await;
+    assert_eq!(received.len(), 1, "the event arrived, and the check left no message behind");
+    let connection = Connection::connect(&broker.url(), ConnectionProperties::default()).await.unwrap();
+    let channel = connection.create_channel().await.unwrap();
+    let passive = ExchangeDeclareOptions { passive: true, ..Default::default() };
+    channel
+        .exchange_declare("outbox".into(), ExchangeKind::Topic, passive, FieldTable::default())
+        .await
+        .expect("the exchange is still there");
+}
+
+#[tokio::test]
 async fn the_asyncapi_document_names_the_exchange_and_routing_key_an_event_arrives_with() {
     let broker = Broker::start(Kind::RabbitMq);
     let sink = format!("{}?exchange=shop&routing_key=shop.{{event_type}}.v{{version}}", broker.url());

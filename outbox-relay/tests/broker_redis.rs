@@ -143,8 +143,9 @@ async fn publishes(url: &str) {
     assert_eq!(publisher.publish(&[one_message()]).await, vec![Outcome::Published]);
 }
 
-/// `connect` fails for good with one line naming `expected`, never showing `secret`, without retrying.
-async fn refused(url: &str, expected: &str, secret: &str) {
+/// `connect` fails for good with one line naming `expected`, never showing `secret`, without retrying; returns
+/// the message.
+async fn refused(url: &str, expected: &str, secret: &str) -> String {
     let started = tokio::time::Instant::now();
     let publisher = RedisPublisher::from_url(&url.parse().unwrap()).unwrap_or_else(|e| panic!("{e}"));
     let error = publisher.connect().await.expect_err("refused");
@@ -154,6 +155,7 @@ async fn refused(url: &str, expected: &str, secret: &str) {
     assert!(!message.contains('\n'), "{message}");
     assert!(secret.is_empty() || !message.contains(secret), "the secret leaked: {message}");
     assert!(started.elapsed() < Duration::from_secs(10), "no retries: {:?}", started.elapsed());
+    message
 }
 
 #[tokio::test]
@@ -216,6 +218,58 @@ async fn a_client_certificate_is_presented_when_the_server_requires_one() {
     assert!(message.contains("TLS handshake failed") && message.contains("Certificate"), "{message}");
     assert!(!message.contains('\n'), "{message}");
     assert!(started.elapsed() < Duration::from_secs(10), "no retries: {:?}", started.elapsed());
+}
+
+/// Runs `args` on `broker` as its default user.
+async fn admin(broker: &Broker, args: &[&str]) -> redis::Value {
+    let client = redis::Client::open(broker.url()).expect("redis URL");
+    let mut connection = client.get_multiplexed_async_connection().await.expect("connect to Redis");
+    redis::cmd(args[0]).arg(&args[1..]).query_async(&mut connection).await.unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+#[tokio::test]
+async fn a_fixed_stream_whose_key_holds_another_type_is_refused_at_start_and_a_template_waits_for_its_publish() {
+    let broker = Broker::start(Kind::Redis);
+    admin(&broker, &["SET", "outbox.order", "not a stream"]).await;
+    let fixed = format!("{}?stream=outbox.order&timeout_ms=2000", broker.url());
+    refused(&fixed, "the key `outbox.order` holds a string, not a stream", "").await;
+    // A template names its streams per event: checked by the first publish, which fails for good.
+    let publisher = RedisPublisher::from_url(&format!("{}?timeout_ms=2000", broker.url()).parse().unwrap()).unwrap();
+    publisher.connect().await.expect("a template's streams are not checked at start");
+    let outcome = publisher.publish(&[one_message()]).await.remove(0);
+    assert!(matches!(&outcome, Outcome::Permanent(e) if e.message().contains("WRONGTYPE")), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn a_user_that_may_not_append_to_the_stream_is_refused_at_start_and_one_that_may_only_append_starts() {
+    let broker = Broker::start(Kind::Redis);
+    let port = broker.port();
+    admin(&broker, &["ACL", "SETUSER", "no-xadd", "on", ">pw-1", "~*", "+@all", "-xadd"]).await;
+    admin(&broker, &["ACL", "SETUSER", "other-keys", "on", ">pw-2", "~audit.*", "+@all"]).await;
+    admin(&broker, &["ACL", "SETUSER", "writer", "on", ">pw-3", "~outbox.*", "+@connection", "+xadd"]).await;
+    for (user, expected) in [
+        ("no-xadd:pw-1", "no permissions to run the 'xadd' command"),
+        ("other-keys:pw-2", "no permissions to access one of the keys"),
+    ] {
+        let url = format!("redis://{user}@127.0.0.1:{port}/?stream=outbox.order&timeout_ms=2000");
+        let message = refused(&url, "the user may not append to the stream `outbox.order`", "pw-").await;
+        assert!(message.contains(expected), "{message}");
+    }
+    // XADD on its keys and the connection commands are all a relay needs (not even TYPE).
+    let writer = format!("redis://writer:pw-3@127.0.0.1:{port}/?stream=outbox.order&timeout_ms=2000");
+    publishes(&writer).await;
+    assert_eq!(consume_all(&broker).await.len(), 1, "the event, and nothing from the check");
+}
+
+#[tokio::test]
+async fn a_read_only_replica_is_refused_at_start() {
+    let primary = Broker::start(Kind::Redis);
+    let replica = Broker::start(Kind::Redis);
+    admin(&replica, &["REPLICAOF", "127.0.0.1", &primary.port().to_string()]).await;
+    let url = format!("{}?stream=outbox.order&timeout_ms=2000", replica.url());
+    refused(&url, "the server is a read-only replica", "").await;
+    admin(&replica, &["REPLICAOF", "NO", "ONE"]).await;
+    publishes(&url).await;
 }
 
 #[tokio::test]

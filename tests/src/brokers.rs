@@ -180,6 +180,29 @@ impl Broker {
         self.spawn();
     }
 
+    /// Runs `rabbitmqctl` against this RabbitMQ node (e.g. `set_permissions -p / guest ".*" "^$" ".*"`) and
+    /// returns its output.
+    ///
+    /// # Panics
+    ///
+    /// When the broker is not RabbitMQ, or the command fails (the message holds its output).
+    pub fn rabbitmqctl(&self, args: &[&str]) -> String {
+        assert_eq!(self.kind, Kind::RabbitMq, "rabbitmqctl runs against RabbitMQ only");
+        let program = self.program.with_file_name("rabbitmqctl");
+        let output = Command::new(&program)
+            .args(["-n", &format!("outbox{}@localhost", self.port)])
+            .args(args)
+            .current_dir(&self.dir)
+            .env("HOME", &self.dir)
+            .env("ERL_EPMD_ADDRESS", "127.0.0.1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "rabbitmqctl {args:?} failed: {text}");
+        text
+    }
+
     /// Writes the configuration files a broker needs before its first start.
     fn prepare(&self) {
         if self.kind == Kind::Nats

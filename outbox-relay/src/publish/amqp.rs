@@ -43,7 +43,11 @@ use crate::{Error, Result};
 ///
 /// **Destination**: [`connect`](Self::connect) checks that the exchange exists (a passive declare); with
 /// [`create_destinations`](AmqpBuilder::create_destinations) it declares a missing one, durable, of type
-/// `exchange_type=topic|direct|fanout|headers` (default `topic`).
+/// `exchange_type=topic|direct|fanout|headers` (default `topic`). It then checks, without publishing, that the user
+/// may write to it: RabbitMQ checks write permission on the destination of an `exchange.unbind` before anything
+/// else, and the publisher asks to unbind the exchange from the default exchange, which RabbitMQ refuses after
+/// that check and which changes nothing. The default exchange (`exchange=`) is not checked: every user may
+/// publish to it.
 ///
 /// # Example
 ///
@@ -210,7 +214,8 @@ impl AmqpPublisher {
     /// # Errors
     ///
     /// [`Error::Unreachable`] when the broker cannot be reached (connection refused, timeout: try again later),
-    /// [`Error::Refused`] when it refuses the credentials or the vhost, or the exchange does not exist.
+    /// [`Error::Refused`] when it refuses the credentials or the vhost, the exchange does not exist, or the user
+    /// has no write permission on it.
     pub async fn connect(&self) -> Result<()> {
         let target = || format!("RabbitMQ at {}", masked(&self.url));
         let link = match tokio::time::timeout(self.connect_timeout, self.open()).await {
@@ -270,9 +275,45 @@ impl AmqpPublisher {
                 Ok(Err(error)) => return Err(Error::Unreachable { target: target(), reason: describe(&error) }),
                 Err(_) => return Err(Error::Unreachable { target: target(), reason: "timed out".to_owned() }),
             }
+            match tokio::time::timeout(self.connect_timeout, self.check_write_permission(&link)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(reason)) => return Err(Error::Refused { target: target(), reason }),
+                Err(_) => return Err(Error::Unreachable { target: target(), reason: "timed out".to_owned() }),
+            }
         }
         self.link.put(link).await;
         Ok(())
+    }
+
+    /// Checks that the user may publish to the exchange (write permission on it in the vhost) without publishing.
+    /// An `exchange.unbind` is checked in this order: write permission on its destination, then that neither end
+    /// is the default exchange, then the rest. Unbinding the exchange from the default exchange is therefore
+    /// refused either for want of write permission or, once that passed, as an operation on the default exchange;
+    /// it never changes anything.
+    async fn check_write_permission(&self, link: &Link) -> std::result::Result<(), String> {
+        let unbind = async {
+            let channel = link.connection.create_channel().await?;
+            let key = format!("outbox-relay.write-check.{}", uuid::Uuid::now_v7().simple());
+            channel
+                .exchange_unbind(
+                    self.exchange.as_str().into(),
+                    "".into(),
+                    key.into(),
+                    lapin::options::ExchangeUnbindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await?;
+            let _ = channel.close(200, "checked".into()).await;
+            Ok::<(), lapin::Error>(())
+        };
+        match unbind.await {
+            Err(error) if is_write_refused(&error) => Err(format!(
+                "the user may not publish to the exchange `{}` (grant it write permission in the vhost): {}",
+                self.exchange,
+                describe(&error)
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Opens a connection and its first confirm-mode channel.
@@ -660,6 +701,17 @@ fn refuses(error: &lapin::Error) -> bool {
         lapin::ErrorKind::IOError(io) => is_tls_refusal(io.as_ref()),
         _ => false,
     }
+}
+
+/// Whether the write-permission check's `exchange.unbind` was refused before it reached the default exchange:
+/// `403 ACCESS_REFUSED - access to exchange '...' ... refused`, not `... operation not permitted on the default
+/// exchange`.
+fn is_write_refused(error: &lapin::Error) -> bool {
+    matches!(
+        error.kind(),
+        lapin::ErrorKind::ProtocolError(amqp) if matches!(amqp.kind(), AMQPErrorKind::Soft(AMQPSoftError::ACCESSREFUSED))
+            && !amqp.get_message().as_str().contains("default exchange")
+    )
 }
 
 /// Whether a declare failed because the exchange does not exist (`404 NOT_FOUND`).

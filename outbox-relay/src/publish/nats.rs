@@ -40,9 +40,12 @@ const STREAM_MESSAGE_TOO_LARGE: u64 = 10054;
 /// alone), an nkey seed (`nkey_seed_file=` / `nkey_seed_env=`), or a `.creds` file (`creds_file=PATH`).
 ///
 /// **Destination**: [`connect`](Self::connect) checks that a JetStream stream captures the subjects (the fixed
-/// subject, or the template's literal prefix followed by `>`); with
-/// [`create_destinations`](NatsBuilder::create_destinations) it creates a missing one, named by `stream=`
-/// (default `OUTBOX`), with `stream_storage=file|memory` (default `file`) and `stream_replicas=N` (default 1).
+/// subject, or the template's literal prefix followed by `>`) and takes new messages (it is not sealed and
+/// acknowledges what it stores: no `no_ack`); with [`create_destinations`](NatsBuilder::create_destinations) it
+/// creates a missing one, named by `stream=` (default `OUTBOX`), with `stream_storage=file|memory` (default
+/// `file`) and `stream_replicas=N` (default 1). Whether the account's permissions allow publishing to the
+/// subjects is not checked at start (NATS offers no way to ask without publishing): a denied subject shows as
+/// publishes that time out.
 ///
 /// # Example
 ///
@@ -283,7 +286,7 @@ impl NatsPublisher {
         let filter = self.subject_filter();
         let target = || format!("NATS at {self}");
         match context.stream_by_subject(filter.clone()).await {
-            Ok(_) => Ok(()),
+            Ok(name) => self.check_stream_takes_messages(context, &name, &filter).await,
             // The server has JetStream, the account of these credentials may not use it: no retry fixes that.
             Err(error) if not_enabled_for_account(&error) => Err(Error::Refused {
                 target: target(),
@@ -321,6 +324,46 @@ impl NatsPublisher {
             }
             Err(error) => Err(Error::Unreachable { target: target(), reason: format!("JetStream did not answer: {error}") }),
         }
+    }
+
+    /// Checks that the stream `name` found for the subjects `filter` takes and acknowledges new messages: a sealed
+    /// stream refuses them, and a stream with `no_ack` stores them without the acknowledgement the relay waits
+    /// for (every attempt would time out and store the event again).
+    async fn check_stream_takes_messages(
+        &self,
+        context: &async_nats::jetstream::Context,
+        name: &str,
+        filter: &str,
+    ) -> Result<()> {
+        use async_nats::jetstream::context::GetStreamErrorKind as Kind;
+        let target = || format!("NATS at {self}");
+        let stream = match context.get_stream(name).await {
+            Ok(stream) => stream,
+            Err(error) if matches!(error.kind(), Kind::JetStream(_)) => {
+                return Err(Error::Refused {
+                    target: target(),
+                    reason: format!("cannot read the JetStream stream `{name}` for `{filter}`: {error}"),
+                })
+            }
+            Err(error) => {
+                return Err(Error::Unreachable {
+                    target: target(),
+                    reason: format!("JetStream did not answer: {error}"),
+                })
+            }
+        };
+        let config = &stream.cached_info().config;
+        let problem = if config.sealed {
+            "is sealed: it takes no new messages"
+        } else if config.no_ack {
+            "does not acknowledge messages (`no_ack`): the relay could never count an event published"
+        } else {
+            return Ok(());
+        };
+        Err(Error::Refused {
+            target: target(),
+            reason: format!("the JetStream stream `{name}` for `{filter}` {problem}"),
+        })
     }
 
     /// Opens a connection and its JetStream context; `Err(None)` when it timed out.

@@ -31,8 +31,14 @@ use crate::{Error, Result};
 /// `tls_cert=PATH` + `tls_key=PATH` (client certificate); the server's certificate is verified against the host
 /// name (a `#insecure` fragment, which would turn that off, is refused). **Authentication**: an ACL user and
 /// password in the URL (`rediss://relay:PASSWORD@host`), or the password from `password_file=PATH` /
-/// `password_env=VAR` (`rediss://relay@host?password_file=/run/secrets/redis`). [`connect`](RedisPublisher::connect)
-/// checks connectivity and credentials with a `PING` (a stream is created by its first `XADD`).
+/// `password_env=VAR` (`rediss://relay@host?password_file=/run/secrets/redis`).
+///
+/// **Destination**: [`connect`](RedisPublisher::connect) checks connectivity and credentials with a `PING` (a
+/// stream is created by its first `XADD`). For a fixed stream name it also checks, without adding anything, that
+/// the key holds a stream or nothing (`TYPE`, when the user may run it) and that the server takes this user's
+/// `XADD` to it: `XADD key NOMKSTREAM 0-0 ...` goes through Redis's ACL check (`NOPERM`) and its read-only replica
+/// check (`READONLY`) and then fails on its ID, which is never valid, before it touches the key. The streams of a
+/// template are known only per event and checked by their first publish.
 ///
 /// # Example
 ///
@@ -131,7 +137,9 @@ impl RedisPublisher {
     /// # Errors
     ///
     /// [`Error::Unreachable`] when the server cannot be reached (connection refused, timeout: try again later),
-    /// [`Error::Refused`] when it refuses the credentials (`WRONGPASS`, `NOAUTH`) or the permissions.
+    /// [`Error::Refused`] when it refuses the credentials (`WRONGPASS`, `NOAUTH`) or the permissions, when the
+    /// fixed stream's key holds another type, when the user may not `XADD` to it, or when the server is a
+    /// read-only replica.
     pub async fn connect(&self) -> Result<()> {
         let target = || format!("Redis at {}", masked(&self.url));
         let failed = |error: &redis::RedisError| {
@@ -157,8 +165,48 @@ impl RedisPublisher {
             Ok(Err(error)) => return Err(failed(&error)),
             Err(_) => return Err(timed_out()),
         }
+        if self.stream.is_fixed() {
+            self.check_stream(&mut connection).await.map_err(|reason| match reason {
+                Some(reason) => Error::Refused { target: target(), reason },
+                None => timed_out(),
+            })?;
+        }
         self.connection.put(connection).await;
         Ok(())
+    }
+
+    /// Checks, without adding anything, that the fixed stream takes this user's `XADD`: the key holds a stream or
+    /// nothing yet (`TYPE`; skipped when the user may not run it), and `XADD key NOMKSTREAM 0-0 ...` passes
+    /// Redis's ACL (`NOPERM`) and replica (`READONLY`) checks, which come before any command runs; the command
+    /// itself then fails on its ID (`0-0` is never valid) before it looks at the key. `Err(None)`: timed out.
+    async fn check_stream(&self, connection: &mut ConnectionManager) -> std::result::Result<(), Option<String>> {
+        let key = self.stream.as_str();
+        let wrong_type = |kind: &str| {
+            format!("the key `{key}` holds a {kind}, not a stream (delete or rename it, or name another `stream=`)")
+        };
+        let mut kind = redis::cmd("TYPE");
+        kind.arg(key);
+        match tokio::time::timeout(self.timeout, kind.query_async::<String>(connection)).await {
+            Ok(Ok(kind)) if kind != "stream" && kind != "none" => return Err(Some(wrong_type(&kind))),
+            Ok(_) => {}
+            Err(_) => return Err(None),
+        }
+        let mut probe = redis::cmd("XADD");
+        probe.arg(key).arg("NOMKSTREAM").arg("0-0").arg("outbox-relay").arg("write-check");
+        let Ok(answer) = tokio::time::timeout(self.timeout, probe.query_async::<redis::Value>(connection)).await else {
+            return Err(None);
+        };
+        match answer.as_ref().map_err(redis::RedisError::code) {
+            Err(Some("NOPERM")) => {
+                Err(Some(format!("the user may not append to the stream `{key}`: {}", describe(&answer.unwrap_err()))))
+            }
+            Err(Some("READONLY")) => Err(Some(format!(
+                "the server is a read-only replica, it cannot take the stream `{key}` (connect to the primary)"
+            ))),
+            Err(Some("WRONGTYPE")) => Err(Some(wrong_type("value of another type"))),
+            // The ID refused: every check before it passed.
+            _ => Ok(()),
+        }
     }
 
     async fn open(&self) -> std::result::Result<redis::RedisResult<ConnectionManager>, tokio::time::error::Elapsed> {
