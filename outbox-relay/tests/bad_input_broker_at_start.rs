@@ -7,8 +7,8 @@
 //! - a wrong password, or an exchange that does not exist: exit 2 at once, one line on stderr, the password
 //!   masked, the table untouched; the same for Redis refusing a wrong or a missing password;
 //! - a malformed or unknown sink URL holding a password: exit 2, one line, the password masked;
-//! - a missing destination (a JetStream stream for the subjects): exit 2 naming it, nothing claimed; with
-//!   `--create-destinations` the relay creates it and publishes;
+//! - a missing destination (a JetStream stream for the subjects, a RabbitMQ exchange, an SQS queue): exit 2
+//!   naming it, nothing claimed; with `--create-destinations` the relay creates it and publishes;
 //! - NATS credentials of an account without JetStream: exit 2 at once, one line naming the account problem and
 //!   the fix, with or without `--create-destinations`, nothing claimed.
 #![cfg(feature = "rabbitmq")]
@@ -219,6 +219,93 @@ async fn a_missing_destination_exits_2_naming_it_and_create_destinations_creates
     let client = async_nats::connect(format!("nats://127.0.0.1:{}", broker.port())).await.unwrap();
     let mut stream = async_nats::jetstream::new(client).get_stream("SHOP").await.expect("the stream SHOP");
     assert_eq!(stream.info().await.unwrap().state.messages, 2);
+}
+
+/// Runs `outbox relay --sink SINK` (with `env`) and checks that it exits 2 at once with one error line holding
+/// `expected` and `--create-destinations`, leaving the `n` pending events untouched.
+async fn missing_destination_exits_2(db: &TestDatabase, sink: &str, env: &[(&str, &str)], expected: &str, n: i64) {
+    let mut relay = start(&db.url, &["relay", "--sink", sink], env);
+    assert_eq!(relay.wait_for_exit(Duration::from_secs(30)).await.code(), Some(2), "{}", relay.stderr());
+    let stderr = relay.stderr();
+    assert_eq!(stderr.lines().filter(|line| line.starts_with("error:")).count(), 1, "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.contains(expected) && last.contains("--create-destinations"), "{stderr}");
+    untouched(&db.pool, n).await;
+}
+
+#[tokio::test]
+async fn a_missing_rabbitmq_exchange_exits_2_naming_it_and_create_destinations_declares_it_and_publishes() {
+    let broker = Broker::start(Kind::RabbitMq);
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("a", 0), event("b", 0)]).await;
+    let sink = format!("{}?exchange=shop&exchange_type=fanout", broker.url());
+    missing_destination_exits_2(&db, &sink, &[], "cannot use the exchange `shop`", 2).await;
+
+    // A fanout exchange routes to the queues bound to it: the relay of an empty outbox declares the exchange,
+    // the test binds a queue, then events arrive.
+    let db = TestDatabase::migrated().await;
+    let mut relay =
+        start(&db.url, &["relay", "--sink", &sink, "--create-destinations", "--poll-interval", "10ms"], &[]);
+    let connection = Connection::connect(&broker.url(), ConnectionProperties::default()).await.unwrap();
+    common::wait_until(Duration::from_secs(30), "the relay declared the exchange `shop`", || async {
+        let channel = connection.create_channel().await.unwrap();
+        let passive = ExchangeDeclareOptions { passive: true, ..Default::default() };
+        channel.exchange_declare("shop".into(), ExchangeKind::Fanout, passive, FieldTable::default()).await.is_ok()
+    })
+    .await;
+    let channel = connection.create_channel().await.unwrap();
+    channel.queue_declare("shop-events".into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+    channel
+        .queue_bind("shop-events".into(), "shop".into(), "".into(), QueueBindOptions::default(), FieldTable::default())
+        .await
+        .unwrap();
+    enqueue(&db.pool, &[event("a", 0), event("b", 0)]).await;
+    common::wait_until(Duration::from_secs(30), "both events are published", || async {
+        count(&db.pool, "published").await == 2
+    })
+    .await;
+    assert_eq!(relay.terminate().await.code(), Some(0), "{}", relay.stderr());
+    let passive = QueueDeclareOptions { passive: true, ..Default::default() };
+    let queue = channel.queue_declare("shop-events".into(), passive, FieldTable::default()).await.unwrap();
+    assert_eq!(queue.message_count(), 2, "both events reached the queue bound to the declared exchange");
+}
+
+#[cfg(feature = "sqs")]
+#[tokio::test]
+async fn a_missing_sqs_queue_exits_2_naming_it_and_create_destinations_creates_it_and_publishes() {
+    use aws_sdk_sqs::types::QueueAttributeName;
+
+    let broker = Broker::start(Kind::Sqs);
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("a", 0), event("b", 0)]).await;
+    let queue_url = format!("{}/123456789012/shop-events", broker.url());
+    let sink = format!("sqs://?queue_url={queue_url}&endpoint={}&region=us-east-1", broker.url());
+    let env = [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")];
+    missing_destination_exits_2(&db, &sink, &env, "the queue `shop-events` does not exist", 2).await;
+
+    let mut relay =
+        start(&db.url, &["relay", "--sink", &sink, "--create-destinations", "--poll-interval", "10ms"], &env);
+    common::wait_until(Duration::from_secs(60), "both events are published", || async {
+        count(&db.pool, "published").await == 2
+    })
+    .await;
+    assert_eq!(relay.terminate().await.code(), Some(0), "{}", relay.stderr());
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests"))
+        .endpoint_url(broker.url())
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .build();
+    let attributes = aws_sdk_sqs::Client::from_conf(config)
+        .get_queue_attributes()
+        .queue_url(&queue_url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .send()
+        .await
+        .expect("the relay created the queue");
+    let stored = attributes.attributes().and_then(|all| all.get(&QueueAttributeName::ApproximateNumberOfMessages));
+    assert_eq!(stored.map(String::as_str), Some("2"), "both events are in the created queue");
 }
 
 #[cfg(feature = "nats")]
