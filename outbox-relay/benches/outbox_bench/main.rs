@@ -1,7 +1,7 @@
 //! `outbox-bench`: the outbox's costs, measured against the database's own limit in the same run.
 //!
 //! ```text
-//! cargo bench -p outbox-relay --no-default-features --features nats,kafka --bench outbox-bench   # every scenario
+//! cargo bench -p outbox-relay --bench outbox-bench                                             # every scenario
 //! cargo bench -p outbox-relay --no-default-features --bench outbox-bench -- drain latency       # some scenarios
 //! cargo bench -p outbox-relay --no-default-features --features wal --bench outbox-bench -- wal  # the WAL source
 //! OUTBOX_BENCH_SMOKE=1 cargo test -p outbox-relay --all-features --bench outbox-bench           # tiny sizes
@@ -10,12 +10,12 @@
 //!
 //! It starts a private PostgreSQL with durable defaults (every commit flushed) on 127.0.0.1, or uses
 //! `OUTBOX_BENCH_DATABASE_URL`, and prints a Markdown table and a JSON document (also written to
-//! `target/outbox-bench.json`). The broker scenario drains into NATS JetStream and a Kafka-protocol broker
-//! started by the test harness (built with the `nats` and `kafka` features); the WAL scenario needs the `wal`
-//! feature (the server runs with `wal_level = logical` for every scenario). Every figure is also given as a
-//! ratio to the yardstick measured in the same run: a plain 100-row multi-row `INSERT` per transaction
-//! (rows/s) and a plain one-row-insert transaction (transactions/s), on a table of the same columns with
-//! nothing but a primary key.
+//! `target/outbox-bench.json`). The broker scenario runs the `outbox` binary (the `cli` feature) into NATS
+//! JetStream, a Kafka-protocol broker, RabbitMQ, Redis and SQS on moto started by the test harness (the broker
+//! features; the default build has them all); the WAL scenario needs the `wal` feature (the server runs with
+//! `wal_level = logical` for every scenario). Every figure is also given as a ratio to the yardstick measured in
+//! the same run: a plain 100-row multi-row `INSERT` per transaction (rows/s) and a plain one-row-insert
+//! transaction (transactions/s), on a table of the same columns with nothing but a primary key.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
