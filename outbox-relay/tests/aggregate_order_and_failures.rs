@@ -209,3 +209,79 @@ async fn an_unmigrated_database_is_a_fatal_error_not_retried_forever() {
         other => panic!("expected a schema error, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_failed_event_retried_after_its_partition_start_moved_past_it_is_published() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    // Without ordering, a failed event holds nothing back: its partition's start moves past it.
+    let failing = enqueue(&db.pool, &[event("agg-0", 0)]).await[0];
+    let recorder = Recorder::new();
+    recorder.permanent.lock().unwrap().insert(failing);
+    let relay = start(&db, recorder.for_relay(0), common::config().ordering(Ordering::None).build().unwrap());
+    wait_until(Duration::from_secs(20), "the event fails", || async { status_of(&db.pool, failing).await == "failed" })
+        .await;
+    let (partition, seq): (i16, i64) = sqlx::query_as("SELECT partition, seq FROM outbox_events WHERE id = $1")
+        .bind(failing)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let start_of = || async {
+        sqlx::query_scalar::<_, i64>("SELECT start_seq FROM outbox_partitions WHERE partition = $1")
+            .bind(partition)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    };
+    // Later events of the same aggregate (and partition) are published, and the start passes the failed one.
+    enqueue(&db.pool, &[event("agg-0", 1), event("agg-0", 2)]).await;
+    wait_until(Duration::from_secs(20), "the partition's start is past the failed event", || async {
+        count(&db.pool, "published").await == 2 && start_of().await > seq
+    })
+    .await;
+    recorder.permanent.lock().unwrap().clear();
+    assert_eq!(store.retry(&RetryTarget::Ids(vec![failing])).await.unwrap(), vec![failing]);
+    assert!(start_of().await <= seq, "the retry moves the start back to the retried event");
+    wait_until(Duration::from_secs(20), "the retried event is published", || async {
+        status_of(&db.pool, failing).await == "published"
+    })
+    .await;
+    relay.stop().await;
+    assert!(recorder.seen().iter().any(|seen| seen.id == failing));
+}
+
+#[tokio::test]
+async fn a_relay_that_takes_partitions_over_reads_them_from_their_starts() {
+    let db = TestDatabase::migrated().await;
+    enqueue_interleaved(&db.pool, 50, 20).await;
+    let first = start(&db, Recorder::new().for_relay(0), common::config().build().unwrap());
+    wait_until(Duration::from_secs(30), "1000 published and every start written", || async {
+        count(&db.pool, "published").await == 1000
+            && sqlx::query_scalar::<_, bool>(
+                "SELECT bool_and(p.start_seq > (SELECT COALESCE(max(seq), 0) FROM outbox_events e
+                                                 WHERE e.partition = p.partition))
+                   FROM outbox_partitions p",
+            )
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    })
+    .await;
+    first.stop().await;
+    // Rows published before a start are never read again: even made pending behind its back (which no relay or
+    // operator command does), such a row stays where it is, while new events are published.
+    sqlx::query("UPDATE outbox_events SET status = 'pending', published_at = NULL WHERE seq = 1")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let fresh = enqueue(&db.pool, &[event("agg-new", 0)]).await[0];
+    let recorder = Recorder::new();
+    let second = start(&db, recorder.for_relay(1), common::config().build().unwrap());
+    wait_until(Duration::from_secs(30), "the new event is published", || async {
+        recorder.seen().iter().any(|seen| seen.id == fresh)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    second.stop().await;
+    assert_eq!(recorder.count(), 1, "the second relay read only what came after the starts");
+}

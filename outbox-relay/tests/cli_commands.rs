@@ -91,7 +91,9 @@ async fn operators_inspect_retry_cancel_purge_pause_and_resume() {
         .await
         .unwrap();
     sqlx::query(
-        "UPDATE outbox_events SET status = 'published', published_at = now() - interval '10 days' WHERE id = $1",
+        "UPDATE outbox_events SET status = 'published', created_at = now() - interval '11 days',
+                published_at = now() - interval '10 days'
+          WHERE id = $1",
     )
     .bind(ids[3])
     .execute(&db.pool)

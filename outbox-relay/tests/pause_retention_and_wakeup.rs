@@ -69,7 +69,7 @@ async fn retention_deletes_only_old_published_and_cancelled_rows() {
     store.cancel(&CancelTarget::Ids(cancelled.clone())).await.unwrap();
     let pending = enqueue(&db.pool, &[event("q", 0)]).await;
     let failed = enqueue(&db.pool, &[event("f", 0)]).await;
-    sqlx::query("UPDATE outbox_events SET status = 'failed' WHERE id = $1")
+    sqlx::query("UPDATE outbox_events SET status = 'failed', attempts = 1 WHERE id = $1")
         .bind(failed[0])
         .execute(&db.pool)
         .await

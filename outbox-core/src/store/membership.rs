@@ -89,13 +89,43 @@ pub struct PartitionLease {
     pub epoch: i64,
     /// Grows when an operator changes rows of the partition (retry, cancel): read it afresh.
     pub generation: i64,
+    /// Where the partition's unfinished rows begin: every row with a lower `seq` is published, cancelled or failed
+    /// (failed rows are found by attempts), so its owner reads it from here (0 where the backend keeps no start).
+    pub start_seq: i64,
 }
 
 impl PartitionLease {
-    /// The lease of `partition` at `epoch` and `generation`.
+    /// The lease of `partition` at `epoch` and `generation`, read from its first row.
     #[must_use]
     pub fn new(partition: u16, epoch: i64, generation: i64) -> Self {
-        Self { partition, epoch, generation }
+        Self { partition, epoch, generation, start_seq: 0 }
+    }
+
+    /// The same lease, its unfinished rows beginning at `start_seq`.
+    #[must_use]
+    pub fn starting_at(mut self, start_seq: i64) -> Self {
+        self.start_seq = start_seq;
+        self
+    }
+}
+
+/// How far the owner of a partition knows its rows finished: [`Store::advance_starts`](super::Store::advance_starts)
+/// moves the partition's `start_seq` up to `start_seq` while the relay holds it at the lease's epoch and no operator
+/// changed its rows since the lease's generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartitionStart {
+    /// The partition, and the epoch and generation its owner knows it at.
+    pub lease: PartitionLease,
+    /// Every row of the partition below it is published, cancelled or failed.
+    pub start_seq: i64,
+}
+
+impl PartitionStart {
+    /// Every row of the partition of `lease` below `start_seq` is finished, as its owner knows.
+    #[must_use]
+    pub fn new(lease: PartitionLease, start_seq: i64) -> Self {
+        Self { lease, start_seq }
     }
 }
 

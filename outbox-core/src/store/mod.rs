@@ -57,7 +57,7 @@ pub use inspect::{
     Backlog, CancelTarget, EventDetail, EventFilter, EventSummary, FailedByType, PendingByType, RelayStatus,
     RetryTarget, StatusReport,
 };
-pub use membership::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionLease};
+pub use membership::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionLease, PartitionStart};
 pub use read::{AggregateKey, BlockedAggregate, Ordering, ReadBatch, ReadRange, ReadRow, Snapshot};
 pub(crate) use settle::short_error;
 pub use settle::{SettleBatch, SettleOutcome, SettleReport, Settlement};
@@ -148,6 +148,12 @@ pub trait Store: Send + Sync + 'static {
     /// relay still holds at the epochs given, and still `pending`, are changed (fencing); a takeover waits for a
     /// settle in progress.
     fn settle<'a>(&'a self, batch: &'a SettleBatch) -> StoreFuture<'a, SettleReport>;
+
+    /// Moves each partition's [`start_seq`](PartitionLease::start_seq) up to where its owner knows every row
+    /// finished, for the partitions `relay` still holds at the epochs given (others are left as they are), so that
+    /// a relay that takes one over reads it from there. Never moves one back. A no-op on backends that read every
+    /// partition from its first row (SQLite).
+    fn advance_starts<'a>(&'a self, relay: Uuid, starts: &'a [PartitionStart]) -> StoreFuture<'a, ()>;
 
     /// Deletes up to `limit` published or cancelled events finished more than `older_than` ago (cancelled ones
     /// count from their creation) and returns how many. Call it repeatedly until it returns less than `limit`.

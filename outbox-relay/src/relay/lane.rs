@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::store::{
-    AggregateKey, Ordering, ReadBatch, ReadRequest, SettleBatch, SettleOutcome, SettleReport, Snapshot,
+    AggregateKey, Ordering, PartitionStart, ReadBatch, ReadRequest, SettleBatch, SettleOutcome, SettleReport, Snapshot,
 };
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
@@ -32,6 +32,8 @@ const SETTLES_IN_FLIGHT: usize = 2;
 const BUSY_DELAY: Duration = Duration::from_millis(1);
 /// The most rows read from a partition that had no backlog at its last read.
 const IDLE_RANGE: u32 = 16;
+/// How often a lane writes where its partitions' unfinished rows begin.
+const ADVANCE_STARTS_EVERY: Duration = Duration::from_secs(1);
 
 /// A read's rows, the purpose and limit of each of its ranges, the partitions it read, and when it was sent.
 type Read = (ReadBatch, Vec<(u16, Purpose, u32)>, BTreeSet<u16>, Instant);
@@ -39,8 +41,9 @@ type Read = (ReadBatch, Vec<(u16, Purpose, u32)>, BTreeSet<u16>, Instant);
 /// A settle task's result.
 struct Settled {
     report: Option<SettleReport>,
-    /// Per partition: how many events of the batch (attempted or not).
-    partitions: BTreeMap<u16, usize>,
+    /// Per partition: how many events of the batch (attempted or not), the lowest `seq` among them, and the epoch
+    /// they were read at.
+    partitions: BTreeMap<u16, (usize, i64, i64)>,
     /// The batch's events, each with the epoch it was read at.
     ids: Vec<(Uuid, i64)>,
     aggregates: Vec<(u16, AggregateKey)>,
@@ -62,6 +65,8 @@ pub(crate) struct Lane {
     in_flight_aggregates: HashMap<(u16, AggregateKey), usize>,
     settles: JoinSet<Settled>,
     latest: Option<Snapshot>,
+    /// When the partitions' starts were last written.
+    starts_advanced_at: Instant,
     paused: bool,
     idle_delay: Duration,
     summary: Arc<std::sync::Mutex<RunSummary>>,
@@ -87,6 +92,7 @@ impl Lane {
             in_flight_aggregates: HashMap::new(),
             settles: JoinSet::new(),
             latest: None,
+            starts_advanced_at: Instant::now(),
             paused: false,
             idle_delay: BUSY_DELAY,
             summary,
@@ -137,6 +143,7 @@ impl Lane {
             while let Some(done) = self.settles.try_join_next() {
                 self.settled(done);
             }
+            self.advance_starts().await;
             let read = match self.read().await {
                 Ok(read) => {
                     failures = 0;
@@ -168,6 +175,36 @@ impl Lane {
             self.publish(items, &shutdown).await;
         }
         self.drain().await;
+    }
+
+    /// Writes, at most once per [`ADVANCE_STARTS_EVERY`], where the unfinished rows of each partition begin, so
+    /// that a relay that takes one over reads it from there rather than from its first row. Not for a partition
+    /// to be read afresh: an operator changed its rows, and its start may have moved back.
+    async fn advance_starts(&mut self) {
+        if self.starts_advanced_at.elapsed() < ADVANCE_STARTS_EVERY {
+            return;
+        }
+        self.starts_advanced_at = Instant::now();
+        let starts: Vec<PartitionStart> = self
+            .partitions
+            .values()
+            .filter(|state| !state.reset)
+            .filter_map(|state| state.start_to_advance().map(|start| PartitionStart::new(state.lease, start)))
+            .collect();
+        if starts.is_empty() {
+            return;
+        }
+        match self.shared.store.advance_starts(self.shared.relay, &starts).await {
+            Ok(()) => {
+                for start in &starts {
+                    if let Some(state) = self.partitions.get_mut(&start.lease.partition) {
+                        state.advanced_to(start.start_seq);
+                    }
+                }
+            }
+            // Only an older start: a new owner reads a little more. Tried again at the next interval.
+            Err(error) => tracing::debug!(error = %Error::from_store(error), "cannot write the partitions' starts"),
+        }
     }
 
     /// Sleeps up to `wait`, or until woken (a notification, a changed membership, a settle done), or shutdown.
@@ -405,16 +442,18 @@ impl Lane {
             self.handover.kick.notify_one();
             return;
         }
-        let mut partitions: BTreeMap<u16, usize> = BTreeMap::new();
+        let mut partitions: BTreeMap<u16, (usize, i64, i64)> = BTreeMap::new();
         let mut aggregates: BTreeSet<(u16, AggregateKey)> = BTreeSet::new();
         for item in &items {
             self.in_flight.insert(item.id, item.epoch);
-            *partitions.entry(item.partition).or_default() += 1;
+            let (count, floor, _) = partitions.entry(item.partition).or_insert((0, item.seq, item.epoch));
+            *count += 1;
+            *floor = (*floor).min(item.seq);
             aggregates.insert((item.partition, item.aggregate.clone()));
         }
-        for (partition, count) in &partitions {
+        for (partition, (count, floor, _)) in &partitions {
             if let Some(state) = self.partitions.get_mut(partition) {
-                state.in_flight += count;
+                state.batch_started(*count, *floor);
             }
         }
         for key in &aggregates {
@@ -471,10 +510,11 @@ impl Lane {
                 }
             }
         }
-        for (partition, count) in &done.partitions {
+        for (partition, (count, floor, epoch)) in &done.partitions {
             self.handover.remove(*partition, *count);
-            if let Some(state) = self.partitions.get_mut(partition) {
-                state.in_flight = state.in_flight.saturating_sub(*count);
+            // A partition lost and taken back since is a new state: the batch was not counted in it.
+            if let Some(state) = self.partitions.get_mut(partition).filter(|state| state.lease.epoch == *epoch) {
+                state.batch_settled(*count, *floor);
                 if done.report.is_none() {
                     state.reset = true;
                 }

@@ -21,7 +21,7 @@
 //! find the retrying heads in order and rebuild the held-back aggregates, and the failed ones come from
 //! [`Store::blocked_aggregates`](outbox_core::store::Store::blocked_aggregates).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 use outbox_core::store::{AggregateKey, BlockedAggregate, PartitionLease, ReadRange, Snapshot};
@@ -90,6 +90,10 @@ pub(crate) struct PartitionState {
     replays: HashMap<AggregateKey, i64>,
     /// Events of this partition in batches not settled yet.
     pub(crate) in_flight: usize,
+    /// The lowest `seq` of this partition in each batch not settled yet (a multiset).
+    in_flight_floors: BTreeMap<i64, usize>,
+    /// The start last written for it ([`Store::advance_starts`](outbox_core::store::Store::advance_starts)).
+    advanced: i64,
     /// The membership asked to hand it over: no more reads; released once `in_flight` is 0.
     pub(crate) releasing: bool,
     /// Read it afresh once nothing is in flight (an operator changed its rows, or a settle failed).
@@ -101,15 +105,19 @@ pub(crate) struct PartitionState {
 }
 
 impl PartitionState {
+    /// A partition read from its start: every row below [`PartitionLease::start_seq`] is finished.
     pub(crate) fn new(lease: PartitionLease) -> Self {
+        let before_start = lease.start_seq.saturating_sub(1).max(0);
         Self {
             lease,
-            safe: 0,
-            cursor: 0,
+            safe: before_start,
+            cursor: before_start,
             open: VecDeque::new(),
             parked: HashMap::new(),
             replays: HashMap::new(),
             in_flight: 0,
+            in_flight_floors: BTreeMap::new(),
+            advanced: lease.start_seq,
             releasing: false,
             reset: false,
             loaded: false,
@@ -117,9 +125,55 @@ impl PartitionState {
         }
     }
 
-    /// Starts again from the beginning, as a new owner does.
+    /// Starts again from the partition's start, as a new owner does.
     pub(crate) fn restart(&mut self) {
         *self = Self::new(self.lease);
+    }
+
+    /// Notes a batch with `count` events of this partition, the lowest at `floor`.
+    pub(crate) fn batch_started(&mut self, count: usize, floor: i64) {
+        self.in_flight += count;
+        *self.in_flight_floors.entry(floor).or_default() += 1;
+    }
+
+    /// Notes that a batch noted by [`batch_started`](Self::batch_started) is settled (or abandoned).
+    pub(crate) fn batch_settled(&mut self, count: usize, floor: i64) {
+        self.in_flight = self.in_flight.saturating_sub(count);
+        if let Some(n) = self.in_flight_floors.get_mut(&floor) {
+            *n -= 1;
+            if *n == 0 {
+                self.in_flight_floors.remove(&floor);
+            }
+        }
+    }
+
+    /// Where its unfinished rows begin, as far as this owner knows: every row below was read (and no running
+    /// transaction can commit one there any more) and is published, cancelled or failed; the rows from here on
+    /// include the batches in flight, the held-back aggregates (retrying or behind a failed head) and the
+    /// aggregates being read again.
+    pub(crate) fn start(&self) -> i64 {
+        let mut start = self.safe + 1;
+        if let Some((floor, _)) = self.in_flight_floors.first_key_value() {
+            start = start.min(*floor);
+        }
+        for park in self.parked.values() {
+            start = start.min(park.first_seq);
+        }
+        for after in self.replays.values() {
+            start = start.min(after + 1);
+        }
+        start
+    }
+
+    /// The start to write for it, if it moved since the last one written.
+    pub(crate) fn start_to_advance(&self) -> Option<i64> {
+        let start = self.start();
+        (start > self.advanced).then_some(start)
+    }
+
+    /// Notes that `start` was written.
+    pub(crate) fn advanced_to(&mut self, start: i64) {
+        self.advanced = self.advanced.max(start);
     }
 
     /// Whether the partition is read now.

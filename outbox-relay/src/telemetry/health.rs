@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::store::{
-    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, ReadBatch,
-    ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership,
+    PartitionStart, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture,
+    Wakeups,
 };
 use uuid::Uuid;
 
@@ -122,6 +123,10 @@ impl Store for WatchedListener {
 
     fn settle<'a>(&'a self, batch: &'a SettleBatch) -> StoreFuture<'a, SettleReport> {
         self.inner.settle(batch)
+    }
+
+    fn advance_starts<'a>(&'a self, relay: Uuid, starts: &'a [PartitionStart]) -> StoreFuture<'a, ()> {
+        self.inner.advance_starts(relay, starts)
     }
 
     fn delete_finished(&self, older_than: Duration, limit: u32) -> StoreFuture<'_, u64> {

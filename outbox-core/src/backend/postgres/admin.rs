@@ -8,17 +8,19 @@ use crate::store::{CancelTarget, EventFilter, RetryTarget};
 use crate::Result;
 
 /// Every change also grows the generation of the partitions it touched, so their owners read them afresh (a
-/// retried or cancelled failed event unblocks its aggregate).
+/// retried or cancelled failed event unblocks its aggregate), and moves each partition's start back to the first
+/// row changed if it was past it (a retried row is pending again, and every row below the start must be finished).
 macro_rules! bump_generations {
     ($change:literal) => {
         concat!(
             "WITH changed AS (\n",
             $change,
-            "\nRETURNING id, partition
+            "\nRETURNING id, partition, seq
 ),
 bumped AS (
-UPDATE outbox_partitions SET generation = generation + 1
- WHERE partition IN (SELECT DISTINCT partition FROM changed)
+UPDATE outbox_partitions p SET generation = p.generation + 1, start_seq = LEAST(p.start_seq, c.first)
+  FROM (SELECT partition, min(seq) AS first FROM changed GROUP BY partition) c
+ WHERE p.partition = c.partition
 )
 SELECT id FROM changed"
         )
@@ -32,7 +34,7 @@ const RETRY_IDS: &str = bump_generations!(
 
 const RETRY_ALL_FAILED: &str = bump_generations!(
     "UPDATE outbox_events SET status = 'pending', attempts = 0, next_attempt_at = now()
- WHERE status = 'failed' AND ($1::text IS NULL OR event_type = $1)"
+ WHERE attempts > 0 AND status = 'failed' AND ($1::text IS NULL OR event_type = $1)"
 );
 
 /// Events in a batch being published are left alone.

@@ -1,25 +1,30 @@
-//! The backlog gauges on PostgreSQL: one statement on the partial indexes of pending and failed rows.
+//! The backlog gauges on PostgreSQL: one statement that reads the backlog and the failed rows, not the history.
 
 use std::time::Duration;
 
 use sqlx::{PgPool, Row};
 
+use super::pending::pending_rows;
 use crate::store::{Backlog, FailedByType, PendingByType, PgStore};
 use crate::Result;
 
-/// Pending rows are found through `outbox_events_pending_idx` and failed rows through the index-only
-/// `outbox_events_failed_idx` (both partial), so the cost follows the backlog and the dead letters, never the
-/// published history. One row per (kind, event type), plus one for the pause flag.
-const BACKLOG: &str = "\
+/// Pending rows come from each partition's start on ([`pending_rows`]) and failed rows through the index of rows
+/// that failed an attempt (`outbox_events_attempted_idx`), so the cost follows the backlog and the dead letters,
+/// never the published history. One row per (kind, event type), plus one for the pause flag.
+const BACKLOG: &str = concat!(
+    "WITH ",
+    pending_rows!(),
+    "
 SELECT 'pending' AS kind, event_type, count(*) AS n,
        EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_secs
-  FROM outbox_events WHERE status = 'pending' GROUP BY event_type
+  FROM pending GROUP BY event_type
 UNION ALL
 SELECT 'failed', event_type, count(*), NULL
-  FROM outbox_events WHERE status = 'failed' GROUP BY event_type
+  FROM outbox_events WHERE attempts > 0 AND status = 'failed' GROUP BY event_type
 UNION ALL
 SELECT 'paused', NULL, CASE WHEN paused THEN 1 ELSE 0 END, NULL
-  FROM outbox_control WHERE id";
+  FROM outbox_control WHERE id"
+);
 
 pub(super) async fn backlog(pool: &PgPool) -> Result<Backlog> {
     let mut backlog = Backlog::default();
@@ -44,8 +49,9 @@ pub(super) async fn backlog(pool: &PgPool) -> Result<Backlog> {
 }
 
 impl PgStore {
-    /// The statement [`Store::backlog`](crate::store::Store::backlog) runs, for `EXPLAIN`: it reads the partial
-    /// indexes `outbox_events_pending_idx` and `outbox_events_failed_idx`, not the table's published history.
+    /// The statement [`Store::backlog`](crate::store::Store::backlog) runs, for `EXPLAIN`: it reads
+    /// `outbox_events_partition_seq_idx` from each partition's start and `outbox_events_attempted_idx`, not the
+    /// table's published history.
     #[must_use]
     pub fn backlog_statement() -> &'static str {
         BACKLOG

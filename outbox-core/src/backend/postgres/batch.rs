@@ -15,7 +15,7 @@ const START_BATCH: &str = concat!(
     "
 INSERT INTO outbox_batches (relay_id, batch_id, events)
 SELECT $1, $4, $5 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS commit_mode
- WHERE (SELECT count(*) FROM held) = cardinality($2::int2[])"
+ WHERE (SELECT whole FROM fence)"
 );
 
 pub(super) async fn start_batch(

@@ -3,17 +3,34 @@
 /// `held`: the partitions of `$2` (partitions) at the epochs `$3` that relay `$1` still owns, locked FOR KEY
 /// SHARE. A takeover changes the epoch (a key column), so it waits for the statement to commit, and a statement
 /// that starts after a takeover finds no lease. Heartbeats do not change the epoch, so they never wait for it.
+/// `fence`: what the statement's writes check, computed once: `whole` when every partition is held (the usual
+/// case: no row needs a check of its own), otherwise the `partitions` held.
+///
+/// The partitions are found through the primary key and each one's epoch by its position in `$3`, so the plan is
+/// the same cheap one whether it is generic or made for the call (a join of the arrays with the table, planned
+/// for ten rows, became a nested loop over both).
 macro_rules! held_leases {
     () => {
         "WITH held AS (
 SELECT p.partition FROM outbox_partitions p
-  JOIN UNNEST($2::int2[], $3::int8[]) AS h(partition, epoch) ON p.partition = h.partition AND p.epoch = h.epoch
- WHERE p.owner = $1
+ WHERE p.partition = ANY($2::int2[]) AND p.owner = $1
+   AND p.epoch = ($3::int8[])[array_position($2::int2[], p.partition)]
    FOR KEY SHARE OF p
+),
+fence AS (
+SELECT COALESCE(array_agg(partition), '{}') AS partitions, count(*) = cardinality($2::int2[]) AS whole FROM held
 )"
     };
 }
+
+/// The condition that row `e` is in a partition the statement holds (see [`held_leases`]).
+macro_rules! in_held_partition {
+    () => {
+        "((SELECT whole FROM fence) OR e.partition = ANY((SELECT partitions FROM fence)::int2[]))"
+    };
+}
 pub(super) use held_leases;
+pub(super) use in_held_partition;
 
 /// The leases as the fence binds them: the partitions (`$2`) and their epochs (`$3`).
 pub(super) fn lease_arrays(leases: &[(u16, i64)]) -> (Vec<i16>, Vec<i64>) {

@@ -6,23 +6,32 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
+use super::pending::pending_rows;
 use crate::store::{
     Checked, EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, RelayStatus, StatusReport,
 };
 use crate::Result;
 
-const PENDING_BY_TYPE: &str = "\
+const PENDING_BY_TYPE: &str = concat!(
+    "WITH ",
+    pending_rows!(),
+    "
 SELECT event_type, count(*) AS n, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_secs
-  FROM outbox_events WHERE status = 'pending'
- GROUP BY event_type ORDER BY n DESC, event_type";
+  FROM pending
+ GROUP BY event_type ORDER BY n DESC, event_type"
+);
 
+/// Events published recently are found among those created in the last day (`outbox_events_created_at_idx`, a
+/// range index): an event published more than a day after it was written is not counted.
 const COUNTS: &str = "\
+WITH recent AS (
+SELECT published_at FROM outbox_events
+ WHERE created_at >= now() - interval '1 day' AND status = 'published' AND published_at >= now() - interval '1 hour'
+)
 SELECT (SELECT COALESCE(sum(cardinality(events)), 0) FROM outbox_batches)::int8 AS in_flight,
-       (SELECT count(*) FROM outbox_events WHERE status = 'failed') AS failed,
-       (SELECT count(*) FROM outbox_events WHERE status = 'published'
-           AND COALESCE(published_at, created_at) >= now() - interval '1 minute') AS last_minute,
-       (SELECT count(*) FROM outbox_events WHERE status = 'published'
-           AND COALESCE(published_at, created_at) >= now() - interval '1 hour') AS last_hour,
+       (SELECT count(*) FROM outbox_events WHERE attempts > 0 AND status = 'failed') AS failed,
+       (SELECT count(*) FROM recent WHERE published_at >= now() - interval '1 minute') AS last_minute,
+       (SELECT count(*) FROM recent WHERE published_at >= now() - interval '1 hour') AS last_hour,
        COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
        (SELECT count(*) FROM outbox_partitions) AS partitions,
        (SELECT COALESCE(array_agg(partition ORDER BY partition), '{}') FROM outbox_partitions p
@@ -30,9 +39,12 @@ SELECT (SELECT COALESCE(sum(cardinality(events)), 0) FROM outbox_batches)::int8 
             OR NOT EXISTS (SELECT 1 FROM outbox_relays r WHERE r.relay_id = p.owner AND r.expires_at >= now()))
          AS unowned";
 
-/// Live relays with their partitions, batches in flight, and the backlog of their partitions (through the
-/// pending index, like the backlog gauges).
-const RELAYS: &str = "\
+/// Live relays with their partitions, batches in flight, and the backlog of their partitions (from each partition's
+/// start, like the backlog gauges).
+const RELAYS: &str = concat!(
+    "WITH ",
+    pending_rows!(),
+    "
 SELECT r.relay_id, r.host, r.started_at, EXTRACT(EPOCH FROM now() - r.heartbeat_at)::float8 AS heartbeat_secs,
        COALESCE((SELECT array_agg(p.partition ORDER BY p.partition) FROM outbox_partitions p
                   WHERE p.owner = r.relay_id), '{}') AS partitions,
@@ -42,10 +54,11 @@ SELECT r.relay_id, r.host, r.started_at, EXTRACT(EPOCH FROM now() - r.heartbeat_
   FROM outbox_relays r
   LEFT JOIN (SELECT p.owner, count(*) AS pending,
                     EXTRACT(EPOCH FROM now() - min(e.created_at))::float8 AS oldest_secs
-               FROM outbox_events e JOIN outbox_partitions p ON p.partition = e.partition
-              WHERE e.status = 'pending' GROUP BY p.owner) q ON q.owner = r.relay_id
+               FROM pending e JOIN outbox_partitions p ON p.partition = e.partition
+              GROUP BY p.owner) q ON q.owner = r.relay_id
  WHERE r.expires_at >= now()
- ORDER BY r.relay_id";
+ ORDER BY r.relay_id"
+);
 
 pub(super) async fn status(pool: &PgPool) -> Result<StatusReport> {
     let mut report = StatusReport::default();

@@ -11,7 +11,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use crate::store::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionLease, Settlement};
+use crate::store::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionLease, PartitionStart, Settlement};
 use crate::Result;
 
 use super::settle;
@@ -52,19 +52,19 @@ UPDATE outbox_partitions SET owner = NULL, epoch = epoch + 1, changed_at = now()
 RETURNING partition
 )
 SELECT 'relay' AS kind, relay_id AS id, NULL::int2 AS partition, NULL::int8 AS epoch, NULL::int8 AS generation,
-       NULL::int4 AS attempts, NULL::uuid AS batch_id
+       NULL::int8 AS start_seq, NULL::int4 AS attempts, NULL::uuid AS batch_id
   FROM (SELECT relay_id FROM outbox_relays WHERE expires_at >= now() AND relay_id <> $1
         UNION SELECT relay_id FROM renewed) live
 UNION ALL
-SELECT 'owned', NULL, partition, epoch, generation, NULL, NULL
+SELECT 'owned', NULL, partition, epoch, generation, start_seq, NULL, NULL
   FROM outbox_partitions WHERE owner = $1 AND partition <> ALL($4)
 UNION ALL
-SELECT 'crashed', e.id, NULL, NULL, NULL, e.attempts, c.batch_id
+SELECT 'crashed', e.id, NULL, NULL, NULL, NULL, e.attempts, c.batch_id
   FROM crashed c JOIN outbox_events e ON e.id = ANY(c.events) AND e.status = 'pending'
 UNION ALL
-SELECT 'batch', NULL, NULL, NULL, NULL, NULL, batch_id FROM crashed
+SELECT 'batch', NULL, NULL, NULL, NULL, NULL, NULL, batch_id FROM crashed
 UNION ALL
-SELECT 'counts', NULL, NULL, (SELECT count(*) FROM outbox_partitions), (SELECT count(*) FROM dead),
+SELECT 'counts', NULL, NULL, (SELECT count(*) FROM outbox_partitions), (SELECT count(*) FROM dead), NULL,
        CASE WHEN COALESCE((SELECT paused FROM outbox_control WHERE id), false) THEN 1 ELSE 0 END, NULL";
 
 /// Free partitions (no owner, or an owner that is not live), lowest first; SKIP LOCKED so two relays that join
@@ -78,7 +78,7 @@ UPDATE outbox_partitions p SET owner = $1, epoch = p.epoch + 1, changed_at = now
         ORDER BY f.partition
         LIMIT $2
         FOR UPDATE SKIP LOCKED)
-RETURNING p.partition, p.epoch, p.generation";
+RETURNING p.partition, p.epoch, p.generation, p.start_seq";
 
 const LEAVE: &str = "\
 WITH released AS (
@@ -141,7 +141,38 @@ fn lease(row: &PgRow) -> Result<PartitionLease> {
         row.try_get::<Option<i16>, _>("partition")?.unwrap_or(0).unsigned_abs(),
         row.try_get::<Option<i64>, _>("epoch")?.unwrap_or(0),
         row.try_get::<Option<i64>, _>("generation")?.unwrap_or(0),
-    ))
+    )
+    .starting_at(row.try_get::<Option<i64>, _>("start_seq")?.unwrap_or(0)))
+}
+
+/// Moves the start of the partitions the relay holds at the given epochs, unless an operator changed their rows
+/// since the given generations (a retried row may be pending below the owner's start); never back. Committed
+/// without waiting for its WAL flush: a start lost in a server crash is only an older start, from which a new owner
+/// reads a little more.
+const ADVANCE_STARTS: &str = "\
+UPDATE outbox_partitions p SET start_seq = s.start_seq
+  FROM UNNEST($2::int2[], $3::int8[], $4::int8[], $5::int8[]) AS s(partition, epoch, generation, start_seq),
+       (SELECT set_config('synchronous_commit', 'off', true)) AS commit_mode
+ WHERE p.partition = s.partition AND p.epoch = s.epoch AND p.generation = s.generation AND p.owner = $1
+   AND p.start_seq < s.start_seq";
+
+pub(super) async fn advance_starts(pool: &PgPool, relay: Uuid, starts: &[PartitionStart]) -> Result<()> {
+    if starts.is_empty() {
+        return Ok(());
+    }
+    let partitions: Vec<i16> = starts.iter().map(|s| i16::try_from(s.lease.partition).unwrap_or(i16::MAX)).collect();
+    let epochs: Vec<i64> = starts.iter().map(|s| s.lease.epoch).collect();
+    let generations: Vec<i64> = starts.iter().map(|s| s.lease.generation).collect();
+    let seqs: Vec<i64> = starts.iter().map(|s| s.start_seq).collect();
+    sqlx::query(ADVANCE_STARTS)
+        .bind(relay)
+        .bind(partitions)
+        .bind(epochs)
+        .bind(generations)
+        .bind(seqs)
+        .execute(pool)
+        .await?;
+    Ok(())
 }
 
 pub(super) async fn leave(pool: &PgPool, relay: Uuid) -> Result<()> {

@@ -9,6 +9,7 @@ mod inbox;
 mod inspect;
 mod listen;
 mod membership;
+mod pending;
 mod read;
 mod retention;
 mod settle;

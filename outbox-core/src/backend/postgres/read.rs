@@ -26,8 +26,9 @@ macro_rules! read_columns {
     };
 }
 
-/// Each range is one scan of `outbox_events_pending_idx` (`partition, seq`) in index order, from `after`, so a
-/// read costs what it returns (plus what an aggregate filter skips inside its range), never the backlog. The
+/// Each range is one scan of `outbox_events_partition_seq_idx` (`partition, seq`) in index order, from `after`, so a
+/// read costs what it returns (plus what an aggregate filter skips inside its range, and, once after a takeover, the
+/// rows already published between the partition's `start_seq` and its first pending row), never the backlog. The
 /// snapshot's bounds come back with the rows (see [`Snapshot`]); the outer `LEFT JOIN` returns one row when
 /// nothing was read, so the caller still learns the pause flag and the snapshot in the same round trip.
 const READ: &str = concat!(
@@ -175,12 +176,13 @@ pub(super) fn read_row(row: &PgRow) -> Result<Option<ReadRow>> {
     }))
 }
 
-/// Failed rows through the failed partial index, filtered to the partitions: the oldest failed event of each
-/// aggregate. Dead letters are few; a relay runs this once per partition it takes over.
+/// Failed rows through the index of rows that failed an attempt (`outbox_events_attempted_idx`; a failed row
+/// always has one), filtered to the partitions: the oldest failed event of each aggregate. Such rows are few; a
+/// relay runs this once per partition it takes over.
 const BLOCKED: &str = "\
 SELECT partition, aggregate_type, aggregate_id, min(seq) AS seq
   FROM outbox_events
- WHERE status = 'failed' AND partition = ANY($1)
+ WHERE attempts > 0 AND status = 'failed' AND partition = ANY($1)
  GROUP BY partition, aggregate_type, aggregate_id";
 
 pub(super) async fn blocked_aggregates(

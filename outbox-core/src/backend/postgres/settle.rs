@@ -2,7 +2,7 @@
 
 use sqlx::{PgPool, Row};
 
-use super::fence::{held_leases, lease_arrays};
+use super::fence::{held_leases, in_held_partition, lease_arrays};
 use crate::store::{short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
 use crate::Result;
 
@@ -20,25 +20,36 @@ macro_rules! failure_set {
 }
 pub(super) use failure_set;
 
-/// The batch's leases are fenced (`held_leases!`). The statement is planned at every call with the arrays' real
-/// lengths (unnamed statement): a cached generic plan does not know them and joins the rows with the arrays in a
-/// nested loop, far slower for a batch of 1000 than the hash join the real sizes give.
+/// The batch's leases are fenced (`held_leases!`). `$write` writes the published rows of `e` (an `UPDATE ... SET`
+/// or a `DELETE`), joined with the settlements `s` by `$join` (`FROM` or `USING`). The statement is planned at every
+/// call with the arrays' real lengths (unnamed statement): a cached generic plan does not know them and joins the
+/// rows with the arrays in a nested loop, far slower for a batch of 1000 than the hash join the real sizes give.
 macro_rules! settle_sql {
-    ($published:literal) => {
+    ($write:expr, $join:literal) => {
         concat!(
             held_leases!(),
             ",
 s AS (SELECT * FROM UNNEST($5::uuid[], $6::text[], $7::text[], $8::float8[]) AS s(id, outcome, error, delay_secs)),
-published AS (",
-            $published,
-            "),
+published AS (
+",
+            $write,
+            "
+",
+            $join,
+            " s
+ WHERE s.outcome = 'published' AND e.id = s.id AND e.status = 'pending' AND ",
+            in_held_partition!(),
+            "
+RETURNING 'published'::text AS outcome
+),
 others AS (
 UPDATE outbox_events e
 ",
             failure_set!(),
             "  FROM s
- WHERE s.outcome <> 'published' AND e.id = s.id AND e.status = 'pending'
-   AND e.partition IN (SELECT partition FROM held)
+ WHERE s.outcome <> 'published' AND e.id = s.id AND e.status = 'pending' AND ",
+            in_held_partition!(),
+            "
 RETURNING s.outcome
 ),
 record AS (DELETE FROM outbox_batches WHERE relay_id = $1 AND batch_id = $4)
@@ -48,24 +59,47 @@ SELECT outcome, count(*) AS n FROM (SELECT outcome FROM published UNION ALL SELE
     };
 }
 
-/// Marks published rows: one new row version each (its only index entries: the primary key and the retention
-/// index).
-const MARK_PUBLISHED: &str = settle_sql!(
-    "UPDATE outbox_events e SET status = 'published', published_at = now()
-  FROM s
- WHERE s.outcome = 'published' AND e.id = s.id AND e.status = 'pending'
-   AND e.partition IN (SELECT partition FROM held)
-RETURNING 'published'::text AS outcome"
-);
+/// A batch whose every event was published, the usual case: `$write` (as in [`settle_sql`]) finds the rows by
+/// primary key, with nothing to join.
+macro_rules! all_published_sql {
+    ($write:expr) => {
+        concat!(
+            held_leases!(),
+            ",
+published AS (
+",
+            $write,
+            "
+ WHERE e.id = ANY($5) AND e.status = 'pending' AND ",
+            in_held_partition!(),
+            "
+RETURNING 1
+),
+record AS (DELETE FROM outbox_batches WHERE relay_id = $1 AND batch_id = $4)
+SELECT 'published'::text AS outcome, count(*) AS n FROM published"
+        )
+    };
+}
 
-/// Immediate retention: published rows are deleted, so they cost no new row version.
-const DELETE_PUBLISHED: &str = settle_sql!(
-    "DELETE FROM outbox_events e
- USING s
- WHERE s.outcome = 'published' AND e.id = s.id AND e.status = 'pending'
-   AND e.partition IN (SELECT partition FROM held)
-RETURNING 'published'::text AS outcome"
-);
+/// Marks a published row, in place: no index covers `status` or `published_at`, so the new row version stays on
+/// its page and writes no index entry (see the migration `settle_in_place`).
+macro_rules! mark_published {
+    () => {
+        "UPDATE outbox_events e SET status = 'published', published_at = now()"
+    };
+}
+
+/// Immediate retention: a published row is deleted.
+macro_rules! delete_published {
+    () => {
+        "DELETE FROM outbox_events e"
+    };
+}
+
+const MARK_ALL_PUBLISHED: &str = all_published_sql!(mark_published!());
+const DELETE_ALL_PUBLISHED: &str = all_published_sql!(delete_published!());
+const MARK_PUBLISHED: &str = settle_sql!(mark_published!(), "  FROM");
+const DELETE_PUBLISHED: &str = settle_sql!(delete_published!(), " USING");
 
 /// The attempts of a dead relay's batches, counted by the relay that adopted them (no lease: the event may be in any
 /// partition), and the adopted batches deleted, in one statement: counted once, whoever dies when.
@@ -112,8 +146,22 @@ pub(super) fn columns(settlements: &[Settlement]) -> Columns {
 }
 
 pub(super) async fn settle(pool: &PgPool, batch: &SettleBatch) -> Result<SettleReport> {
-    let columns = columns(&batch.settlements);
     let (partitions, epochs) = lease_arrays(&batch.leases);
+    if batch.settlements.iter().all(|s| matches!(s.outcome, SettleOutcome::Published)) {
+        let ids: Vec<uuid::Uuid> = batch.settlements.iter().map(|s| s.id).collect();
+        let sql = if batch.delete_published { DELETE_ALL_PUBLISHED } else { MARK_ALL_PUBLISHED };
+        // Prepared once: its plan (the primary key for the ids) does not depend on how many there are.
+        let rows = sqlx::query(sql)
+            .bind(batch.relay)
+            .bind(partitions)
+            .bind(epochs)
+            .bind(batch.batch)
+            .bind(ids)
+            .fetch_all(pool)
+            .await?;
+        return report(&rows, batch.settlements.len());
+    }
+    let columns = columns(&batch.settlements);
     let sql = if batch.delete_published { DELETE_PUBLISHED } else { MARK_PUBLISHED };
     let rows = sqlx::query(sql)
         .persistent(false)

@@ -6,8 +6,9 @@ use uuid::Uuid;
 
 use super::{admin, backlog, batch, control, inspect, listen, membership, read, retention, settle, wal};
 use crate::store::{
-    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership, PgStore,
-    ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, Source, StatusReport, Store, StoreFuture, Wakeups,
+    Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership,
+    PartitionStart, PgStore, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, Source, StatusReport,
+    Store, StoreFuture, Wakeups,
 };
 
 impl Store for PgStore {
@@ -39,6 +40,10 @@ impl Store for PgStore {
 
     fn settle<'a>(&'a self, batch: &'a SettleBatch) -> StoreFuture<'a, SettleReport> {
         Box::pin(settle::settle(&self.pool, batch))
+    }
+
+    fn advance_starts<'a>(&'a self, relay: Uuid, starts: &'a [PartitionStart]) -> StoreFuture<'a, ()> {
+        Box::pin(membership::advance_starts(&self.pool, relay, starts))
     }
 
     fn delete_finished(&self, older_than: Duration, limit: u32) -> StoreFuture<'_, u64> {

@@ -4,6 +4,7 @@
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
+use super::pending::pending_rows;
 use super::settle::{columns, failure_set, report};
 use crate::store::wal_message::WAL_EMIT_LOCK;
 use crate::store::{
@@ -74,8 +75,9 @@ SELECT s.slot_name, s.active,
   LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
  WHERE c.id";
 
-const PENDING_IDS: &str = "SELECT id, seq FROM outbox_events WHERE status = 'pending' ORDER BY seq";
-const PENDING_IDS_THROUGH: &str = "SELECT id FROM outbox_events WHERE status = 'pending' AND seq <= $1 ORDER BY seq";
+const PENDING_IDS: &str = concat!("WITH ", pending_rows!(), "\nSELECT id, seq FROM pending ORDER BY seq");
+const PENDING_IDS_THROUGH: &str =
+    concat!("WITH ", pending_rows!(), "\nSELECT id FROM pending WHERE seq <= $1 ORDER BY seq");
 
 /// The streamed rows still pending, in the order of `$1` (`n`), with the columns [`super::read::read_row`] takes
 /// (how long ago their transaction committed the relay knows from the stream), under one row of flags that is

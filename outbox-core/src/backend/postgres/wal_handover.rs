@@ -7,10 +7,10 @@ use crate::store::{short_error, AggregateKey, PgStore, SettleOutcome, StoredEven
 use crate::Result;
 
 /// The aggregates the WAL relay handed to the table's retry path: those with a pending event that failed an
-/// attempt (through the pending index) or a failed event (through the failed index).
+/// attempt or a failed event (a failed row always has an attempt), through `outbox_events_attempted_idx`.
 const HANDED_OVER: &str = "\
 SELECT DISTINCT partition, aggregate_type, aggregate_id FROM outbox_events
- WHERE (status = 'pending' AND attempts > 0) OR status = 'failed'";
+ WHERE attempts > 0 AND status IN ('pending', 'failed')";
 
 /// Message-mode events leaving the stream, in order: pending (`held`: behind a handed-over event of their
 /// aggregate; `retry`: after `delay_secs`, an attempt counted) or `failed` (an attempt counted). An event already
