@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::store::{
-    AggregateKey, Ordering, PartitionStart, ReadBatch, ReadRequest, SettleBatch, SettleOutcome, SettleReport, Snapshot,
+    AggregateKey, Ordering, PartitionStart, ReadBatch, ReadRequest, SettleBatch, SettleOutcome, SettleReport,
 };
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
@@ -64,7 +64,6 @@ pub(crate) struct Lane {
     /// Events in flight per aggregate: a held-back aggregate is read again only once none is.
     in_flight_aggregates: HashMap<(u16, AggregateKey), usize>,
     settles: JoinSet<Settled>,
-    latest: Option<Snapshot>,
     /// When the partitions' starts were last written.
     starts_advanced_at: Instant,
     paused: bool,
@@ -91,7 +90,6 @@ impl Lane {
             in_flight: HashMap::new(),
             in_flight_aggregates: HashMap::new(),
             settles: JoinSet::new(),
-            latest: None,
             starts_advanced_at: Instant::now(),
             paused: false,
             idle_delay: BUSY_DELAY,
@@ -261,7 +259,7 @@ impl Lane {
         for (partition, state) in self.partitions.iter_mut().filter(|(p, _)| reading.contains(p)) {
             let in_flight = &self.in_flight_aggregates;
             let share = if state.busy() { busy_share } else { idle_share };
-            for (range, purpose) in state.ranges(share, self.latest.as_ref(), now) {
+            for (range, purpose) in state.ranges(share, now) {
                 if let Purpose::Replay(aggregate) = &purpose {
                     // Read it again only once its events in flight are settled.
                     if in_flight.contains_key(&(*partition, aggregate.clone())) {
@@ -291,9 +289,6 @@ impl Lane {
     /// Turns what a read returned into the next batch, and updates every partition's cursors and held-back
     /// aggregates.
     fn accept(&mut self, (read, purposes, reading, sent): Read) -> Vec<Item> {
-        if let Some(snapshot) = &read.snapshot {
-            self.latest = Some(snapshot.clone());
-        }
         if read.paused != self.paused {
             self.paused = read.paused;
         }

@@ -102,6 +102,8 @@ pub(crate) struct PartitionState {
     pub(crate) loaded: bool,
     /// Whether the last read of `Next` returned a full range.
     busy: bool,
+    /// The snapshot of its last read.
+    seen: Option<Snapshot>,
 }
 
 impl PartitionState {
@@ -121,7 +123,8 @@ impl PartitionState {
             releasing: false,
             reset: false,
             loaded: false,
-            busy: true,
+            busy: false,
+            seen: None,
         }
     }
 
@@ -218,8 +221,8 @@ impl PartitionState {
     }
 
     /// The ranges of the next read, each with its purpose: due replays, closed ranges to rescan, then new rows.
-    /// `limit` is this partition's share of the batch; `latest` is the newest snapshot seen.
-    pub(crate) fn ranges(&mut self, limit: u32, latest: Option<&Snapshot>, now: Instant) -> Vec<(ReadRange, Purpose)> {
+    /// `limit` is this partition's share of the batch.
+    pub(crate) fn ranges(&mut self, limit: u32, now: Instant) -> Vec<(ReadRange, Purpose)> {
         let partition = self.lease.partition;
         let mut ranges = Vec::new();
         let due: Vec<AggregateKey> = self
@@ -237,7 +240,11 @@ impl PartitionState {
             let range = ReadRange::new(partition, *after, limit).through(self.cursor).aggregate(aggregate.clone());
             ranges.push((range, Purpose::Replay(aggregate.clone())));
         }
-        self.close_complete(latest, now);
+        // By the snapshot of its own last read: that read rechecked its open ranges, so a transaction finished by
+        // then had its rows read (the lane's newer reads may have left this partition out).
+        let seen = self.seen.take();
+        self.close_complete(seen.as_ref(), now);
+        self.seen = seen;
         if let Some(since) = self.open.iter().map(|open| open.since).min() {
             let recheck = ReadRange::new(partition, self.safe, RECHECK_LIMIT)
                 .through(self.cursor)
@@ -294,6 +301,7 @@ impl PartitionState {
                             _ => self.open.push_back(open),
                         }
                         self.close_complete(Some(snapshot), now);
+                        self.seen = Some(snapshot.clone());
                     }
                     None => self.safe = self.cursor,
                 }
@@ -323,23 +331,38 @@ mod tests {
         ("order".to_owned(), id.to_owned())
     }
 
+    /// The partition's read of new rows at `snapshot`: `count` rows, the last at `last`.
+    fn read(state: &mut PartitionState, count: usize, last: Option<i64>, snapshot: &Snapshot, now: Instant) {
+        state.answered(&Purpose::Next, count, 100, last, Some(snapshot), now);
+    }
+
+    fn recheck(ranges: &[(outbox_core::store::ReadRange, Purpose)]) -> Option<&outbox_core::store::ReadRange> {
+        ranges.iter().find(|(_, purpose)| *purpose == Purpose::Recheck).map(|(range, _)| range)
+    }
+
     #[test]
     fn open_ranges_are_rechecked_until_the_transactions_they_wait_for_finished() {
         let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
         let start = Instant::now();
-        let ranges = state.ranges(100, None, start);
+        let ranges = state.ranges(100, start);
         assert_eq!(ranges.len(), 1);
         // Transactions 12 and 19 were running (and may write events): the range waits for both.
-        let read = Snapshot::new(10, 20).running(vec![19, 12]);
-        state.answered(&Purpose::Next, 2, 100, Some(40), Some(&read), start);
-        let ranges = state.ranges(100, Some(&Snapshot::new(12, 25).running(vec![12, 21])), start);
-        let recheck = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Recheck).unwrap();
+        read(&mut state, 2, Some(40), &Snapshot::new(10, 20).running(vec![19, 12]), start);
+        let ranges = state.ranges(100, start);
+        let range = recheck(&ranges).unwrap();
         // Rows written since transaction 12, the oldest waited for.
-        assert_eq!((recheck.0.after, recheck.0.through, recheck.0.written_since), (0, Some(40), Some(12)));
-        assert!(recheck.0.keys_only);
-        // 12 and 19 finished (21 is running, but the range does not wait for it): complete, nothing to recheck.
-        let ranges = state.ranges(100, Some(&Snapshot::new(21, 25).running(vec![21])), start);
-        assert_eq!(ranges.len(), 1);
+        assert_eq!((range.after, range.through, range.written_since), (0, Some(40), Some(12)));
+        assert!(range.keys_only);
+        // 19 finished, 12 still runs: rechecked again.
+        read(&mut state, 0, None, &Snapshot::new(12, 25).running(vec![12]), start);
+        assert!(recheck(&state.ranges(100, start)).is_some());
+        // 21 started after the first read: the first read's range is complete once 12 finished, but the rows read
+        // while 21 ran wait for it in turn.
+        read(&mut state, 0, None, &Snapshot::new(21, 25).running(vec![21]), start);
+        assert_eq!(recheck(&state.ranges(100, start)).unwrap().written_since, Some(21));
+        read(&mut state, 0, None, &Snapshot::new(25, 25), start);
+        let ranges = state.ranges(100, start);
+        assert_eq!(ranges.len(), 1, "{ranges:?}");
         assert_eq!((ranges[0].1.clone(), ranges[0].0.after), (Purpose::Next, 40));
     }
 
@@ -348,8 +371,8 @@ mod tests {
         let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
         let now = Instant::now();
         // The relays' own transactions are not in `running`: nothing to wait for.
-        state.answered(&Purpose::Next, 2, 100, Some(40), Some(&Snapshot::new(10, 20)), now);
-        let ranges = state.ranges(100, Some(&Snapshot::new(10, 20)), now);
+        read(&mut state, 2, Some(40), &Snapshot::new(10, 20), now);
+        let ranges = state.ranges(100, now);
         assert_eq!(ranges.len(), 1, "{ranges:?}");
         assert_eq!((ranges[0].1.clone(), ranges[0].0.after), (Purpose::Next, 40));
     }
@@ -358,13 +381,10 @@ mod tests {
     fn a_writer_without_a_transaction_id_keeps_the_range_open_for_the_grace() {
         let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
         let start = Instant::now();
-        state.answered(&Purpose::Next, 2, 100, Some(40), Some(&Snapshot::new(10, 20).unseen_writers(true)), start);
-        let ranges = state.ranges(100, Some(&Snapshot::new(20, 30)), start);
-        let recheck = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Recheck).unwrap();
+        read(&mut state, 2, Some(40), &Snapshot::new(10, 20).unseen_writers(true), start);
         // Its transaction id comes after the snapshot's.
-        assert_eq!(recheck.0.written_since, Some(20));
-        let ranges = state.ranges(100, Some(&Snapshot::new(20, 30)), start + LATE_COMMIT_GRACE);
-        assert_eq!(ranges.len(), 1);
+        assert_eq!(recheck(&state.ranges(100, start)).unwrap().written_since, Some(20));
+        assert_eq!(state.ranges(100, start + LATE_COMMIT_GRACE).len(), 1);
     }
 
     #[test]
@@ -374,12 +394,23 @@ mod tests {
         state.answered(&Purpose::Next, 2, 2, Some(40), Some(&Snapshot::new(10, 20).running(vec![15])), now);
         // Transaction 15 is still running: the rows read after it are not known complete either.
         state.answered(&Purpose::Next, 2, 2, Some(60), Some(&Snapshot::new(15, 22).running(vec![15])), now);
-        let ranges = state.ranges(100, Some(&Snapshot::new(15, 22).running(vec![15])), now);
-        let recheck = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Recheck).unwrap();
-        assert_eq!((recheck.0.after, recheck.0.through), (0, Some(60)));
-        let ranges = state.ranges(100, Some(&Snapshot::new(22, 22)), now);
+        let range = recheck(&state.ranges(100, now)).cloned().unwrap();
+        assert_eq!((range.after, range.through), (0, Some(60)));
+        read(&mut state, 0, None, &Snapshot::new(22, 22), now);
+        let ranges = state.ranges(100, now);
         assert_eq!(ranges.len(), 1);
         assert_eq!(ranges[0].0.after, 60);
+    }
+
+    #[test]
+    fn a_range_closes_only_by_the_partitions_own_reads() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let now = Instant::now();
+        read(&mut state, 2, Some(40), &Snapshot::new(10, 20).running(vec![15]), now);
+        // Other partitions' reads saw 15 finish, but this partition has not been read (and rechecked) since: its
+        // range is still open, and its next read rechecks it.
+        assert!(recheck(&state.ranges(100, now)).is_some());
+        assert!(recheck(&state.ranges(100, now)).is_some());
     }
 
     #[test]
@@ -392,8 +423,8 @@ mod tests {
         assert!(state.held_back(&key("7"), 50));
         assert!(!state.held_back(&key("7"), 49), "an earlier event is not held back by a later failure");
         assert!(!state.held_back(&key("8"), 61));
-        assert!(state.ranges(100, None, now).iter().all(|(_, purpose)| *purpose == Purpose::Next));
-        let ranges = state.ranges(100, None, now + LATE_COMMIT_GRACE);
+        assert!(state.ranges(100, now).iter().all(|(_, purpose)| *purpose == Purpose::Next));
+        let ranges = state.ranges(100, now + LATE_COMMIT_GRACE);
         let replay = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Replay(key("7"))).unwrap();
         assert_eq!((replay.0.after, replay.0.through, replay.0.aggregate.clone()), (49, Some(90), Some(key("7"))));
         assert!(state.replay_pending(&key("7"), 60));
@@ -407,7 +438,7 @@ mod tests {
         let mut state = PartitionState::new(PartitionLease::new(0, 1, 0));
         state.park(key("1"), 5, None);
         let later = Instant::now() + std::time::Duration::from_secs(3600);
-        assert!(state.ranges(100, None, later).iter().all(|(_, purpose)| *purpose == Purpose::Next));
+        assert!(state.ranges(100, later).iter().all(|(_, purpose)| *purpose == Purpose::Next));
         state.restart();
         assert!(!state.held_back(&key("1"), 6));
     }

@@ -1,31 +1,40 @@
 //! The backlog gauges: pending, oldest pending age and failed by event type, and the pause flag, refreshed from
-//! [`Store::backlog`] (one statement on the partial indexes) every [`BACKLOG_REFRESH`](super::BACKLOG_REFRESH). The
-//! first read also registers every other family ([`describe_and_zero`](super::describe_and_zero)).
+//! [`Store::backlog`] (one statement that reads the backlog, not the history) every
+//! [`BACKLOG_REFRESH`](super::BACKLOG_REFRESH), or less often while the backlog is large. The first read also
+//! registers every other family ([`describe_and_zero`](super::describe_and_zero)).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use outbox_core::store::{Backlog, Store};
-use tokio::time::MissedTickBehavior;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{names, BACKLOG_REFRESH};
 
-/// Refreshes the gauges until `shutdown`: at once, then every [`BACKLOG_REFRESH`].
+/// The backlog statement reads every pending row (a backlog of a million rows takes seconds of the database's time):
+/// it runs again only after this many times its last duration, so it never takes more than a twentieth of one
+/// connection, however large the backlog.
+const REFRESH_COST_SHARE: u32 = 20;
+
+/// Refreshes the gauges until `shutdown`: at once, then every [`BACKLOG_REFRESH`], or every
+/// [`REFRESH_COST_SHARE`] times the last refresh's duration if that is longer.
 pub(crate) async fn refresh_backlog(store: Arc<dyn Store>, shutdown: CancellationToken) {
     let mut shown = Shown::default();
     let mut registered = false;
-    let mut ticks = tokio::time::interval(BACKLOG_REFRESH);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut wait = Duration::ZERO;
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = ticks.tick() => {}
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
         }
+        let started = Instant::now();
         let read = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => return,
             read = store.backlog() => read,
         };
+        wait = BACKLOG_REFRESH.max(started.elapsed() * REFRESH_COST_SHARE);
         match read {
             Ok(backlog) => {
                 if !registered {
