@@ -1,7 +1,8 @@
 //! The drain as a user runs it: release `outbox relay` processes with the CLI's default settings (or the flags a
 //! case names), a file sink on memory-backed storage, the clock stopped when nothing is pending. With
-//! `OUTBOX_BENCH_PREVIOUS_BIN` naming an `outbox` binary of the previous design (row leases), the same cases run on
-//! it in the same run, on its own schema, so the two designs are measured side by side.
+//! `OUTBOX_BENCH_PREVIOUS_BIN` naming an `outbox` binary of an earlier version (and `OUTBOX_BENCH_PREVIOUS_NAME`
+//! what to call it), every case runs on it too, right after this version's, each on its own schema (its own
+//! `outbox migrate`), so the two are measured side by side in one run.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -40,7 +41,11 @@ pub(crate) async fn drains(admin: &str, sizes: Sizes, yard: Yardstick, report: &
     };
     let current = Design { name: "partition leases", binary: this, statuses: "'pending'" };
     let previous = std::env::var("OUTBOX_BENCH_PREVIOUS_BIN").ok().map(|binary| Design {
-        name: "row leases (previous)",
+        name: Box::leak(
+            std::env::var("OUTBOX_BENCH_PREVIOUS_NAME")
+                .unwrap_or_else(|_| "previous design".to_owned())
+                .into_boxed_str(),
+        ),
         binary: Box::leak(binary.into_boxed_str()),
         statuses: "'pending', 'in_flight'",
     });
@@ -99,13 +104,12 @@ pub(crate) async fn drains(admin: &str, sizes: Sizes, yard: Yardstick, report: &
             target: ">= the 1-relay figure",
         },
     ];
-    let mut one_relay = None;
+    // Each case on this design, then on the previous one (if given), one after the other in the same run.
     for case in &cases {
-        let rate = drain(admin, current, case, sizes.cli_cap).await;
-        if case.relays == 1 && case.flags.is_empty() && one_relay.is_none() {
-            one_relay = Some(rate.rate);
+        for design in std::iter::once(current).chain(previous) {
+            let rate = drain(admin, design, case, sizes.cli_cap).await;
+            add(report, design, case, &rate, yard);
         }
-        add(report, current, case, &rate, yard);
     }
     // The previous design on the cases of its own issue (200k events over 1,000 aggregates), capped: its cliff
     // would take half an hour.
@@ -150,7 +154,6 @@ pub(crate) async fn drains(admin: &str, sizes: Sizes, yard: Yardstick, report: &
             add(report, design, case, &rate, yard);
         }
     }
-    let _ = one_relay;
 }
 
 /// A drain's result: events/s, and whether it finished within the cap.
