@@ -285,12 +285,43 @@ impl Publisher for SinkPublisher {
             Self::Redis(publisher) => publisher.publish(batch).await,
         }
     }
+
+    /// The sink's own answer: a batch of several events of one aggregate goes in one call only to a sink that
+    /// delivers a call in order (the file and standard output).
+    fn keeps_order(&self) -> bool {
+        match self {
+            Self::Stdout(publisher) => publisher.keeps_order(),
+            Self::File(publisher) => publisher.keeps_order(),
+            #[cfg(feature = "webhook")]
+            Self::Webhook(publisher) => publisher.keeps_order(),
+            #[cfg(feature = "kafka")]
+            Self::Kafka(publisher) => publisher.keeps_order(),
+            #[cfg(feature = "nats")]
+            Self::Nats(publisher) => publisher.keeps_order(),
+            #[cfg(feature = "rabbitmq")]
+            Self::Amqp(publisher) => publisher.keeps_order(),
+            #[cfg(feature = "sqs")]
+            Self::Sqs(publisher) => publisher.keeps_order(),
+            #[cfg(feature = "redis")]
+            Self::Redis(publisher) => publisher.keeps_order(),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Sink;
+    use super::{Sink, SinkPublisher};
+    use crate::publish::Publisher;
     use crate::Error;
+
+    #[test]
+    fn a_sink_keeps_order_as_its_publisher_says() {
+        let path = std::env::temp_dir().join(format!("outbox-sink-order-{}.jsonl", std::process::id()));
+        let file: SinkPublisher = Sink::File(path.clone()).open().unwrap();
+        assert!(file.keeps_order(), "a file is written in the order of the batch");
+        assert!(Sink::Stdout.open().unwrap().keeps_order());
+        let _ = std::fs::remove_file(path);
+    }
 
     #[test]
     fn known_sinks_parse() {

@@ -127,3 +127,39 @@ async fn a_notifying_outbox_notifies_at_commit() {
     let notification = tokio::time::timeout(std::time::Duration::from_secs(5), listener.recv()).await;
     assert!(notification.is_ok(), "no notification after the commit");
 }
+
+#[tokio::test]
+async fn a_transaction_begun_inside_it_is_a_savepoint_whose_commit_commits_nothing() {
+    let db = TestDatabase::migrated().await;
+    create_payments(&db.pool, &[7, 8]).await;
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    sqlx::query("UPDATE payments SET status = 'paid' WHERE id = 7").execute(&mut *tx).await.unwrap();
+    tx.enqueue(&payment(7)).unwrap();
+    // sqlx knows a transaction is open: this one is a savepoint, and its commit releases it.
+    let mut inner = sqlx::Connection::begin(&mut *tx).await.unwrap();
+    sqlx::query("UPDATE payments SET status = 'paid' WHERE id = 8").execute(&mut *inner).await.unwrap();
+    inner.commit().await.unwrap();
+    assert_eq!(payment_status(&db.pool, 7).await, "pending", "the inner commit committed the domain change");
+    assert_eq!(payment_status(&db.pool, 8).await, "pending");
+    drop(tx);
+    assert_eq!(payment_status(&db.pool, 7).await, "pending");
+    assert_eq!(payment_status(&db.pool, 8).await, "pending");
+    assert_eq!(count_events(&db.pool).await, 0);
+
+    // Committed with its events, savepoint included; the connection goes back to the pool fit for use.
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    let mut inner = sqlx::Connection::begin(&mut *tx).await.unwrap();
+    sqlx::query("UPDATE payments SET status = 'paid' WHERE id = 8").execute(&mut *inner).await.unwrap();
+    inner.commit().await.unwrap();
+    tx.enqueue(&payment(8)).unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(payment_status(&db.pool, 8).await, "paid");
+    assert_eq!(count_events(&db.pool).await, 1);
+    for round in 0..3 {
+        let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+        sqlx::query("UPDATE payments SET status = 'refunded' WHERE id = 8").execute(&mut *tx).await.unwrap();
+        tx.enqueue(&payment(8)).unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(count_events(&db.pool).await, 2 + round);
+    }
+}
