@@ -273,6 +273,33 @@ async fn status_shows_the_relays_their_partitions_and_the_batch_being_published(
     let detail = store.show(ids[0]).await.unwrap().unwrap();
     assert_eq!(detail.summary.status, EventStatus::InFlight);
     assert!(detail.publishing_relay.is_some());
+
+    // The same through the CLI, with a backlog behind the batch: the relay, its partitions, its batch in flight,
+    // and the pending events of its partitions with the oldest one's age.
+    let neighbour = in_the_partition_of(&db, "held").await;
+    enqueue(&db.pool, &[event(&neighbour, 0), event(&neighbour, 1)]).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let output = outbox_tests::outbox!().database(&db.url).env("OUTBOX_LOG", "warn").run(["status", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let relays = status["relays"].as_array().unwrap();
+    assert_eq!(relays.len(), 1, "{status}");
+    assert_eq!(relays[0]["partitions"].as_array().unwrap().len(), 256);
+    assert_eq!(relays[0]["in_flight"], 1);
+    // The event in flight is still pending in the table; the two of its partition wait behind the batch.
+    assert_eq!(relays[0]["pending"], 3, "{status}");
+    assert!(relays[0]["oldest_pending_age_seconds"].as_f64().unwrap() >= 1.0, "{status}");
+    let output = outbox_tests::outbox!().database(&db.url).env("OUTBOX_LOG", "warn").run([
+        "events",
+        "list",
+        "--status",
+        "in_flight",
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let listed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let listed: Vec<String> = listed.as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(listed, vec![ids[0].to_string()]);
     relay.handle.abort();
 }
 
