@@ -2,7 +2,8 @@
 //! started with `wal_level = logical`: the rows pending when the slot is created are published first, once; then
 //! the stream publishes in commit order; a restarted relay resumes without losing or re-publishing settled events;
 //! a failing event retried in place waits as long as the receiver's `Retry-After` asks, up to the backoff's
-//! maximum; and a relay of the source that does not publish the table refuses to start with one line.
+//! maximum; and a relay of the source that does not publish the table, or of a role without the REPLICATION
+//! privilege, refuses to start with one line.
 #![cfg(feature = "wal")]
 
 mod bad_input_support;
@@ -151,6 +152,45 @@ async fn without_wal_level_logical_the_wal_relay_exits_2_with_one_line_naming_th
     assert!(last.contains("ALTER SYSTEM SET wal_level = logical"), "it says what to run: {last}");
     let slots: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_replication_slots").fetch_one(&db.pool).await.unwrap();
     assert_eq!(slots, 0, "a refused start creates nothing");
+}
+
+#[tokio::test]
+async fn without_the_replication_privilege_the_wal_relay_exits_2_with_one_line_naming_it_and_publishes_nothing() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let pending = common::enqueue(&db.pool, &[common::event("r", 0)]).await;
+    // The relay role's grants and a login, but neither REPLICATION nor superuser. Roles belong to the whole
+    // server: a name of this test's own.
+    let role = format!("outbox_wal_relay_{}", Uuid::now_v7().simple());
+    sqlx::raw_sql(&outbox_tests::pg::relay_role_sql(&role)).execute(&db.pool).await.unwrap();
+    sqlx::raw_sql(&format!("ALTER ROLE {role} LOGIN NOREPLICATION NOSUPERUSER")).execute(&db.pool).await.unwrap();
+    let mut url = url::Url::parse(&db.url).unwrap();
+    url.set_username(&role).unwrap();
+
+    let sink = sink_in("no-replication");
+    let sink_url = format!("file:{}", sink.display());
+    let refused = outbox(url.as_str(), &["relay", "--source", "wal", "--sink", &sink_url]);
+    assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let errors: Vec<&str> = stderr.lines().filter(|line| line.starts_with("error: ")).collect();
+    assert_eq!(errors.len(), 1, "exactly one error line: {stderr}");
+    let error = errors[0];
+    assert_eq!(stderr.lines().last(), Some(error), "the error is the last line: {stderr}");
+    assert!(error.contains(&format!("role `{role}` has no REPLICATION privilege")), "it names the privilege: {error}");
+    assert!(error.contains(&format!("ALTER ROLE \"{role}\" REPLICATION")), "it says what to run: {error}");
+    assert!(String::from_utf8_lossy(&refused.stdout).is_empty(), "nothing on stdout");
+
+    assert!(written(&sink).is_empty(), "nothing published");
+    assert_eq!(common::status_of(&db.pool, pending[0]).await, "pending", "the pending row stays pending");
+    assert_eq!(slots_of(&db).await, 0, "a refused start creates no slot");
+
+    // What the line says to run: the same role then publishes (the WAL relay also records its slot in
+    // outbox_control).
+    sqlx::raw_sql(&format!("ALTER ROLE \"{role}\" REPLICATION")).execute(&db.pool).await.unwrap();
+    sqlx::raw_sql(&format!("GRANT UPDATE ON outbox_control TO {role}")).execute(&db.pool).await.unwrap();
+    let mut relay = bad_input_support::start(url.as_str(), &["relay", "--source", "wal", "--sink", &sink_url], &[]);
+    assert_eq!(wait_for_lines(&sink, 1), pending, "with the privilege the relay publishes: {}", relay.stderr());
+    assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
 #[tokio::test]
