@@ -2,7 +2,11 @@
 
 use uuid::Uuid;
 
-use crate::{Backend, Error, InTransaction, NewEvent, OutboxEvent, Result};
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::event::OutboxEvent;
+use crate::new_event::NewEvent;
+use crate::transaction::InTransaction;
 
 /// The channel the relay listens on when enqueue notifications are on.
 pub const DEFAULT_CHANNEL: &str = "outbox_events";

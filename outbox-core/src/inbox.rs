@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::backend::Backend;
 use crate::consume::{Decode, Received};
-use crate::{Backend, Error, InTransaction, Result};
+use crate::error::{Error, Result};
+use crate::transaction::InTransaction;
 
 /// Deduplicates deliveries for one consumer.
 ///

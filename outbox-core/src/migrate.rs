@@ -1,6 +1,7 @@
 //! Creating and upgrading the outbox tables.
 
-use crate::{Backend, Result};
+use crate::backend::Backend;
+use crate::error::Result;
 
 /// The table that records which outbox migrations were applied.
 ///

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use crate::{payload, Error, OutboxEvent, Result};
+use crate::error::{Error, Result};
+use crate::event::OutboxEvent;
+use crate::payload;
 
 /// Message headers stored with an event and sent with it by the relay (for example the W3C `traceparent`).
 pub type Headers = BTreeMap<String, String>;
@@ -136,7 +138,7 @@ impl NewEvent {
     #[must_use]
     pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         let (name, value) = (name.into(), value.into());
-        match crate::check_header(&name, &value) {
+        match crate::header_rules::check_header(&name, &value) {
             Ok(()) => {
                 self.headers.insert(name, value);
             }
@@ -278,7 +280,7 @@ fn trace_headers(cx: &opentelemetry::Context) -> Headers {
 #[cfg(test)]
 mod tests {
     use super::NewEvent;
-    use crate::OutboxEvent;
+    use crate::event::OutboxEvent;
 
     #[derive(serde::Serialize)]
     struct Signup {

@@ -4,7 +4,7 @@ use std::fmt::{self, Display};
 
 use serde::ser::{self, Serialize};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Serializes `value` to JSON text. Fails, before anything is written anywhere, when the value holds a map with
 /// non-string keys (serde_json's own check) or a NaN or infinite float (which serde_json would turn into `null`).
@@ -297,7 +297,7 @@ mod tests {
     use serde::Serialize;
 
     use super::to_json;
-    use crate::Error;
+    use crate::error::Error;
 
     #[derive(Serialize)]
     struct Reading {

@@ -11,9 +11,9 @@ pub use std::vec::Vec;
 
 pub use crate::consume::upcast::check_upcast;
 pub use crate::consume::{NoPrevious, Previous, UpcastFrom, Versioned};
+pub use crate::event::OutboxEvent;
 pub use crate::redact::Redact;
 pub use crate::registry::EventDescriptor;
-pub use crate::OutboxEvent;
 
 /// An event that has a JSON Schema, as registered events need.
 #[diagnostic::on_unimplemented(

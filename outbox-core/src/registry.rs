@@ -9,8 +9,8 @@ use std::fmt;
 
 use schemars::{JsonSchema, Schema};
 
+use crate::event::OutboxEvent;
 use crate::schema::{self, SchemaError};
-use crate::OutboxEvent;
 
 /// What the registry knows about one event type.
 #[derive(Clone, Copy)]

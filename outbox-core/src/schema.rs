@@ -8,7 +8,7 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 use serde_json::Value;
 
-use crate::OutboxEvent;
+use crate::event::OutboxEvent;
 
 /// The keyword marking a sensitive property.
 pub const SENSITIVE: &str = "x-sensitive";

@@ -1,6 +1,6 @@
 //! [`InTransaction`]: the bound that makes "enqueue outside a transaction" a compile error.
 
-use crate::Backend;
+use crate::backend::Backend;
 
 /// A live database transaction that events can be written into.
 ///
@@ -31,5 +31,5 @@ impl<'c, DB: Backend> InTransaction for &mut sqlx::Transaction<'c, DB> {
 
 mod sealed {
     pub trait Sealed {}
-    impl<'c, DB: crate::Backend> Sealed for &mut sqlx::Transaction<'c, DB> {}
+    impl<'c, DB: crate::backend::Backend> Sealed for &mut sqlx::Transaction<'c, DB> {}
 }

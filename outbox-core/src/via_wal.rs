@@ -4,9 +4,13 @@
 use sqlx::Postgres;
 use uuid::Uuid;
 
+use crate::enqueue::Outbox;
+use crate::error::{Error, Result};
+use crate::event::OutboxEvent;
+use crate::new_event::NewEvent;
 use crate::store::wal_message::WAL_EMIT_LOCK;
 use crate::store::WAL_MESSAGE_PREFIX;
-use crate::{Error, InTransaction, NewEvent, Outbox, OutboxEvent, Result};
+use crate::transaction::InTransaction;
 
 /// One statement for the whole batch: one message per event, in the array's order, each committed or rolled back
 /// with the transaction (`transactional = true`), and only while the WAL relay's slot exists to keep them. The

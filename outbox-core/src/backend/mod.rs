@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::{NewEvent, Result};
+use crate::error::{Error, Result};
+use crate::new_event::NewEvent;
 
 mod postgres;
 mod sqlite;
@@ -76,9 +77,7 @@ fn pending_migrations<'m>(
     for migration in migrator.iter().filter(|m| !m.migration_type.is_down_migration()) {
         match applied.iter().find(|(version, _)| *version == migration.version) {
             Some((_, checksum)) if *checksum == *migration.checksum => {}
-            Some(_) => {
-                return Err(crate::Error::Migrate(sqlx::migrate::MigrateError::VersionMismatch(migration.version)))
-            }
+            Some(_) => return Err(Error::Migrate(sqlx::migrate::MigrateError::VersionMismatch(migration.version))),
             None => pending.push(migration),
         }
     }

@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use serde::de::DeserializeOwned;
 
 use super::DecodeError;
-use crate::OutboxEvent;
+use crate::event::OutboxEvent;
 
 /// An event type and the older version it replaces, if any: `#[derive(OutboxEvent)]` implements it, with
 /// [`UpcastFrom<P>`](UpcastFrom) for `upcast_from = P` and [`NoPrevious`] otherwise.

@@ -8,8 +8,8 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::new_event::Headers;
+use crate::new_event::NewEvent;
 use crate::store::{Checked, StoredEvent};
-use crate::NewEvent;
 
 /// The prefix of the outbox's logical decoding messages; the WAL relay ignores messages with other prefixes.
 pub const WAL_MESSAGE_PREFIX: &str = "outbox";
@@ -103,7 +103,7 @@ mod tests {
         card: String,
     }
 
-    impl crate::OutboxEvent for Paid {
+    impl crate::event::OutboxEvent for Paid {
         const EVENT_TYPE: &'static str = "payment.paid";
         const AGGREGATE_TYPE: &'static str = "payment";
         const VERSION: u32 = 2;

@@ -17,9 +17,10 @@ use super::name_template::{Naming, Template};
 use super::reconnect::Reconnect;
 use super::secret_source::{take_secret, Secret};
 use super::tls_options::{is_tls_refusal, TlsFiles};
-use super::url_options::{masked, Query};
+use super::url_options::Query;
 use super::{Message, Outcome, Publisher};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
+use crate::masked_url::masked_url as masked;
 
 /// Publishes events to a RabbitMQ exchange, with publisher confirms.
 ///

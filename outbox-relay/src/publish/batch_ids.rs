@@ -113,7 +113,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::{batch_id, BatchIds, Request};
-    use crate::Message;
+    use crate::publish::Message;
 
     fn message(n: u128) -> Message {
         Message::new(Uuid::from_u128(n), "order.placed", "order", n.to_string(), "{}")

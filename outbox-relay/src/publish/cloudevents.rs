@@ -130,9 +130,9 @@ impl CloudEvents {
     /// # Errors
     ///
     /// [`Error::InvalidSink`](crate::Error::InvalidSink) when `base` is not an absolute URI.
-    pub fn schema_base(mut self, base: &str) -> crate::Result<Self> {
+    pub fn schema_base(mut self, base: &str) -> crate::error::Result<Self> {
         if url::Url::parse(base).is_err() {
-            return Err(crate::Error::InvalidSink {
+            return Err(crate::error::Error::InvalidSink {
                 sink: base.to_owned(),
                 reason: "the dataschema base must be an absolute URI, e.g. `https://example.com/contracts/`".to_owned(),
             });
@@ -170,7 +170,7 @@ impl CloudEvents {
     }
 
     /// Reads the options every broker URL shares: `source`, `schema_base` and `mode` (`binary`/`structured`).
-    pub(crate) fn from_query(query: &mut super::url_options::Query<'_>) -> crate::Result<Self> {
+    pub(crate) fn from_query(query: &mut super::url_options::Query<'_>) -> crate::error::Result<Self> {
         let mut envelope = Self::new();
         if let Some(source) = query.take("source") {
             if source.is_empty() {
@@ -280,7 +280,7 @@ mod tests {
     use outbox_core::consume::Received;
 
     use super::{Binding, CloudEvents, ContentMode};
-    use crate::Message;
+    use crate::publish::Message;
 
     fn message() -> Message {
         let mut message = Message::new(uuid::Uuid::nil(), "order.placed", "order", "42", r#"{"total": 12.5}"#);

@@ -16,9 +16,10 @@ use super::cloudevents::{Binding, CloudEvents};
 use super::name_template::{Naming, Template};
 use super::secret_source::{take_secret, Secret};
 use super::tls_options::TlsFiles;
-use super::url_options::{masked, Query};
+use super::url_options::Query;
 use super::{Message, Outcome, Publisher};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
+use crate::masked_url::masked_url as masked;
 
 /// Publishes events to Kafka.
 ///

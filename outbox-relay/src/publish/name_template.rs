@@ -238,7 +238,7 @@ impl fmt::Display for Template {
 #[cfg(test)]
 mod tests {
     use super::{Naming, Template};
-    use crate::Message;
+    use crate::publish::Message;
 
     fn message(event_type: &str) -> Message {
         Message::new(uuid::Uuid::nil(), event_type, "order", "42", "{}")

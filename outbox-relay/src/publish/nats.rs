@@ -14,9 +14,10 @@ use super::name_template::{Naming, Template};
 use super::reconnect::Reconnect;
 use super::secret_source::{take_secret, Secret};
 use super::tls_options::{is_tls_refusal, readable, TlsFiles};
-use super::url_options::{masked, Query};
+use super::url_options::Query;
 use super::{Message, Outcome, Publisher};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
+use crate::masked_url::masked_url as masked;
 
 /// The JetStream error code of "message size exceeds maximum allowed".
 const STREAM_MESSAGE_TOO_LARGE: u64 = 10054;

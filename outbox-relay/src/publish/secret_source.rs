@@ -7,7 +7,7 @@
 use std::fmt;
 
 use super::url_options::Query;
-use crate::Result;
+use crate::error::Result;
 
 /// A secret value: its `Debug` and `Display` print `[REDACTED]`.
 #[derive(Clone, PartialEq, Eq)]

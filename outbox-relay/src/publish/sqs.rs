@@ -16,9 +16,10 @@ use aws_smithy_http_client::tls;
 use super::cloudevents::{Binding, CloudEvents};
 use super::innermost_cause::innermost;
 use super::name_template::{Naming, Template};
-use super::url_options::{masked, Query};
+use super::url_options::Query;
 use super::{Message, Outcome, Publisher};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
+use crate::masked_url::masked_url as masked;
 
 /// SQS takes at most 10 messages per batch and 10 message attributes per message.
 const MAX_BATCH: usize = 10;
@@ -678,7 +679,7 @@ mod tests {
     use aws_sdk_sqs::types::error::{KmsThrottled, RequestThrottled};
 
     use super::{outcome_of, SqsPublisher};
-    use crate::Outcome;
+    use crate::publish::Outcome;
 
     /// A service error with this HTTP status and `Retry-After`, as the SDK hands it over.
     fn answered(

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::url_options::Query;
-use crate::Result;
+use crate::error::Result;
 
 /// The certificate files named by a sink URL.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

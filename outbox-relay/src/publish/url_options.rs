@@ -3,9 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::{Error, Result};
-
-pub(crate) use crate::masked_url::masked_url as masked;
+use crate::error::{Error, Result};
+use crate::masked_url::masked_url as masked;
 
 /// The query options of a broker sink URL, taken one by one; [`finish`](Self::finish) refuses any left over, so
 /// a misspelt option is an error rather than silently ignored.
@@ -71,7 +70,7 @@ impl<'u> Query<'u> {
 
 #[cfg(test)]
 mod tests {
-    use super::masked;
+    use crate::masked_url::masked_url as masked;
 
     #[test]
     fn passwords_are_masked() {

@@ -14,8 +14,8 @@ use uuid::Uuid;
 use super::batch_ids::{BatchIds, Request, REMEMBERED_EVENTS};
 use super::innermost_cause::innermost;
 use super::{Message, Outcome, Publisher};
+use crate::error::{Error, Result};
 use crate::masked_url::masked_url as masked;
-use crate::{Error, Result};
 
 /// The headers of the Standard Webhooks signature scheme.
 const WEBHOOK_ID: &str = "webhook-id";

@@ -9,8 +9,8 @@ use serde_json::Value;
 use super::cloudevents::{Binding, CloudEvents, ContentMode};
 use super::name_template::Template;
 use super::Message;
+use crate::error::{Error, Result};
 use crate::sink::{Sink, SinkPublisher};
-use crate::{Error, Result};
 
 /// How one publisher shapes its messages.
 pub(crate) struct Shape<'a> {

@@ -92,7 +92,7 @@ impl Target {
             password: query("password").or_else(|| url.password().map(decode)).unwrap_or_default(),
             user,
             database,
-            masked: crate::masked_url(database_url.split_once('?').map_or(database_url, |(url, _)| url)),
+            masked: crate::masked_url::masked_text(database_url.split_once('?').map_or(database_url, |(url, _)| url)),
         })
     }
 

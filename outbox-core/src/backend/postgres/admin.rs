@@ -4,8 +4,8 @@ use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 use super::inspect::{bind_filter, FILTER};
+use crate::error::Result;
 use crate::store::{CancelTarget, EventFilter, RetryTarget};
-use crate::Result;
 
 /// Every change also grows the generation of the partitions it touched, so their owners read them afresh (a
 /// retried or cancelled failed event unblocks its aggregate), and moves each partition's start back to the first

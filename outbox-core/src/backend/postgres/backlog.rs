@@ -5,8 +5,8 @@ use std::time::Duration;
 use sqlx::{PgPool, Row};
 
 use super::pending::pending_rows;
+use crate::error::Result;
 use crate::store::{Backlog, FailedByType, PendingByType, PgStore};
-use crate::Result;
 
 /// Pending rows come from each partition's start on ([`pending_rows`]) and failed rows through the index of rows
 /// that failed an attempt (`outbox_events_attempted_idx`), so the cost follows the backlog and the dead letters,

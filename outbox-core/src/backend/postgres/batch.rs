@@ -4,7 +4,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::fence::{held_leases, lease_arrays};
-use crate::Result;
+use crate::error::Result;
 
 /// The batch's record, written only while the relay holds every partition of the batch at the epoch it read
 /// them with (the lease fence, as for a settle: a takeover waits for the record to commit and then finds it).

@@ -2,7 +2,7 @@
 
 use sqlx::{PgPool, Row};
 
-use crate::Result;
+use crate::error::Result;
 
 const SET_PAUSED: &str = "\
 INSERT INTO outbox_control (id, paused, changed_at) VALUES (true, $1, now())

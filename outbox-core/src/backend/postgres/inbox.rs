@@ -5,7 +5,7 @@ use std::time::Duration;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::Result;
+use crate::error::Result;
 
 const RECORD: &str = "INSERT INTO outbox_inbox (consumer, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
 

@@ -7,10 +7,10 @@ use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 use super::pending::pending_rows;
+use crate::error::Result;
 use crate::store::{
     Checked, EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, RelayStatus, StatusReport,
 };
-use crate::Result;
 
 const PENDING_BY_TYPE: &str = concat!(
     "WITH ",

@@ -3,8 +3,8 @@
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 
+use crate::error::Result;
 use crate::store::{StoreFuture, Wakeups};
-use crate::Result;
 
 struct PgWakeups {
     listener: PgListener,

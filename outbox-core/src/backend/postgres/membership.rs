@@ -11,8 +11,8 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
+use crate::error::Result;
 use crate::store::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionLease, PartitionStart, Settlement};
-use crate::Result;
 
 use super::settle;
 

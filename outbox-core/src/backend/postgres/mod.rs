@@ -21,7 +21,8 @@ use sqlx::migrate::Migrator;
 use sqlx::{Connection, Executor, PgConnection, PgPool, Postgres};
 
 use super::{Backend, BoxFuture};
-use crate::{NewEvent, Result};
+use crate::error::Result;
+use crate::new_event::NewEvent;
 
 static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
 
@@ -167,7 +168,7 @@ mod tests {
     #[test]
     fn bookkeeping_statements_name_the_documented_migrations_table() {
         for sql in [super::CREATE_MIGRATIONS_TABLE, super::SELECT_APPLIED, super::RECORD_APPLIED] {
-            assert!(sql.contains(crate::MIGRATIONS_TABLE), "{sql}");
+            assert!(sql.contains(crate::migrate::MIGRATIONS_TABLE), "{sql}");
         }
     }
 }

@@ -3,8 +3,8 @@
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
+use crate::error::Result;
 use crate::store::{Checked, ReadBatch, ReadRequest, ReadRow, Snapshot, StoredEvent};
-use crate::Result;
 
 /// The columns of a row of `outbox_events e` of range `r` (and the read's settings in `ctl`): `$payload`,
 /// `$headers`, `$sensitive` give the three JSON columns (or empty ones, for a range that reads only keys). Durations

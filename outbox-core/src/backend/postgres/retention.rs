@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use sqlx::{PgPool, Row};
 
-use crate::Result;
+use crate::error::Result;
 
 /// One small batch of rows created before the cutoff (`outbox_events_created_at_idx`, a range index: a row finishes
 /// after it is created, so every row to delete is among them); row locks only (SKIP LOCKED), never a table lock.

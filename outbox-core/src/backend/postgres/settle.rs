@@ -3,8 +3,8 @@
 use sqlx::{PgPool, Row};
 
 use super::fence::{held_leases, in_held_partition, lease_arrays};
+use crate::error::Result;
 use crate::store::{short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
-use crate::Result;
 
 /// The `SET` clause of a failed attempt of row `e` with settlement `s`: an attempt counted, the error kept, and
 /// either `failed` or a retry after `s.delay_secs`.

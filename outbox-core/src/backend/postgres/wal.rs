@@ -6,12 +6,12 @@ use uuid::Uuid;
 
 use super::pending::pending_rows;
 use super::settle::{columns, failure_set, report};
+use crate::error::Result;
 use crate::store::wal_message::WAL_EMIT_LOCK;
 use crate::store::{
     decode_wal_message, PendingById, PgStore, SettleOutcome, SettleReport, Settlement, SlotStatus, Source,
     SourceSwitch, StoredEvent, WalState, SOURCE_SWITCH_LOCK, WAL_LEADER_LOCK_CLASS, WAL_MESSAGE_PREFIX,
 };
-use crate::Result;
 
 const STATE: &str = "SELECT source, wal_slot, wal_backlog_through FROM outbox_control WHERE id";
 /// Waits for a change of source in progress ([`SOURCE_SWITCH_LOCK`]); a later statement of the transaction reads
@@ -411,7 +411,7 @@ async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str) -> Result<SourceS
             Ok(events) => {
                 moved = super::wal_handover::write_wal_events(&mut *tx, &events).await?.len() as u64;
             }
-            Err(crate::Error::Database(sqlx::Error::Database(db))) if db.code().as_deref() == Some("55006") => {
+            Err(crate::error::Error::Database(sqlx::Error::Database(db))) if db.code().as_deref() == Some("55006") => {
                 return Ok(SourceSwitch::SlotActive(slot.to_owned()));
             }
             Err(error) => return Err(error),

@@ -3,8 +3,8 @@
 
 use sqlx::Row;
 
+use crate::error::Result;
 use crate::store::{short_error, AggregateKey, PgStore, SettleOutcome, StoredEvent};
-use crate::Result;
 
 /// The aggregates the WAL relay handed to the table's retry path: those with a pending event that failed an
 /// attempt or a failed event (a failed row always has an attempt), through `outbox_events_attempted_idx`.

@@ -5,8 +5,8 @@ use uuid::Uuid;
 
 use super::clock::{self, now};
 use super::inspect::{bind_filter, FILTER};
+use crate::error::Result;
 use crate::store::{CancelTarget, EventFilter, RetryTarget};
-use crate::Result;
 
 const RETRY_IDS: &str = concat!(
     "UPDATE outbox_events SET status = 'pending', attempts = 0, next_attempt_at = ",

@@ -5,8 +5,8 @@ use std::time::Duration;
 use sqlx::{Row, SqlitePool};
 
 use super::clock::now;
+use crate::error::Result;
 use crate::store::{Backlog, FailedByType, PendingByType};
-use crate::Result;
 
 const BACKLOG: &str = concat!(
     "SELECT 'pending' AS kind, event_type, count(*) AS n,

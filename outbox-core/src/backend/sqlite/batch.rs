@@ -4,7 +4,7 @@ use sqlx::SqlitePool;
 use uuid::Uuid;
 
 use super::fence::{partition_zero_epoch, HELD};
-use crate::Result;
+use crate::error::Result;
 
 /// Written only while the relay holds partition 0 at the epoch it read with (the lease fence, as for a settle).
 pub(super) async fn start_batch(

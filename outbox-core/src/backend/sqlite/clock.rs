@@ -5,7 +5,7 @@ use std::time::Duration;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The current time as the tables store it, e.g. `2026-12-02T13:45:01.123Z`.
 macro_rules! now {

@@ -3,7 +3,7 @@
 use sqlx::SqlitePool;
 
 use super::clock::now;
-use crate::Result;
+use crate::error::Result;
 
 pub(super) async fn set_paused(pool: &SqlitePool, paused: bool) -> Result<()> {
     let sql = concat!(

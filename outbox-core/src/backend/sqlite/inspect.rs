@@ -8,10 +8,10 @@ use uuid::Uuid;
 
 use super::clock::{self, now};
 use super::control;
+use crate::error::Result;
 use crate::store::{
     Checked, EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, RelayStatus, StatusReport,
 };
-use crate::Result;
 
 const PENDING_BY_TYPE: &str = concat!(
     "SELECT event_type, count(*) AS n,

@@ -5,7 +5,7 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 
 use super::clock::{self, now};
-use crate::Result;
+use crate::error::Result;
 
 /// One small batch through the finished-rows index, so the write lock is held briefly.
 pub(super) async fn delete_finished(pool: &SqlitePool, older_than: Duration, limit: u32) -> Result<u64> {

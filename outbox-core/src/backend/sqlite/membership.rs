@@ -6,8 +6,8 @@ use uuid::Uuid;
 
 use super::clock::{self, now};
 use super::settle;
+use crate::error::Result;
 use crate::store::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionLease, SettleOutcome, Settlement};
-use crate::Result;
 
 const RENEW: &str = concat!(
     "INSERT INTO outbox_relays (relay_id, host, expires_at) VALUES (?1, ?2, ",

@@ -7,8 +7,8 @@ use sqlx::{Row, SqlitePool};
 
 use super::clock::{self, now};
 use super::control;
+use crate::error::Result;
 use crate::store::{BlockedAggregate, Checked, ReadBatch, ReadRequest, ReadRow, StoredEvent};
-use crate::Result;
 
 const READ: &str = concat!(
     "SELECT id, seq, event_type, aggregate_type, aggregate_id, schema_version, payload, headers, sensitive_paths,

@@ -8,8 +8,8 @@ use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use super::clock::now;
 use super::fence::{partition_zero_epoch, HELD};
+use crate::error::Result;
 use crate::store::{short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
-use crate::Result;
 
 /// The settlements, one JSON object each, as a table.
 const SETTLEMENTS: &str = "(SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.outcome') AS outcome,
