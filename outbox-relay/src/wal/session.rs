@@ -376,10 +376,14 @@ impl InTransaction {
 
 /// Waits (at most a second) until the client has reported `acknowledged` to the server, which it does at its
 /// next status interval: closing the stream before would stream the last settled events again to the next
-/// session, and an event of the message mode has no row to tell that it was published.
+/// session, and an event of the message mode has no row to tell that it was published. A lost connection reports
+/// nothing more: no wait then, so the next session starts at once.
 async fn reported(client: &ReplicationClient, acknowledged: Lsn) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
-    while client.metrics().last_applied_lsn() < acknowledged && tokio::time::Instant::now() < deadline {
+    while client.is_running()
+        && client.metrics().last_applied_lsn() < acknowledged
+        && tokio::time::Instant::now() < deadline
+    {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
