@@ -4,6 +4,7 @@
 //! - [`replication`]: the replication connection, the slot's name, why this client;
 //! - [`preflight`]: `wal_level`, the REPLICATION privilege, the publication, the table's source;
 //! - [`leader`]: one relay reads a slot, standbys wait to take over;
+//! - [`restart`]: how long the relay waits after a failed session, and when the wait starts over;
 //! - [`session`]: the slot and its snapshot, the rows pending then, the stream and its acknowledgements;
 //! - [`pgoutput`]: the two `pgoutput` messages decoded here; [`flush`]: publishing and settling by id;
 //! - [`handover`]: events that keep failing leave the stream for the table's retry path;
@@ -15,6 +16,7 @@ mod leader;
 mod pgoutput;
 mod preflight;
 mod replication;
+mod restart;
 mod session;
 mod settling;
 mod slot_gauges;
@@ -154,9 +156,7 @@ impl WalRelay {
         })?;
         tracing::info!(relay_id = %self.shared.relay, slot = %self.slot, "WAL relay started");
         let mut summary = RunSummary::default();
-        let backoff =
-            crate::backoff::Backoff::new(Duration::from_millis(200), Duration::from_secs(10)).unwrap_or_default();
-        let mut failures = 0;
+        let mut restarts = restart::Restarts::new();
         let gauges = slot_gauges::SlotGauges::start();
         loop {
             let Some(_leader) = leader::acquire(&self.options, &self.slot, &shutdown).await? else { break };
@@ -171,6 +171,7 @@ impl WalRelay {
                 summary: &mut summary,
                 acknowledged: pgwire_replication::Lsn::ZERO,
                 settling: None,
+                streaming_since: None,
             };
             let wait = match session.run(&shutdown).await {
                 Ok(session::Ended::Shutdown) => break,
@@ -179,8 +180,7 @@ impl WalRelay {
                     Duration::from_millis(500)
                 }
                 Err(error) if error.is_retryable() => {
-                    let wait = backoff.ceiling(failures);
-                    failures += 1;
+                    let wait = restarts.after_failure(session.streaming_since.map(|since| since.elapsed()));
                     tracing::warn!(retry_in = ?wait, error = %error, "replication session failed; starting a new one");
                     wait
                 }

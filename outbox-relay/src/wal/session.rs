@@ -44,6 +44,8 @@ pub(crate) struct Session<'a> {
     pub(crate) acknowledged: Lsn,
     /// The last published batch's settle, while it runs.
     pub(crate) settling: Option<Settling>,
+    /// When the server started streaming to this session.
+    pub(crate) streaming_since: Option<std::time::Instant>,
 }
 
 impl Session<'_> {
@@ -64,6 +66,7 @@ impl Session<'_> {
             }
             return Err(classify(&error, self.target));
         }
+        self.streaming_since = Some(std::time::Instant::now());
         tracing::info!(slot = self.slot, "streaming from the write-ahead log");
         if let Some((ids, through)) = backlog {
             if !self.publish_backlog(&client, &mut handover, ids, through, shutdown).await? {
