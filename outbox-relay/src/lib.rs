@@ -79,7 +79,8 @@ pub use publish::{RedisBuilder, RedisPublisher};
 pub use publish::{SqsBuilder, SqsPublisher};
 #[cfg(feature = "webhook")]
 pub use publish::{WebhookBuilder, WebhookPublisher};
-pub use relay::{shutdown_signal, Relay, RunSummary};
+pub use relay::summary::RunSummary;
+pub use relay::{shutdown_signal, Relay};
 pub use sink::{
     Sink, SinkPublisher, WEBHOOK_SECRET_ENV, WEBHOOK_TLS_CA_ENV, WEBHOOK_TLS_CERT_ENV, WEBHOOK_TLS_KEY_ENV,
 };

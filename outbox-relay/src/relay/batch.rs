@@ -8,7 +8,7 @@ use outbox_core::store::{AggregateKey, CorruptedRow, Ordering, SettleOutcome, Se
 use uuid::Uuid;
 
 use super::retry;
-use super::Shared;
+use super::shared::Shared;
 use crate::publish::{Message, Outcome};
 
 /// One event of a batch.

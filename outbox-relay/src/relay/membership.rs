@@ -11,7 +11,7 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::retry;
-use super::Shared;
+use super::shared::Shared;
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 

@@ -5,6 +5,7 @@
 //! - [`lane`]: the read -> publish -> settle pipeline of a share of the owned partitions.
 //! - [`partition`]: what the owner knows of one partition (cursors, held-back aggregates, ranges to read again).
 //! - [`batch`]: publishing one batch in order; [`settle`]: writing its outcomes; [`retry`]: what a failure leads to.
+//! - [`shared`]: what the relay's tasks share; [`summary`]: the totals of a run.
 
 pub(crate) mod batch;
 mod lane;
@@ -12,10 +13,12 @@ mod membership;
 mod partition;
 mod retry;
 mod settle;
+pub(crate) mod shared;
+pub(crate) mod summary;
 
 use std::sync::Arc;
 
-use outbox_core::store::{SettleReport, Store};
+use outbox_core::store::Store;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -24,39 +27,8 @@ use uuid::Uuid;
 use crate::config::{RelayConfig, Wakeup};
 use crate::error::Result;
 use crate::publish::{ErasedPublisher, Publisher};
-
-/// What the relay's tasks share.
-pub(crate) struct Shared {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) publisher: Arc<dyn ErasedPublisher>,
-    pub(crate) config: RelayConfig,
-    pub(crate) relay: Uuid,
-}
-
-/// Totals of one [`Relay::run`], returned when it stops.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RunSummary {
-    /// Batches published.
-    pub batches: u64,
-    /// Events marked published.
-    pub published: u64,
-    /// Events rescheduled after a transient failure.
-    pub retried: u64,
-    /// Events moved to `failed`.
-    pub failed: u64,
-    /// Outcomes not written because the partition was taken over (another relay publishes those events).
-    pub fenced: u64,
-}
-
-impl RunSummary {
-    pub(crate) fn add(&mut self, report: SettleReport) {
-        self.published += report.published;
-        self.retried += report.retried;
-        self.failed += report.failed;
-        self.fenced += report.fenced;
-    }
-}
+use shared::Shared;
+use summary::RunSummary;
 
 /// Publishes committed outbox events: joins the relays of the database, owns its share of the partitions, reads
 /// their pending rows without writing them, publishes them with a [`Publisher`] and settles each batch with one

@@ -3,7 +3,7 @@
 
 use outbox_core::store::{SettleBatch, SettleReport};
 
-use super::Shared;
+use super::shared::Shared;
 use crate::backoff::Backoff;
 use crate::error::Error;
 

@@ -14,10 +14,13 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::handover::Handover;
+use super::publish_settle::{publish, row_settlements, settle};
+use super::statement::database;
 use crate::backoff::Backoff;
-use crate::error::{Error, Result};
-use crate::relay::batch::{self, Item, Published};
-use crate::relay::{RunSummary, Shared};
+use crate::error::Result;
+use crate::relay::batch::Item;
+use crate::relay::shared::Shared;
+use crate::relay::summary::RunSummary;
 
 /// An event of the stream.
 #[derive(Debug, Clone)]
@@ -269,66 +272,6 @@ async fn hand_over(
     Ok(())
 }
 
-/// Publishes `items` in order ([`batch::publish`]) and settles them by id in one statement; `None` when shutdown
-/// came first (nothing settled: what was published is published again).
-pub(crate) async fn publish_and_settle(
-    shared: &Shared,
-    store: &PgStore,
-    summary: &mut RunSummary,
-    items: &[Item],
-    messages: &HashMap<Uuid, StoredEvent>,
-    shutdown: &CancellationToken,
-) -> Result<Option<Published>> {
-    let published = publish(shared, summary, items, messages).await;
-    let of_rows = row_settlements(&published, messages);
-    Ok(settle(shared, store, summary, &of_rows, shutdown).await?.map(|()| published))
-}
-
-/// Publishes `items` in order ([`batch::publish`]) and counts the outcomes of the message-mode events, which have
-/// no row to settle: published, they are done; the caller writes the others.
-async fn publish(
-    shared: &Shared,
-    summary: &mut RunSummary,
-    items: &[Item],
-    messages: &HashMap<Uuid, StoredEvent>,
-) -> Published {
-    let span = crate::telemetry::read_span(0);
-    let batch_span = crate::telemetry::record_batch(&span, items.iter().map(Item::event_type), items.len());
-    let published = tracing::Instrument::instrument(batch::publish(shared, items), batch_span).await;
-    summary.batches += 1;
-    for settlement in published.settlements.iter().filter(|settlement| messages.contains_key(&settlement.id)) {
-        match settlement.outcome {
-            SettleOutcome::Published => summary.published += 1,
-            SettleOutcome::Retry { .. } => summary.retried += 1,
-            SettleOutcome::Failed { .. } => summary.failed += 1,
-        }
-    }
-    published
-}
-
-/// The outcomes of `published` that settle a table row (every event that is not a message-mode one).
-fn row_settlements(published: &Published, messages: &HashMap<Uuid, StoredEvent>) -> Vec<Settlement> {
-    published.settlements.iter().filter(|settlement| !messages.contains_key(&settlement.id)).cloned().collect()
-}
-
-/// Settles `rows` by id in one statement (published rows marked, or deleted with `--retention 0s`); `None` when
-/// shutdown came first.
-async fn settle(
-    shared: &Shared,
-    store: &PgStore,
-    summary: &mut RunSummary,
-    rows: &[Settlement],
-    shutdown: &CancellationToken,
-) -> Result<Option<()>> {
-    if rows.is_empty() {
-        return Ok(Some(()));
-    }
-    let delete = shared.config.deletes_published();
-    let Some(report) = database(shutdown, || store.settle_by_id(rows, delete)).await? else { return Ok(None) };
-    summary.add(report);
-    Ok(Some(()))
-}
-
 /// While publishing is paused (`outbox pause`), waits; `false` when shutdown came first.
 async fn wait_unless_paused(store: &PgStore, shutdown: &CancellationToken) -> Result<bool> {
     use outbox_core::store::Store;
@@ -345,33 +288,6 @@ async fn wait_unless_paused(store: &PgStore, shutdown: &CancellationToken) -> Re
         tokio::select! {
             () = shutdown.cancelled() => return Ok(false),
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
-    }
-}
-
-/// Runs a statement until it succeeds: a retryable database error is logged and retried with backoff (nothing
-/// is acknowledged meanwhile, so nothing is lost); a fatal one is returned. `None` when shutdown came first.
-pub(crate) async fn database<T, F, Fut>(shutdown: &CancellationToken, mut statement: F) -> Result<Option<T>>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = outbox_core::Result<T>>,
-{
-    let backoff = crate::backoff::Backoff::new(Duration::from_millis(50), Duration::from_secs(5)).unwrap_or_default();
-    let mut failures = 0;
-    loop {
-        let error = match statement().await {
-            Ok(value) => return Ok(Some(value)),
-            Err(error) => Error::from_store(error),
-        };
-        if !error.is_retryable() {
-            return Err(error);
-        }
-        let wait = backoff.ceiling(failures);
-        failures += 1;
-        tracing::warn!(retry_in = ?wait, error = %error, "database error; retrying");
-        tokio::select! {
-            () = shutdown.cancelled() => return Ok(None),
-            () = tokio::time::sleep(wait) => {}
         }
     }
 }

@@ -15,10 +15,12 @@ use outbox_core::store::{AggregateKey, Ordering, PgStore, ReadRange, ReadRequest
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::flush::{database, publish_and_settle};
+use super::publish_settle::publish_and_settle;
+use super::statement::database;
 use crate::error::Result;
 use crate::relay::batch::Item;
-use crate::relay::{RunSummary, Shared};
+use crate::relay::shared::Shared;
+use crate::relay::summary::RunSummary;
 
 /// The most aggregates one run of the retry path reads, and the most events it reads of each.
 const AGGREGATES_PER_RUN: usize = 200;

@@ -6,20 +6,24 @@
 //! - [`leader`]: one relay reads a slot, standbys wait to take over;
 //! - [`restart`]: how long the relay waits after a failed session, and when the wait starts over;
 //! - [`session`]: the slot and its snapshot, the rows pending then, the stream and its acknowledgements;
-//! - [`pgoutput`]: the two `pgoutput` messages decoded here; [`flush`]: publishing and settling by id;
+//! - [`pgoutput`]: the two `pgoutput` messages decoded here; [`flush`]: publishing and settling by id, with
+//!   retries in place; [`publish_settle`]: one batch published and its rows settled;
 //! - [`handover`]: events that keep failing leave the stream for the table's retry path;
-//! - [`slot_gauges`]: the slot's lag and confirmed age, from the stream.
+//! - [`slot_gauges`]: the slot's lag and confirmed age, from the stream;
+//! - [`statement`]: the database statements, retried while the database is unreachable.
 
 mod flush;
 mod handover;
 mod leader;
 mod pgoutput;
 mod preflight;
+mod publish_settle;
 mod replication;
 mod restart;
 mod session;
 mod settling;
 mod slot_gauges;
+mod statement;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +35,8 @@ use uuid::Uuid;
 use crate::config::RelayConfig;
 use crate::error::{Error, Result};
 use crate::publish::Publisher;
-use crate::relay::{RunSummary, Shared};
+use crate::relay::shared::Shared;
+use crate::relay::summary::RunSummary;
 
 /// How long a failing event holds the stream by default ([`WalRelay::retry_in_place`]).
 const DEFAULT_RETRY_IN_PLACE: Duration = Duration::from_secs(10);

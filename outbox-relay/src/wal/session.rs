@@ -10,14 +10,16 @@ use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::flush::{database, flush, Flushed, Streamed};
+use super::flush::{flush, Flushed, Streamed};
 use super::handover::Handover;
 use super::pgoutput::Relations;
 use super::replication::{classify, create_slot_sql, sqlstate, Target};
 use super::settling::{settling_ended, Settling};
 use super::slot_gauges::SlotGauges;
+use super::statement::database;
 use crate::error::{Error, Result};
-use crate::relay::{RunSummary, Shared};
+use crate::relay::shared::Shared;
+use crate::relay::summary::RunSummary;
 
 /// PostgreSQL's epoch (2000-01-01) in Unix microseconds: the stream's commit times count from it.
 const PG_EPOCH_UNIX_MICROS: u64 = 946_684_800_000_000;

@@ -9,9 +9,9 @@ use pgwire_replication::Lsn;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::flush::database;
+use super::statement::database;
 use crate::error::Result;
-use crate::relay::RunSummary;
+use crate::relay::summary::RunSummary;
 
 /// What the settle task returns.
 type Outcome = Result<Result<Option<SettleReport>>, tokio::task::JoinError>;
