@@ -1,10 +1,16 @@
 //! A broker connection opened lazily and reopened after a failure, with capped backoff between attempts.
 
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+
 /// A broker connection opened lazily and reopened after a failure, with capped exponential backoff between
 /// attempts: while the broker is down, a publish fails fast (transient) instead of waiting for a connect timeout
 /// on every batch.
 pub(crate) struct Reconnect<C> {
     state: tokio::sync::Mutex<ReconnectState<C>>,
+    /// The wait after each failed attempt in a row (its ceiling: no jitter).
+    backoff: Backoff,
 }
 
 struct ReconnectState<C> {
@@ -15,8 +21,10 @@ struct ReconnectState<C> {
 }
 
 impl<C: Clone> Reconnect<C> {
+    /// The wait after the first failed attempt; it doubles with each failure in a row, up to [`Self::MAX_DELAY`].
+    const FIRST_DELAY: Duration = Duration::from_millis(200);
     /// The longest wait between two connection attempts.
-    const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
+    const MAX_DELAY: Duration = Duration::from_secs(5);
 
     pub(crate) fn new() -> Self {
         Self {
@@ -26,6 +34,7 @@ impl<C: Clone> Reconnect<C> {
                 next_try: None,
                 last_error: String::new(),
             }),
+            backoff: Backoff::new(Self::FIRST_DELAY, Self::MAX_DELAY).unwrap_or_default(),
         }
     }
 
@@ -53,9 +62,7 @@ impl<C: Clone> Reconnect<C> {
             }
             Err(error) => {
                 state.failures = state.failures.saturating_add(1);
-                let delay = std::time::Duration::from_millis(100)
-                    .saturating_mul(1 << state.failures.min(10))
-                    .min(Self::MAX_DELAY);
+                let delay = self.backoff.ceiling(state.failures - 1);
                 state.next_try = Some(now + delay);
                 state.last_error.clone_from(&error);
                 Err(error)

@@ -30,6 +30,8 @@ use crate::error::Error;
 
 /// Settles in flight at once per lane: one batch settling while the next is read and published.
 const SETTLES_IN_FLIGHT: usize = 2;
+/// The wait after the first read that found nothing, with adaptive polling; it doubles with each such read in a row,
+/// up to the poll interval.
 const BUSY_DELAY: Duration = Duration::from_millis(1);
 /// The most rows read from a partition that had no backlog at its last read.
 const IDLE_RANGE: u32 = 16;
@@ -68,7 +70,10 @@ pub(crate) struct Lane {
     /// When the partitions' starts were last written.
     starts_advanced_at: Instant,
     paused: bool,
-    idle_delay: Duration,
+    /// Reads in a row that found nothing (since a notification or a read with rows): the adaptive polling wait is
+    /// `idle_backoff`'s ceiling for it.
+    idle_reads: u32,
+    idle_backoff: Backoff,
     summary: Arc<std::sync::Mutex<RunSummary>>,
 }
 
@@ -81,6 +86,8 @@ impl Lane {
         ownership: watch::Receiver<Ownership>,
         summary: Arc<std::sync::Mutex<RunSummary>>,
     ) -> Self {
+        // The poll interval is at least the first wait (the configuration checks it).
+        let idle_backoff = Backoff::new(BUSY_DELAY, shared.config.poll_interval).unwrap_or_default();
         Self {
             shared,
             index,
@@ -93,7 +100,8 @@ impl Lane {
             settles: JoinSet::new(),
             starts_advanced_at: Instant::now(),
             paused: false,
-            idle_delay: BUSY_DELAY,
+            idle_reads: 0,
+            idle_backoff,
             summary,
         }
     }
@@ -165,12 +173,16 @@ impl Lane {
             let items = self.accept(read);
             if items.is_empty() {
                 let notified = matches!(self.shared.config.wakeup, Wakeup::Notify { .. });
-                let wait = if notified || self.paused { self.shared.config.poll_interval } else { self.idle_delay };
-                self.idle_delay = (self.idle_delay * 2).min(self.shared.config.poll_interval);
+                let wait = if notified || self.paused {
+                    self.shared.config.poll_interval
+                } else {
+                    self.idle_backoff.ceiling(self.idle_reads)
+                };
+                self.idle_reads = self.idle_reads.saturating_add(1);
                 self.wait(wait, &wake, &shutdown).await;
                 continue;
             }
-            self.idle_delay = BUSY_DELAY;
+            self.idle_reads = 0;
             self.publish(items, &shutdown).await;
         }
         self.drain().await;
@@ -210,7 +222,7 @@ impl Lane {
     async fn wait(&mut self, wait: Duration, wake: &Notify, shutdown: &CancellationToken) {
         tokio::select! {
             () = shutdown.cancelled() => {}
-            () = wake.notified() => self.idle_delay = BUSY_DELAY,
+            () = wake.notified() => self.idle_reads = 0,
             _ = self.ownership.changed() => {}
             Some(done) = self.settles.join_next(), if !self.settles.is_empty() => self.settled(done),
             () = tokio::time::sleep(wait) => {}
