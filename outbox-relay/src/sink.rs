@@ -4,8 +4,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use crate::error::{Error, Result};
 use crate::publish::{FilePublisher, Message, Outcome, Publisher, StdoutPublisher};
-use crate::{Error, Result};
 
 /// The environment variable that holds the signing secret of `http(s)://` sinks.
 pub const WEBHOOK_SECRET_ENV: &str = "OUTBOX_WEBHOOK_SECRET";
@@ -311,8 +311,8 @@ impl Publisher for SinkPublisher {
 #[cfg(test)]
 mod tests {
     use super::{Sink, SinkPublisher};
+    use crate::error::Error;
     use crate::publish::Publisher;
-    use crate::Error;
 
     #[test]
     fn a_sink_keeps_order_as_its_publisher_says() {
