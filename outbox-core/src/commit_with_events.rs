@@ -173,7 +173,7 @@ impl OutboxTransaction {
                 }
                 if let sqlx::Error::Database(db) = &error {
                     if db.code().as_deref() == Some(WAL_SOURCE_OFF) {
-                        return Err(crate::Error::WalSourceOff);
+                        return Err(crate::error::Error::WalSourceOff);
                     }
                 }
                 Err(error.into())
@@ -313,7 +313,7 @@ fn quote_tag(texts: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::{commit_sql, emit_sql, quote_tag};
-    use crate::NewEvent;
+    use crate::new_event::NewEvent;
 
     #[derive(serde::Serialize)]
     struct Note {
@@ -321,7 +321,7 @@ mod tests {
         text: String,
     }
 
-    impl crate::OutboxEvent for Note {
+    impl crate::event::OutboxEvent for Note {
         const EVENT_TYPE: &'static str = "note.written";
         const AGGREGATE_TYPE: &'static str = "note";
         const VERSION: u32 = 1;

@@ -142,7 +142,7 @@ impl Sink {
                         "set {WEBHOOK_SECRET_ENV} to the signing secret shared with the receiver (`whsec_...`)"
                     ),
                 })?;
-                let mut builder = crate::WebhookPublisher::builder(url.clone()).secret(secret);
+                let mut builder = crate::publish::WebhookPublisher::builder(url.clone()).secret(secret);
                 let file = |name: &str| std::env::var_os(name).filter(|path| !path.is_empty());
                 if let Some(ca) = file(WEBHOOK_TLS_CA_ENV) {
                     builder = builder.tls_ca(ca);
@@ -182,19 +182,19 @@ fn open_broker(sink: &Sink, url: &url::Url, create_destinations: bool) -> Result
     use std::sync::Arc;
     match url.scheme() {
         #[cfg(feature = "kafka")]
-        "kafka" => crate::KafkaPublisher::from_url(url)
+        "kafka" => crate::publish::KafkaPublisher::from_url(url)
             .map(|p| SinkPublisher::Kafka(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "nats")]
-        "nats" | "tls" => crate::NatsPublisher::from_url(url)
+        "nats" | "tls" => crate::publish::NatsPublisher::from_url(url)
             .map(|p| SinkPublisher::Nats(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "rabbitmq")]
-        "amqp" | "amqps" => crate::AmqpPublisher::from_url(url)
+        "amqp" | "amqps" => crate::publish::AmqpPublisher::from_url(url)
             .map(|p| SinkPublisher::Amqp(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "sqs")]
-        "sqs" => crate::SqsPublisher::from_url(url)
+        "sqs" => crate::publish::SqsPublisher::from_url(url)
             .map(|p| SinkPublisher::Sqs(Arc::new(p.with_create_destinations(create_destinations)))),
         #[cfg(feature = "redis")]
-        "redis" | "rediss" => crate::RedisPublisher::from_url(url).map(|p| SinkPublisher::Redis(Arc::new(p))),
+        "redis" | "rediss" => crate::publish::RedisPublisher::from_url(url).map(|p| SinkPublisher::Redis(Arc::new(p))),
         scheme => {
             let feature = match scheme {
                 "amqp" | "amqps" => "rabbitmq",
@@ -220,22 +220,22 @@ pub enum SinkPublisher {
     File(FilePublisher),
     /// `http://...` or `https://...`.
     #[cfg(feature = "webhook")]
-    Webhook(crate::WebhookPublisher),
+    Webhook(crate::publish::WebhookPublisher),
     /// `kafka://...`.
     #[cfg(feature = "kafka")]
-    Kafka(std::sync::Arc<crate::KafkaPublisher>),
+    Kafka(std::sync::Arc<crate::publish::KafkaPublisher>),
     /// `nats://...`.
     #[cfg(feature = "nats")]
-    Nats(std::sync::Arc<crate::NatsPublisher>),
+    Nats(std::sync::Arc<crate::publish::NatsPublisher>),
     /// `amqp://...`.
     #[cfg(feature = "rabbitmq")]
-    Amqp(std::sync::Arc<crate::AmqpPublisher>),
+    Amqp(std::sync::Arc<crate::publish::AmqpPublisher>),
     /// `sqs://...`.
     #[cfg(feature = "sqs")]
-    Sqs(std::sync::Arc<crate::SqsPublisher>),
+    Sqs(std::sync::Arc<crate::publish::SqsPublisher>),
     /// `redis://...`.
     #[cfg(feature = "redis")]
-    Redis(std::sync::Arc<crate::RedisPublisher>),
+    Redis(std::sync::Arc<crate::publish::RedisPublisher>),
 }
 
 impl SinkPublisher {
