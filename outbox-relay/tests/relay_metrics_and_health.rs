@@ -1,7 +1,8 @@
 //! The real `outbox relay --metrics-addr` binary: `/metrics` counts what it published and what failed (by kind),
 //! its backlog gauges and `outbox status` show the same numbers from a statement on the partial indexes, logs
-//! never carry a sensitive value even at trace level, the commit-to-publish lag counts from the commit, and
-//! `/readyz` turns unready when the database stops.
+//! never carry a sensitive value even at trace level, the commit-to-publish lag counts from the commit,
+//! `/readyz` turns unready when the database stops, and the WAL source's slot gauges grow while events wait and
+//! fall back once they are published.
 
 mod common;
 
@@ -514,4 +515,75 @@ async fn commit_to_publish_counts_from_the_commit_not_from_the_insert() {
             .await
             .unwrap();
     assert!(since_insert >= 2.0, "the transaction was open 2 s: {since_insert} s");
+}
+
+/// The WAL source's slot gauges on a server of its own (no other test's WAL moves them): while publishing is
+/// paused the lag grows with the WAL the relay cannot confirm and the age of the oldest unconfirmed transaction
+/// grows with time, as `outbox status` says too; once resumed and drained both fall back to (about) zero.
+#[cfg(feature = "wal")]
+#[tokio::test]
+async fn the_wal_slot_gauges_grow_while_events_wait_and_fall_back_once_they_are_published() {
+    let server = PrivateServer::start().unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"));
+    let db = TestDatabase::create_on(&server.url).await;
+    outbox_core::migrate(&db.pool).await.unwrap();
+    let outbox = |args: &[&str]| {
+        let output = outbox_tests::outbox!().database(&db.url).run(args);
+        assert!(output.status.success(), "outbox {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    };
+    outbox(&["wal", "enable"]);
+    let dir = std::env::temp_dir().join(format!("outbox-wal-gauges-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sink = format!("file:{}", dir.join("events.jsonl").display());
+    let mut relay = ServingRelay::start(&db.url, &sink, &["--source", "wal"], &[]);
+    relay.wait_until_serving().await;
+    let gauges = |s: &Scrape| (s.get(names::WAL_LAG_BYTES, &[]), s.get(names::WAL_CONFIRMED_AGE_SECONDS, &[]));
+    let (lag, age) = gauges(&relay.scrape().await);
+    assert!(lag.is_some_and(f64::is_finite) && age.is_some_and(f64::is_finite), "{lag:?} {age:?}");
+    enqueue(&db.pool, &[event("warm-up", 0)]).await;
+    relay.scrape_until("the first event is published", |s| s.by_type(names::EVENTS_PUBLISHED_TOTAL) == Some(1.0)).await;
+
+    // Paused: ten transactions of 100 events stream in, and none can be confirmed.
+    outbox(&["pause"]);
+    let position = || async {
+        sqlx::query_scalar::<_, i64>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::int8")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    };
+    let before = position().await;
+    for round in 0..10 {
+        enqueue(&db.pool, &(0..100).map(|n| event(format!("agg-{}", n % 10), round * 100 + n)).collect::<Vec<_>>())
+            .await;
+    }
+    let written = (position().await - before) as f64;
+    let waiting = relay
+        .scrape_until("the lag shows the WAL of the waiting events and their age is a second or more", |s| {
+            let (lag, age) = gauges(s);
+            lag.is_some_and(|lag| lag >= written / 2.0) && age.is_some_and(|age| age >= 1.0)
+        })
+        .await;
+    let (lag, age) = gauges(&waiting);
+    let status = outbox_status(&db.url);
+    let slot = &status["wal_slot"];
+    assert_eq!(slot["active"], true, "{status}");
+    assert!(slot["lag_bytes"].as_f64().unwrap() >= lag.unwrap(), "the server's lag, read later, is larger: {status}");
+    let report_age = slot["last_report_age_seconds"].as_f64().expect("the reader's last report");
+    assert!((0.0..15.0).contains(&report_age), "the relay reports while it waits: {status}");
+    let later = relay.scrape_until("the age grows", |s| gauges(s).1 > age.map(|age| age + 1.0)).await;
+    assert!(gauges(&later).0 >= lag, "the lag does not shrink while nothing is confirmed: {}", later.text);
+    assert_eq!(later.by_type(names::EVENTS_PUBLISHED_TOTAL), Some(1.0), "nothing published while paused");
+
+    // Resumed: everything is published and confirmed.
+    outbox(&["resume"]);
+    relay
+        .scrape_until("the events are published, the lag is about zero and the age zero", |s| {
+            let (lag, age) = gauges(s);
+            s.by_type(names::EVENTS_PUBLISHED_TOTAL) == Some(1001.0)
+                && lag.is_some_and(|lag| lag < 8192.0)
+                && age == Some(0.0)
+        })
+        .await;
+    let status = outbox_status(&db.url);
+    assert!(status["wal_slot"]["lag_bytes"].as_u64().unwrap() < written as u64 / 2, "{status}");
+    let _ = std::fs::remove_dir_all(dir);
 }

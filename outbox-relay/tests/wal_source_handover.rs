@@ -132,6 +132,9 @@ async fn an_event_still_failing_after_the_in_place_retry_leaves_the_stream_with_
     assert_eq!(status["source"], "wal", "{status}");
     assert_eq!(status["wal_slot"]["active"], true, "{status}");
     assert!(status["wal_slot"]["lag_bytes"].is_u64(), "{status}");
+    // The reading relay reports its position at least every few seconds, also while an aggregate waits.
+    let report_age = status["wal_slot"]["last_report_age_seconds"].as_f64().expect("the reader's last report");
+    assert!((0.0..15.0).contains(&report_age), "{status}");
     assert_eq!(status["pending"], 3, "the failing aggregate's events wait in the table: {status}");
 
     receiver.down.store(false, Ordering::SeqCst);

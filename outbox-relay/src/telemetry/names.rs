@@ -51,8 +51,9 @@ pub const PUBLISH_ATTEMPTS: &str = "outbox_publish_attempts";
 pub const COMMIT_TO_PUBLISH_SECONDS: &str = "outbox_commit_to_publish_seconds";
 /// Events per batch (histogram).
 pub const BATCH_SIZE: &str = "outbox_batch_size";
-/// WAL source: bytes of write-ahead log between the slot's confirmed position and the server's end of WAL, as
-/// the stream last reported it (gauge; the WAL the slot holds on the server's disk).
+/// WAL source: bytes of write-ahead log between the slot's confirmed position and the server's end of WAL (gauge;
+/// the WAL the slot holds on the server's disk): read from the server when a session starts, then following the
+/// end of WAL the stream reports and the positions the relay confirms, so it grows while events wait.
 pub const WAL_LAG_BYTES: &str = "outbox_wal_lag_bytes";
 /// WAL source: how long ago the oldest transaction the slot has not confirmed yet committed (gauge; 0 while the
 /// slot is confirmed up to the end of the stream).

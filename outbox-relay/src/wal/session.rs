@@ -70,6 +70,7 @@ impl Session<'_> {
         }
         self.streaming_since = Some(std::time::Instant::now());
         tracing::info!(slot = self.slot, "streaming from the write-ahead log");
+        self.gauges.streaming(self.store, self.slot, client.metrics()).await;
         if let Some((ids, through)) = backlog {
             if !self.publish_backlog(&client, &mut handover, ids, through, shutdown).await? {
                 client.stop();

@@ -1,18 +1,26 @@
-//! The slot's gauges, from what the stream says (no query): the WAL between the confirmed position and the
-//! server's end of WAL, the age of the oldest transaction not confirmed yet, and the aggregates handed over to
-//! the table's retry path. A task of the session sets them every second, so an age keeps growing while the
-//! session is stuck on an event.
+//! The slot's gauges: the WAL between the confirmed position and the server's end of WAL, the age of the oldest
+//! transaction not confirmed yet, and the aggregates handed over to the table's retry path. Each session starts
+//! them from the slot's positions as the server has them (one query), then they follow the stream: the
+//! replication client's view of the server's end of WAL, and what the session confirms. A task sets them every
+//! second, so the lag and the age keep growing while the session is stuck on an event or paused.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use pgwire_replication::Lsn;
+use outbox_core::store::PgStore;
+use pgwire_replication::{Lsn, ReplicationMetrics};
 
 use crate::telemetry::names;
 
 /// How often the gauges are set.
 const EVERY: Duration = Duration::from_secs(1);
+
+/// The slot's confirmed position and the server's end of WAL, as byte positions.
+const SLOT_POSITIONS: &str = "\
+SELECT pg_wal_lsn_diff(confirmed_flush_lsn, '0/0')::int8, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::int8
+  FROM pg_replication_slots
+ WHERE slot_name = $1 AND confirmed_flush_lsn IS NOT NULL";
 
 #[derive(Debug, Default)]
 struct Positions {
@@ -21,6 +29,8 @@ struct Positions {
     /// Unix microseconds of the oldest unconfirmed commit; 0 when everything streamed is confirmed.
     oldest_unconfirmed: AtomicU64,
     handed_over: AtomicU64,
+    /// The running session's replication client: the last end of WAL the server sent it.
+    stream: Mutex<Option<Arc<ReplicationMetrics>>>,
 }
 
 /// What the session tells the gauges; the task that sets them ends with it.
@@ -43,6 +53,23 @@ impl SlotGauges {
             }
         });
         Self { positions, task }
+    }
+
+    /// A session starts streaming `slot` with the client that reports `stream`: the gauges start from the slot's
+    /// confirmed position and the server's end of WAL (the WAL kept while no relay read the slot), then follow the
+    /// end of WAL the server sends the client, also while the session is busy publishing. Without the positions
+    /// (the query failed) they follow what the session reads of the stream only.
+    pub(crate) async fn streaming(&self, store: &PgStore, slot: &str, stream: Arc<ReplicationMetrics>) {
+        match sqlx::query_as::<_, (i64, i64)>(SLOT_POSITIONS).bind(slot).fetch_optional(store.pool()).await {
+            Ok(Some((confirmed, wal_end))) => {
+                let position = |bytes: i64| Lsn::from_u64(bytes.unsigned_abs());
+                self.confirmed(position(confirmed), false);
+                self.wal_end(position(wal_end));
+                *self.positions.stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(stream);
+            }
+            Ok(None) => {}
+            Err(error) => tracing::debug!(slot, error = %error, "cannot read the slot's positions for its gauges"),
+        }
     }
 
     /// The server's end of WAL, as a keepalive reported it.
@@ -78,6 +105,9 @@ impl Drop for SlotGauges {
 }
 
 fn show(positions: &Positions) {
+    if let Some(stream) = positions.stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
+        positions.wal_end.fetch_max(stream.last_wal_end().as_u64(), Ordering::Relaxed);
+    }
     let wal_end = positions.wal_end.load(Ordering::Relaxed);
     let confirmed = positions.confirmed.load(Ordering::Relaxed);
     metrics::gauge!(names::WAL_LAG_BYTES).set(wal_end.saturating_sub(confirmed) as f64);
