@@ -33,6 +33,37 @@ fn sink(dir: &Path, name: &str) -> (PathBuf, String) {
     (path, url)
 }
 
+/// A migrated database published by the WAL source (`outbox wal enable`), and a new directory for the sinks.
+async fn wal_database(name: &str) -> (TestDatabase, PathBuf) {
+    let db = TestDatabase::migrated().await;
+    let enabled = outbox_tests::outbox!().database(&db.url).run(["wal", "enable"]);
+    assert!(enabled.status.success(), "{}", String::from_utf8_lossy(&enabled.stderr));
+    let dir = std::env::temp_dir().join(format!("outbox-wal-{name}-{}", Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    (db, dir)
+}
+
+/// Checks the order of `published` (duplicates included, in the order a consumer saw them) against `ids`, where
+/// event i is number i / `aggregates` of aggregate i % `aggregates`: an event may come again (what a relay had in
+/// flight when it died or was cut off), but it is first published only after every earlier event of its
+/// aggregate. Returns the distinct events published.
+fn first_published_in_order(ids: &[Uuid], aggregates: u32, published: impl IntoIterator<Item = Uuid>) -> HashSet<Uuid> {
+    let aggregates = aggregates as usize;
+    let position: HashMap<Uuid, (usize, usize)> =
+        ids.iter().enumerate().map(|(i, id)| (*id, (i % aggregates, i / aggregates))).collect();
+    let mut seen = HashSet::new();
+    let mut first_published: HashMap<usize, usize> = HashMap::new();
+    for id in published {
+        let (aggregate, n) = *position.get(&id).expect("an event that was enqueued");
+        if seen.insert(id) {
+            let count = first_published.entry(aggregate).or_default();
+            assert_eq!(n, *count, "aggregate {aggregate}: event {n} first published before event {count}");
+            *count += 1;
+        }
+    }
+    seen
+}
+
 /// The longest a takeover may take, from the active relay's death or lost connection to the next publish.
 const TAKEOVER: Duration = Duration::from_secs(10);
 
@@ -52,11 +83,7 @@ fn first_line(sink: PathBuf) -> tokio::task::JoinHandle<Duration> {
 async fn a_standby_takes_over_after_sigkill_with_nothing_lost_and_every_aggregate_in_order() {
     const AGGREGATES: u32 = 20;
     const ROUNDS: u32 = 40;
-    let db = TestDatabase::migrated().await;
-    let enabled = outbox_tests::outbox!().database(&db.url).run(["wal", "enable"]);
-    assert!(enabled.status.success(), "{}", String::from_utf8_lossy(&enabled.stderr));
-    let dir = std::env::temp_dir().join(format!("outbox-wal-takeover-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (db, dir) = wal_database("takeover").await;
     let (first_sink, first_url) = sink(&dir, "first");
     let (second_sink, second_url) = sink(&dir, "second");
 
@@ -88,21 +115,8 @@ async fn a_standby_takes_over_after_sigkill_with_nothing_lost_and_every_aggregat
     })
     .await;
 
-    // Event i is number i / AGGREGATES of aggregate i % AGGREGATES.
-    let position: HashMap<Uuid, (usize, usize)> =
-        ids.iter().enumerate().map(|(i, id)| (*id, (i % AGGREGATES as usize, i / AGGREGATES as usize))).collect();
-    let mut seen = HashSet::new();
-    let mut last: HashMap<usize, usize> = HashMap::new();
-    for id in written(&first_sink).into_iter().chain(written(&second_sink)) {
-        let (aggregate, n) = *position.get(&id).expect("an event that was enqueued");
-        if !seen.insert(id) {
-            continue; // a duplicate of what was in flight at the kill
-        }
-        if let Some(previous) = last.insert(aggregate, n) {
-            assert!(n > previous, "aggregate {aggregate}: event {n} published after event {previous}");
-        }
-    }
-    assert_eq!(seen.len(), ids.len(), "events lost");
+    let published = written(&first_sink).into_iter().chain(written(&second_sink));
+    assert_eq!(first_published_in_order(&ids, AGGREGATES, published).len(), ids.len(), "events lost");
     assert_eq!(second.terminate().await.code(), Some(0));
 }
 
@@ -134,11 +148,7 @@ async fn reader(db: &TestDatabase) -> Option<(i32, String)> {
 async fn after_the_active_relay_loses_its_connections_a_relay_takes_over_within_seconds_losing_nothing_in_order() {
     const AGGREGATES: u32 = 20;
     const CUTS: [Cut; 4] = [Cut::Replication, Cut::Everything, Cut::Replication, Cut::Everything];
-    let db = TestDatabase::migrated().await;
-    let enabled = outbox_tests::outbox!().database(&db.url).run(["wal", "enable"]);
-    assert!(enabled.status.success(), "{}", String::from_utf8_lossy(&enabled.stderr));
-    let dir = std::env::temp_dir().join(format!("outbox-wal-cut-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (db, dir) = wal_database("cut").await;
     // One file for both relays, appended to as a broker would receive: the order a consumer sees.
     let (sink_path, sink_url) = sink(&dir, "both");
     // Each relay's sessions carry an application name of their own, so that the test can cut one relay off.
@@ -222,24 +232,11 @@ async fn after_the_active_relay_loses_its_connections_a_relay_takes_over_within_
     })
     .await;
 
-    // Event i is number i / AGGREGATES of aggregate i % AGGREGATES. An event may come again (what the relay cut
-    // off had in flight), but it is first published only after every earlier event of its aggregate.
-    let position: HashMap<Uuid, (usize, usize)> =
-        ids.iter().enumerate().map(|(i, id)| (*id, (i % AGGREGATES as usize, i / AGGREGATES as usize))).collect();
-    let mut seen = HashSet::new();
-    let mut first_published: HashMap<usize, usize> = HashMap::new();
-    for id in written(&sink_path) {
-        if !seen.insert(id) || markers.contains(&id) {
-            continue;
-        }
-        let (aggregate, n) = *position.get(&id).expect("an event that was enqueued");
-        let count = first_published.entry(aggregate).or_default();
-        assert_eq!(n, *count, "aggregate {aggregate}: event {n} first published before event {count}");
-        *count += 1;
-    }
-    assert_eq!(seen.len(), ids.len() + markers.len(), "events lost");
+    let published = written(&sink_path).into_iter().filter(|id| !markers.contains(id));
+    assert_eq!(first_published_in_order(&ids, AGGREGATES, published).len(), ids.len(), "events lost");
+    let settled = i64::try_from(ids.len() + markers.len()).unwrap();
     common::wait_until(Duration::from_secs(30), "every row is settled", || async {
-        common::count(&db.pool, "published").await == i64::try_from(seen.len()).unwrap()
+        common::count(&db.pool, "published").await == settled
     })
     .await;
     for (mut relay, _) in relays {
@@ -252,11 +249,7 @@ async fn repeated_sigkills_during_20000_events_of_200_aggregates_in_both_modes_l
     const AGGREGATES: u32 = 200;
     const ROUNDS: u32 = 100;
     const KILLS: usize = 5;
-    let db = TestDatabase::migrated().await;
-    let enabled = outbox_tests::outbox!().database(&db.url).run(["wal", "enable"]);
-    assert!(enabled.status.success(), "{}", String::from_utf8_lossy(&enabled.stderr));
-    let dir = std::env::temp_dir().join(format!("outbox-wal-kills-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (db, dir) = wal_database("kills").await;
     let mut sinks = Vec::new();
     let start_relay = |sinks: &mut Vec<PathBuf>| {
         let (path, url) = sink(&dir, &format!("relay-{}", sinks.len()));
