@@ -184,10 +184,9 @@ async fn without_the_replication_privilege_the_wal_relay_exits_2_with_one_line_n
     assert_eq!(common::status_of(&db.pool, pending[0]).await, "pending", "the pending row stays pending");
     assert_eq!(slots_of(&db).await, 0, "a refused start creates no slot");
 
-    // What the line says to run: the same role then publishes (the WAL relay also records its slot in
-    // outbox_control).
+    // What the line says to run, with the WAL source's grants of migrations/roles: the same role then publishes.
     sqlx::raw_sql(&format!("ALTER ROLE \"{role}\" REPLICATION")).execute(&db.pool).await.unwrap();
-    sqlx::raw_sql(&format!("GRANT UPDATE ON outbox_control TO {role}")).execute(&db.pool).await.unwrap();
+    sqlx::raw_sql(&outbox_tests::pg::wal_relay_grants_sql(&role)).execute(&db.pool).await.unwrap();
     let mut relay = bad_input_support::start(url.as_str(), &["relay", "--source", "wal", "--sink", &sink_url], &[]);
     assert_eq!(wait_for_lines(&sink, 1), pending, "with the privilege the relay publishes: {}", relay.stderr());
     assert_eq!(relay.terminate().await.code(), Some(0));

@@ -339,8 +339,17 @@ impl Drop for PrivateServer {
 /// tables it names keep their names).
 #[must_use]
 pub fn relay_role_sql(role: &str) -> String {
-    include_str!("../../migrations/roles/postgres_relay_role.sql")
-        .replace("outbox_relays", "\u{0}")
-        .replace("outbox_relay", role)
-        .replace('\u{0}', "outbox_relays")
+    for_role(include_str!("../../migrations/roles/postgres_relay_role.sql"), role)
+}
+
+/// The grants of `migrations/roles/postgres_wal_relay_grants.sql` (the WAL source's, beyond the relay role's) for
+/// a role named `role` instead of `outbox_relay`.
+#[must_use]
+pub fn wal_relay_grants_sql(role: &str) -> String {
+    for_role(include_str!("../../migrations/roles/postgres_wal_relay_grants.sql"), role)
+}
+
+/// `sql` with the role `outbox_relay` renamed `role` (the table `outbox_relays` keeps its name).
+fn for_role(sql: &str, role: &str) -> String {
+    sql.replace("outbox_relays", "\u{0}").replace("outbox_relay", role).replace('\u{0}', "outbox_relays")
 }

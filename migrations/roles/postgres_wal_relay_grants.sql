@@ -1,0 +1,8 @@
+-- What the relay role needs beyond postgres_relay_role.sql to run the WAL source (`outbox relay --source wal`): it
+-- records its replication slot in outbox_control (these two columns only: pausing stays an operator's), and it
+-- writes the message-mode events that leave the stream (to be retried, or failed for good) into the table.
+--
+-- Run it after postgres_relay_role.sql, as the owner of the outbox tables. The login role needs REPLICATION too:
+-- ALTER ROLE ... REPLICATION (on RDS and Aurora: GRANT rds_replication TO ...).
+GRANT UPDATE (wal_slot, wal_backlog_through) ON outbox_control TO outbox_relay;
+GRANT INSERT ON outbox_events TO outbox_relay;
