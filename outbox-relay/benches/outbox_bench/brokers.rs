@@ -200,7 +200,7 @@ impl Drain<'_> {
         let deadline = Instant::now() + Duration::from_secs(1_800);
         loop {
             let pending: bool =
-                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM outbox_events WHERE status = 'pending')")
+                sqlx::query_scalar(crate::PENDING_LEFT)
                     .fetch_one(&db.pool)
                     .await
                     .expect("poll");

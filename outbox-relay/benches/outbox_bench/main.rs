@@ -525,6 +525,16 @@ async fn fill(db: &TestDatabase, events: i64, aggregates: i64, history: i64) {
     sqlx::raw_sql("VACUUM ANALYZE outbox_events").execute(&db.pool).await.expect("vacuum");
 }
 
+/// Whether any event is still pending, on this version's schema: partition by partition from its start, through
+/// the `(partition, seq)` index. (A plain `status = 'pending'` has no index to use since settles rewrite rows in
+/// place: it would scan the published rows before the first pending one at every poll, a load of the harness's own
+/// on the drain it measures.)
+pub(crate) const PENDING_LEFT: &str = "SELECT EXISTS (
+    SELECT 1 FROM outbox_partitions p
+     CROSS JOIN LATERAL (SELECT 1 FROM outbox_events e
+                          WHERE e.partition = p.partition AND e.seq >= p.start_seq AND e.status = 'pending'
+                          LIMIT 1) x)";
+
 /// Runs `relays` relays with the default settings (but ordering and retention) until no row is pending; returns
 /// events/s.
 async fn drain_with(db: &TestDatabase, relays: usize, ordering: Ordering, retention: Retention, events: i64) -> f64 {
@@ -543,7 +553,7 @@ async fn drain_with(db: &TestDatabase, relays: usize, ordering: Ordering, retent
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // Published is not done: the clock stops when the last settle has committed.
-    while sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM outbox_events WHERE status = 'pending')")
+    while sqlx::query_scalar::<_, bool>(PENDING_LEFT)
         .fetch_one(&db.pool)
         .await
         .expect("poll")
