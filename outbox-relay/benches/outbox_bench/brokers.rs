@@ -199,11 +199,7 @@ impl Drain<'_> {
             .expect("start outbox relay");
         let deadline = Instant::now() + Duration::from_secs(1_800);
         loop {
-            let pending: bool =
-                sqlx::query_scalar(crate::PENDING_LEFT)
-                    .fetch_one(&db.pool)
-                    .await
-                    .expect("poll");
+            let pending: bool = sqlx::query_scalar(crate::PENDING_LEFT).fetch_one(&db.pool).await.expect("poll");
             if !pending {
                 break;
             }

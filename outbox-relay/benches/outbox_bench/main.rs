@@ -553,11 +553,7 @@ async fn drain_with(db: &TestDatabase, relays: usize, ordering: Ordering, retent
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // Published is not done: the clock stops when the last settle has committed.
-    while sqlx::query_scalar::<_, bool>(PENDING_LEFT)
-        .fetch_one(&db.pool)
-        .await
-        .expect("poll")
-    {
+    while sqlx::query_scalar::<_, bool>(PENDING_LEFT).fetch_one(&db.pool).await.expect("poll") {
         assert!(Instant::now() < deadline, "the drain did not finish within 30 minutes");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
