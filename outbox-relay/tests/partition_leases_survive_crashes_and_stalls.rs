@@ -1,6 +1,7 @@
 //! Partition leases: nothing stays open while publishing, a dead relay's partitions and events come back (with an
 //! attempt counted), a relay whose partitions were taken over cannot settle them, a publish longer than the lease
-//! keeps its partitions, several relays never share an event.
+//! keeps its partitions, several relays never share an event, a settle by row version writes only the events it
+//! read.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{count, enqueue, enqueue_interleaved, event, start, wait_until, Recorder};
+use common::{count, enqueue, enqueue_interleaved, event, start, status_of, wait_until, Recorder};
 use outbox_core::store::{
     CrashedEvent, Heartbeat, Ordering, PgStore, ReadRange, ReadRequest, SettleBatch, SettleOutcome, Settlement, Store,
 };
@@ -156,6 +157,62 @@ async fn a_relay_whose_partitions_were_taken_over_can_neither_record_nor_settle_
 
     let report = store.settle(&SettleBatch::new(b, Uuid::now_v7(), new, marks)).await.unwrap();
     assert_eq!((report.published, report.fenced), (5, 0));
+}
+
+#[tokio::test]
+async fn a_settle_by_row_version_writes_only_the_events_it_read_still_pending() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    // One aggregate: one partition, rows side by side on the first page.
+    enqueue(&db.pool, &(0..4).map(|n| event("located", n)).collect::<Vec<_>>()).await;
+    let relay = Uuid::now_v7();
+    let held = store.heartbeat(&Heartbeat::new(relay, "a", Duration::from_secs(30), &on_crash)).await.unwrap();
+    let leases: Vec<(u16, i64)> = held.owned.iter().map(|l| (l.partition, l.epoch)).collect();
+    let ranges = held.owned.iter().map(|l| ReadRange::new(l.partition, 0, 1000)).collect();
+    let rows = store.read(&ReadRequest::new(ranges)).await.unwrap().rows;
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|row| row.version.is_some()), "PostgreSQL reads give every row its version");
+    let (gone, cancelled) = (rows[1].event.id, rows[2].event.id);
+
+    // While the batch is out: one event is deleted and vacuumed away, and a new event takes its row's slot; an
+    // operator cancels another; a third gets an attempt counted (as for a dead relay's batch) and moves.
+    sqlx::query("DELETE FROM outbox_events WHERE id = $1").bind(gone).execute(&db.pool).await.unwrap();
+    sqlx::query("VACUUM outbox_events").execute(&db.pool).await.unwrap();
+    let newcomer = enqueue(&db.pool, &[event("located", 9)]).await[0];
+    let slot: String = sqlx::query_scalar("SELECT ctid::text FROM outbox_events WHERE id = $1")
+        .bind(newcomer)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(slot, rows[1].version.as_ref().unwrap().to_string(), "the new event did not reuse the slot");
+    sqlx::query("UPDATE outbox_events SET status = 'cancelled' WHERE id = $1")
+        .bind(cancelled)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+
+    let moved: String = sqlx::query_scalar(
+        "UPDATE outbox_events SET attempts = attempts + 1, last_error = 'relay died' WHERE id = $1 RETURNING ctid::text",
+    )
+    .bind(rows[3].event.id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_ne!(moved, rows[3].version.as_ref().unwrap().to_string(), "the counted attempt did not move the row");
+
+    let marks: Vec<Settlement> =
+        rows.iter().map(|row| Settlement::published(row.event.id).at(row.version.clone())).collect();
+    // At an epoch the relay does not hold, the versions settle nothing.
+    let stale: Vec<(u16, i64)> = leases.iter().map(|&(partition, epoch)| (partition, epoch - 1)).collect();
+    let fenced = store.settle(&SettleBatch::new(relay, Uuid::now_v7(), stale, marks.clone())).await.unwrap();
+    assert_eq!((fenced.published, fenced.fenced), (0, 4));
+    assert_eq!(status_of(&db.pool, rows[0].event.id).await, "pending");
+    let report = store.settle(&SettleBatch::new(relay, Uuid::now_v7(), leases, marks)).await.unwrap();
+    assert_eq!((report.published, report.fenced), (2, 2));
+    assert_eq!(status_of(&db.pool, rows[0].event.id).await, "published");
+    assert_eq!(status_of(&db.pool, rows[3].event.id).await, "published", "a row that moved was not settled");
+    assert_eq!(status_of(&db.pool, newcomer).await, "pending", "the settle marked an event it never read");
+    assert_eq!(status_of(&db.pool, cancelled).await, "cancelled", "the settle overwrote an operator's cancel");
 }
 
 #[tokio::test]

@@ -149,6 +149,22 @@ pub struct ReadRow {
     pub since_commit: Duration,
     /// The event.
     pub event: StoredEvent,
+    /// Where the version of the row that the read returned lives, on backends that can settle it from there
+    /// (PostgreSQL); pass it on with [`Settlement::at`](super::Settlement::at).
+    pub version: Option<RowVersion>,
+}
+
+/// Where a row version that a read returned is stored (PostgreSQL's `ctid`): a settle that has it finds the row
+/// there instead of through the primary key, and still checks that the row there is the event it names, still
+/// pending. Opaque: only the backend that read it makes use of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RowVersion(pub(crate) String);
+
+/// The location as the backend writes it (`(page,item)` on PostgreSQL).
+impl std::fmt::Display for RowVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// The result of a [`Store::read`](super::Store::read).

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use super::read::RowVersion;
+
 /// What happened to an event the relay attempted.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SettleOutcome {
@@ -31,19 +33,29 @@ pub struct Settlement {
     pub id: Uuid,
     /// What happened.
     pub outcome: SettleOutcome,
+    /// Where the row version that was read lives ([`ReadRow::version`](super::ReadRow)), if the backend gave one.
+    pub version: Option<RowVersion>,
 }
 
 impl Settlement {
     /// The outcome of the event `id`.
     #[must_use]
     pub fn new(id: Uuid, outcome: SettleOutcome) -> Self {
-        Self { id, outcome }
+        Self { id, outcome, version: None }
     }
 
     /// `id` was published.
     #[must_use]
     pub fn published(id: Uuid) -> Self {
-        Self { id, outcome: SettleOutcome::Published }
+        Self { id, outcome: SettleOutcome::Published, version: None }
+    }
+
+    /// The row version that was read ([`ReadRow::version`](super::ReadRow)): a batch whose every event was
+    /// published and has one settles without a lookup by primary key.
+    #[must_use]
+    pub fn at(mut self, version: Option<RowVersion>) -> Self {
+        self.version = version;
+        self
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use outbox_core::store::{AggregateKey, CorruptedRow, Ordering, SettleOutcome, Settlement, StoredEvent};
+use outbox_core::store::{AggregateKey, CorruptedRow, Ordering, RowVersion, SettleOutcome, Settlement, StoredEvent};
 use uuid::Uuid;
 
 use super::retry;
@@ -20,6 +20,8 @@ pub(crate) struct Item {
     pub(crate) epoch: i64,
     pub(crate) aggregate: AggregateKey,
     pub(crate) attempts: u32,
+    /// Where the read found its row, for the settle.
+    version: Option<RowVersion>,
     content: Content,
 }
 
@@ -40,7 +42,13 @@ impl Item {
             Ok(()) => Content::Ready(Message::from_checked(event, since_commit)),
             Err(problem) => Content::Corrupted { event_type: event.event_type, problem },
         };
-        Self { id, seq, partition, epoch, aggregate, attempts, content }
+        Self { id, seq, partition, epoch, aggregate, attempts, version: None, content }
+    }
+
+    /// Where the read found its row ([`ReadRow::version`](outbox_core::store::ReadRow)).
+    pub(crate) fn at(mut self, version: Option<RowVersion>) -> Self {
+        self.version = version;
+        self
     }
 
     pub(crate) fn event_type(&self) -> &str {
@@ -121,7 +129,7 @@ pub(crate) async fn publish(shared: &Shared, items: &[Item]) -> Published {
             if settled != SettleOutcome::Published {
                 hold_back(&mut done, &mut blocked, item, ordering, &settled);
             }
-            done.settlements.push(Settlement::new(item.id, settled));
+            done.settlements.push(Settlement::new(item.id, settled).at(item.version.clone()));
         }
     }
     done

@@ -361,7 +361,7 @@ impl Lane {
                     continue;
                 }
                 let since_commit = row.since_commit + since_sent;
-                items.push(Item::new(*partition, state.lease.epoch, row.event, since_commit));
+                items.push(Item::new(*partition, state.lease.epoch, row.event, since_commit).at(row.version));
             }
             state.answered(purpose, count, *limit, last_seq, read.snapshot.as_ref(), now);
         }

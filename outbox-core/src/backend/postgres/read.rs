@@ -1,10 +1,12 @@
 //! Reading the pending rows of partitions: one plain `SELECT` (nothing written), one index range per partition.
 
+use std::time::Duration;
+
 use sqlx::postgres::PgRow;
-use sqlx::{PgPool, Row};
+use sqlx::{Column, PgPool, Row};
 
 use crate::error::Result;
-use crate::store::{Checked, ReadBatch, ReadRequest, ReadRow, Snapshot, StoredEvent};
+use crate::store::{Checked, ReadBatch, ReadRequest, ReadRow, RowVersion, Snapshot, StoredEvent};
 
 /// The columns of a row of `outbox_events e` of range `r` (and the read's settings in `ctl`): `$payload`,
 /// `$headers`, `$sensitive` give the three JSON columns (or empty ones, for a range that reads only keys). Durations
@@ -12,7 +14,7 @@ use crate::store::{Checked, ReadBatch, ReadRequest, ReadRow, Snapshot, StoredEve
 macro_rules! read_columns {
     ($payload:literal, $headers:literal, $sensitive:literal) => {
         concat!(
-            "       SELECT e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
+            "       SELECT e.id, e.ctid::text AS row_version, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
               ",
             $payload,
             " AS payload, ",
@@ -140,53 +142,108 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
         .fetch_all(pool)
         .await?;
     let mut batch = ReadBatch::default();
-    for row in &rows {
+    // Every row carries the read's flags and snapshot (the outer join): taken from the first.
+    if let Some(row) = rows.first() {
         batch.paused = row.try_get("paused")?;
-        if batch.snapshot.is_none() {
-            let xmin: String = row.try_get("xmin")?;
-            let xmax: String = row.try_get("xmax")?;
-            let running: Vec<String> = row.try_get("running")?;
-            // An id that does not parse never finishes: its range is checked again rather than taken as complete.
-            let running = running.iter().map(|xid| xid.parse().unwrap_or(u64::MAX)).collect();
-            let snapshot = Snapshot::new(xmin.parse().unwrap_or(0), xmax.parse().unwrap_or(u64::MAX))
-                .running(running)
-                .unseen_writers(row.try_get("unseen_writers")?);
-            batch.snapshot = Some(snapshot);
-        }
-        if let Some(read) = read_row(row)? {
-            batch.rows.push(read);
+        let xmin: String = row.try_get("xmin")?;
+        let xmax: String = row.try_get("xmax")?;
+        let running: Vec<String> = row.try_get("running")?;
+        // An id that does not parse never finishes: its range is checked again rather than taken as complete.
+        let running = running.iter().map(|xid| xid.parse().unwrap_or(u64::MAX)).collect();
+        let snapshot = Snapshot::new(xmin.parse().unwrap_or(0), xmax.parse().unwrap_or(u64::MAX))
+            .running(running)
+            .unseen_writers(row.try_get("unseen_writers")?);
+        batch.snapshot = Some(snapshot);
+    }
+    if let Some(columns) = ReadColumns::of(&rows)? {
+        for row in &rows {
+            batch.rows.extend(columns.read_row(row)?);
         }
     }
     batch.rows.sort_by_key(|row| (row.range, row.event.seq));
     Ok(batch)
 }
 
-pub(super) fn read_row(row: &PgRow) -> Result<Option<ReadRow>> {
-    let Some(n) = row.try_get::<Option<i64>, _>("n")? else {
-        return Ok(None);
-    };
-    let headers: String = row.try_get("headers")?;
-    let sensitive: String = row.try_get("sensitive_paths")?;
-    let event = StoredEvent {
-        id: row.try_get("id")?,
-        seq: row.try_get("seq")?,
-        event_type: row.try_get("event_type")?,
-        aggregate_type: row.try_get("aggregate_type")?,
-        aggregate_id: row.try_get("aggregate_id")?,
-        version: row.try_get::<i32, _>("schema_version")?.unsigned_abs(),
-        payload: row.try_get("payload")?,
-        headers: Checked::from_json_text(&headers),
-        sensitive_paths: Checked::from_json_text(&sensitive),
-        created_at: row.try_get("created_at")?,
-        attempts: row.try_get::<i32, _>("attempts")?.unsigned_abs(),
-    };
-    Ok(Some(ReadRow {
-        range: usize::try_from(n - 1).unwrap_or(usize::MAX),
-        partition: row.try_get::<i16, _>("partition")?.unsigned_abs(),
-        wait: std::time::Duration::try_from_secs_f64(row.try_get("wait_secs")?).unwrap_or_default(),
-        since_commit: std::time::Duration::try_from_secs_f64(row.try_get("since_commit_secs")?).unwrap_or_default(),
-        event,
-    }))
+/// Where the columns of a read row are in a statement's result, found by name once per statement rather than at
+/// every row (a lookup by name hashes it).
+pub(super) struct ReadColumns {
+    n: usize,
+    id: usize,
+    row_version: Option<usize>,
+    seq: usize,
+    partition: usize,
+    event_type: usize,
+    aggregate_type: usize,
+    aggregate_id: usize,
+    schema_version: usize,
+    payload: usize,
+    headers: usize,
+    sensitive_paths: usize,
+    created_at: usize,
+    attempts: usize,
+    wait_secs: usize,
+    since_commit_secs: usize,
+}
+
+impl ReadColumns {
+    /// The columns of `rows` (none to find when there is no row).
+    pub(super) fn of(rows: &[PgRow]) -> Result<Option<Self>> {
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let at = |name: &str| -> Result<usize> { Ok(row.try_column(name)?.ordinal()) };
+        Ok(Some(Self {
+            n: at("n")?,
+            id: at("id")?,
+            row_version: row.try_column("row_version").ok().map(Column::ordinal),
+            seq: at("seq")?,
+            partition: at("partition")?,
+            event_type: at("event_type")?,
+            aggregate_type: at("aggregate_type")?,
+            aggregate_id: at("aggregate_id")?,
+            schema_version: at("schema_version")?,
+            payload: at("payload")?,
+            headers: at("headers")?,
+            sensitive_paths: at("sensitive_paths")?,
+            created_at: at("created_at")?,
+            attempts: at("attempts")?,
+            wait_secs: at("wait_secs")?,
+            since_commit_secs: at("since_commit_secs")?,
+        }))
+    }
+
+    /// The row read, or `None` for the row that only carries the flags (nothing read).
+    pub(super) fn read_row(&self, row: &PgRow) -> Result<Option<ReadRow>> {
+        let Some(n) = row.try_get::<Option<i64>, _>(self.n)? else {
+            return Ok(None);
+        };
+        let headers: String = row.try_get(self.headers)?;
+        let sensitive: String = row.try_get(self.sensitive_paths)?;
+        let event = StoredEvent {
+            id: row.try_get(self.id)?,
+            seq: row.try_get(self.seq)?,
+            event_type: row.try_get(self.event_type)?,
+            aggregate_type: row.try_get(self.aggregate_type)?,
+            aggregate_id: row.try_get(self.aggregate_id)?,
+            version: row.try_get::<i32, _>(self.schema_version)?.unsigned_abs(),
+            payload: row.try_get(self.payload)?,
+            headers: Checked::from_json_text(&headers),
+            sensitive_paths: Checked::from_json_text(&sensitive),
+            created_at: row.try_get(self.created_at)?,
+            attempts: row.try_get::<i32, _>(self.attempts)?.unsigned_abs(),
+        };
+        let seconds = |index: usize| -> Result<Duration> {
+            Ok(Duration::try_from_secs_f64(row.try_get(index)?).unwrap_or_default())
+        };
+        Ok(Some(ReadRow {
+            range: usize::try_from(n - 1).unwrap_or(usize::MAX),
+            partition: row.try_get::<i16, _>(self.partition)?.unsigned_abs(),
+            wait: seconds(self.wait_secs)?,
+            since_commit: seconds(self.since_commit_secs)?,
+            event,
+            version: self.row_version.map(|index| row.try_get(index).map(RowVersion)).transpose()?,
+        }))
+    }
 }
 
 /// Failed rows through the index of rows that failed an attempt (`outbox_events_attempted_idx`; a failed row

@@ -324,8 +324,10 @@ impl PgStore {
             return Ok(PendingById::NotVisibleYet);
         }
         let mut read = Vec::with_capacity(rows.len());
-        for row in &rows {
-            read.extend(super::read::read_row(row)?);
+        if let Some(columns) = super::read::ReadColumns::of(&rows)? {
+            for row in &rows {
+                read.extend(columns.read_row(row)?);
+            }
         }
         Ok(PendingById::Rows(read))
     }

@@ -48,6 +48,7 @@ pub(super) async fn read(pool: &SqlitePool, request: &ReadRequest) -> Result<Rea
                 since_commit: std::time::Duration::try_from_secs_f64(row.try_get("since_commit_secs")?)
                     .unwrap_or_default(),
                 event: event(row)?,
+                version: None,
             });
         }
     }

@@ -21,6 +21,11 @@ mod wal;
 
 use args::{Cli, Command, LogFormat};
 
+/// The relay allocates a few small buffers per event on every worker thread; mimalloc serves them from
+/// thread-local pages where glibc's allocator took a quarter of the relay's CPU time in a drain.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A failure of a command: what to print and how to exit.
 #[derive(Debug)]
 enum Failure {
