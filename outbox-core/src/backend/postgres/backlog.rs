@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use sqlx::{PgPool, Row};
 
-use super::pending::pending_rows;
+use super::pending::{pending_rows, without_jit};
 use crate::error::Result;
 use crate::store::{Backlog, FailedByType, PendingByType, PgStore};
 
@@ -28,7 +28,10 @@ SELECT 'paused', NULL, CASE WHEN paused THEN 1 ELSE 0 END, NULL
 
 pub(super) async fn backlog(pool: &PgPool) -> Result<Backlog> {
     let mut backlog = Backlog::default();
-    for row in sqlx::query(BACKLOG).fetch_all(pool).await? {
+    let mut tx = without_jit(pool).await?;
+    let rows = sqlx::query(BACKLOG).fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    for row in rows {
         let kind: String = row.try_get("kind")?;
         let n = row.try_get::<i64, _>("n")?.unsigned_abs();
         match kind.as_str() {

@@ -6,7 +6,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use super::pending::pending_rows;
+use super::pending::{pending_rows, without_jit};
 use crate::error::Result;
 use crate::store::{
     Checked, EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, RelayStatus, StatusReport,
@@ -62,7 +62,11 @@ SELECT r.relay_id, r.host, r.started_at, EXTRACT(EPOCH FROM now() - r.heartbeat_
 
 pub(super) async fn status(pool: &PgPool) -> Result<StatusReport> {
     let mut report = StatusReport::default();
-    for row in sqlx::query(PENDING_BY_TYPE).fetch_all(pool).await? {
+    let mut tx = without_jit(pool).await?;
+    let pending = sqlx::query(PENDING_BY_TYPE).fetch_all(&mut *tx).await?;
+    let relays = sqlx::query(RELAYS).fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    for row in pending {
         report.pending.push(PendingByType {
             event_type: row.try_get("event_type")?,
             pending: row.try_get::<i64, _>("n")?.unsigned_abs(),
@@ -77,7 +81,7 @@ pub(super) async fn status(pool: &PgPool) -> Result<StatusReport> {
     report.paused = row.try_get("paused")?;
     report.partitions = u16::try_from(row.try_get::<i64, _>("partitions")?).unwrap_or(u16::MAX);
     report.unowned_partitions = row.try_get::<Vec<i16>, _>("unowned")?.into_iter().map(i16::unsigned_abs).collect();
-    for row in sqlx::query(RELAYS).fetch_all(pool).await? {
+    for row in relays {
         report.relays.push(RelayStatus {
             relay_id: row.try_get("relay_id")?,
             host: row.try_get("host")?,

@@ -4,7 +4,7 @@
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use super::pending::pending_rows;
+use super::pending::{jit_off, pending_rows, without_jit};
 use super::settle::{columns, failure_set, report};
 use crate::error::Result;
 use crate::store::wal_message::WAL_EMIT_LOCK;
@@ -283,6 +283,7 @@ impl PgStore {
         // The name comes from the server; quoted as a literal all the same.
         let import = format!("SET TRANSACTION SNAPSHOT '{}'", snapshot.replace('\'', "''"));
         sqlx::query(&import).execute(&mut *tx).await?;
+        jit_off(&mut tx).await?;
         let rows = sqlx::query(PENDING_IDS).fetch_all(&mut *tx).await?;
         tx.commit().await?;
         let mut ids = Vec::with_capacity(rows.len());
@@ -300,7 +301,10 @@ impl PgStore {
     ///
     /// [`Error::Database`](crate::Error::Database).
     pub async fn pending_through(&self, through: i64) -> Result<Vec<Uuid>> {
-        Ok(sqlx::query_scalar(PENDING_IDS_THROUGH).bind(through).fetch_all(&self.pool).await?)
+        let mut tx = without_jit(&self.pool).await?;
+        let ids = sqlx::query_scalar(PENDING_IDS_THROUGH).bind(through).fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(ids)
     }
 
     /// The rows among `ids` that are still pending, in the order of `ids`
