@@ -50,8 +50,8 @@ impl Settlement {
         Self { id, outcome: SettleOutcome::Published, version: None }
     }
 
-    /// The row version that was read ([`ReadRow::version`](super::ReadRow)): a batch whose every event was
-    /// published and has one settles without a lookup by primary key.
+    /// The row version that was read ([`ReadRow::version`](super::ReadRow)): a published event that has one is
+    /// settled where it was read, without a lookup by primary key.
     #[must_use]
     pub fn at(mut self, version: Option<RowVersion>) -> Self {
         self.version = version;

@@ -59,35 +59,13 @@ SELECT outcome, count(*) AS n FROM (SELECT outcome FROM published UNION ALL SELE
     };
 }
 
-/// A batch whose every event was published, the usual case: `$write` (as in [`settle_sql`]) finds the rows by
-/// primary key, with nothing to join.
+/// A batch whose every event was published, the usual case: `$write` (as in [`settle_sql`]) finds each row where
+/// the read found it (`ctid`, `$6`), one tuple fetch instead of a descent of the primary key, and writes it only if
+/// it is still the same event (`$5`; the slot of a row that vacuum removed may hold another event since), still
+/// pending. The rows not found there are looked up by primary key in a second step: those that moved since the
+/// read (an attempt counted for a dead relay's batch, an operator's change) and those settled without a row
+/// version (`NULL` in `$6`). The second step costs nothing when every row was found where it was read.
 macro_rules! all_published_sql {
-    ($write:expr) => {
-        concat!(
-            held_leases!(),
-            ",
-published AS (
-",
-            $write,
-            "
- WHERE e.id = ANY($5) AND e.status = 'pending' AND ",
-            in_held_partition!(),
-            "
-RETURNING 1
-),
-record AS (DELETE FROM outbox_batches WHERE relay_id = $1 AND batch_id = $4)
-SELECT 'published'::text AS outcome, count(*) AS n FROM published"
-        )
-    };
-}
-
-/// A batch whose every event was published and read with its row version (the relay's usual case): `$write` (as
-/// in [`settle_sql`]) finds each row where the read found it (`ctid`, `$6`), one tuple fetch instead of a descent
-/// of the primary key, and writes it only if it is still the same event (`$5`; the slot of a row that vacuum
-/// removed may hold another event since), still pending. A row that moved since the read (an attempt counted for a
-/// dead relay's batch, an operator's change) is found by primary key in a second step, which costs nothing when
-/// no row moved.
-macro_rules! all_published_at_sql {
     ($write:expr, $join:literal) => {
         concat!(
             held_leases!(),
@@ -135,10 +113,8 @@ macro_rules! delete_published {
     };
 }
 
-const MARK_ALL_PUBLISHED: &str = all_published_sql!(mark_published!());
-const DELETE_ALL_PUBLISHED: &str = all_published_sql!(delete_published!());
-const MARK_ALL_PUBLISHED_AT: &str = all_published_at_sql!(mark_published!(), "  FROM");
-const DELETE_ALL_PUBLISHED_AT: &str = all_published_at_sql!(delete_published!(), " USING");
+const MARK_ALL_PUBLISHED: &str = all_published_sql!(mark_published!(), "  FROM");
+const DELETE_ALL_PUBLISHED: &str = all_published_sql!(delete_published!(), " USING");
 const MARK_PUBLISHED: &str = settle_sql!(mark_published!(), "  FROM");
 const DELETE_PUBLISHED: &str = settle_sql!(delete_published!(), " USING");
 
@@ -188,34 +164,19 @@ pub(super) fn columns(settlements: &[Settlement]) -> Columns {
 
 pub(super) async fn settle(pool: &PgPool, batch: &SettleBatch) -> Result<SettleReport> {
     let (partitions, epochs) = lease_arrays(&batch.leases);
-    let all_published = batch.settlements.iter().all(|s| matches!(s.outcome, SettleOutcome::Published));
-    if all_published {
-        if let Some(versions) =
-            batch.settlements.iter().map(|s| s.version.as_ref().map(|v| v.0.as_str())).collect::<Option<Vec<&str>>>()
-        {
-            let ids: Vec<uuid::Uuid> = batch.settlements.iter().map(|s| s.id).collect();
-            let sql = if batch.delete_published { DELETE_ALL_PUBLISHED_AT } else { MARK_ALL_PUBLISHED_AT };
-            // Prepared once: a nested loop of tuple fetches by `ctid`, whatever the batch's size.
-            let rows = sqlx::query(sql)
-                .bind(batch.relay)
-                .bind(partitions)
-                .bind(epochs)
-                .bind(batch.batch)
-                .bind(ids)
-                .bind(versions)
-                .fetch_all(pool)
-                .await?;
-            return report(&rows, batch.settlements.len());
-        }
+    if batch.settlements.iter().all(|s| matches!(s.outcome, SettleOutcome::Published)) {
         let ids: Vec<uuid::Uuid> = batch.settlements.iter().map(|s| s.id).collect();
+        let versions: Vec<Option<&str>> =
+            batch.settlements.iter().map(|s| s.version.as_ref().map(|v| v.0.as_str())).collect();
         let sql = if batch.delete_published { DELETE_ALL_PUBLISHED } else { MARK_ALL_PUBLISHED };
-        // Prepared once: its plan (the primary key for the ids) does not depend on how many there are.
+        // Prepared once: a nested loop of tuple fetches by `ctid`, whatever the batch's size.
         let rows = sqlx::query(sql)
             .bind(batch.relay)
             .bind(partitions)
             .bind(epochs)
             .bind(batch.batch)
             .bind(ids)
+            .bind(versions)
             .fetch_all(pool)
             .await?;
         return report(&rows, batch.settlements.len());
