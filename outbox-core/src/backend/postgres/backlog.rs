@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use sqlx::{PgPool, Row};
 
-use super::pending::{pending_rows, without_jit};
+use super::jit::without_jit;
+use super::pending::pending_rows;
 use crate::error::Result;
 use crate::store::{Backlog, FailedByType, PendingByType, PgStore};
 

@@ -6,7 +6,8 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use super::pending::{pending_rows, without_jit};
+use super::jit::without_jit;
+use super::pending::pending_rows;
 use crate::error::Result;
 use crate::store::{
     Checked, EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, RelayStatus, StatusReport,

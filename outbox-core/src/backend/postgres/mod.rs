@@ -7,6 +7,7 @@ mod control;
 mod fence;
 mod inbox;
 mod inspect;
+mod jit;
 mod listen;
 mod membership;
 mod pending;

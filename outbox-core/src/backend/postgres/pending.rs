@@ -35,23 +35,3 @@ SELECT x.partition, x.id, x.seq, x.event_type, x.created_at FROM outbox_events x
     };
 }
 pub(super) use pending_rows;
-
-/// A transaction in which the statements of [`pending_rows`] run without JIT compilation. The planner counts
-/// both plans of `pending` (one of them never runs), so on a table of a million rows or more the statement's
-/// estimate passes `jit_above_cost` and PostgreSQL compiles it with LLVM at every call: measured at 0.5-0.8 s of
-/// the database's CPU per backlog refresh, more than the statement's own work, paid by every relay every few
-/// seconds. Commit it (the statements only read).
-pub(super) async fn without_jit(
-    pool: &sqlx::PgPool,
-) -> crate::error::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-    let mut tx = pool.begin().await?;
-    jit_off(&mut tx).await?;
-    Ok(tx)
-}
-
-/// Turns JIT compilation off for the rest of the transaction on `conn` (see [`without_jit`]); for a transaction
-/// whose first statements must be others (`SET TRANSACTION ...`).
-pub(super) async fn jit_off(conn: &mut sqlx::PgConnection) -> crate::error::Result<()> {
-    sqlx::query("SET LOCAL jit = off").execute(conn).await?;
-    Ok(())
-}

@@ -4,7 +4,8 @@
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use super::pending::{jit_off, pending_rows, without_jit};
+use super::jit::{jit_off, without_jit};
+use super::pending::pending_rows;
 use super::settle::{columns, failure_set, report};
 use crate::error::Result;
 use crate::store::wal_message::WAL_EMIT_LOCK;
