@@ -375,11 +375,11 @@ async fn the_backlog_statement_reads_the_backlog_not_the_published_history() {
         "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload, status, attempts,
                                     published_at)
          SELECT gen_random_uuid(), 'order', (n % 1000)::text, 'order.placed', '{}'::jsonb,
-                CASE WHEN n <= 45000 OR n % 500 <> 0 THEN 'published' WHEN n % 1000 = 0 THEN 'failed'
+                CASE WHEN n <= 495000 OR n % 500 <> 0 THEN 'published' WHEN n % 1000 = 0 THEN 'failed'
                      ELSE 'pending' END,
-                CASE WHEN n > 45000 AND n % 1000 = 0 THEN 2 ELSE 0 END,
-                CASE WHEN n <= 45000 OR n % 500 <> 0 THEN now() END
-           FROM generate_series(1, 50000) AS n",
+                CASE WHEN n > 495000 AND n % 1000 = 0 THEN 2 ELSE 0 END,
+                CASE WHEN n <= 495000 OR n % 500 <> 0 THEN now() END
+           FROM generate_series(1, 500000) AS n",
     )
     .execute(&db.pool)
     .await
@@ -394,29 +394,30 @@ async fn the_backlog_statement_reads_the_backlog_not_the_published_history() {
     .await
     .unwrap();
     sqlx::query("VACUUM ANALYZE outbox_events").execute(&db.pool).await.unwrap();
-    let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN ANALYZE {}", PgStore::backlog_statement()))
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let store = PgStore::new(db.pool.clone());
+    let plan: Vec<String> =
+        sqlx::query_scalar(&format!("EXPLAIN ANALYZE {}", store.backlog_statement().await.unwrap()))
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
     let plan = plan.join("\n");
+    // The partitions' ranges, each from its start, in one bitmap scan; no sequential scan of the table.
+    assert!(plan.contains("BitmapOr"), "{plan}");
     let walk = plan.lines().find(|line| line.contains("outbox_events_partition_seq_idx")).expect(&plan);
     assert!(!walk.contains("never executed"), "{plan}");
     assert!(plan.contains("outbox_events_attempted_idx"), "{plan}");
-    // The sequential scan for a backlog that is most of the table is planned, and not run.
-    for line in plan.lines().filter(|line| line.contains("Seq Scan on outbox_events")) {
-        assert!(line.contains("never executed"), "{plan}");
-    }
-    // It reads a small part of the table: the rows from each partition's start, not the 45,000 published before.
+    assert!(!plan.contains("Seq Scan on outbox_events"), "{plan}");
+    // It reads a small part of the table: the rows from each partition's start, not the 495,000 published before (and beside the fixed cost of one index descent per partition).
     let buffers = |db: &TestDatabase| {
         let pool = db.pool.clone();
         async move {
-            let analyzed: serde_json::Value = sqlx::query_scalar(&format!(
-                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}",
-                PgStore::backlog_statement()
-            ))
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+            // Written out again: it follows the starts.
+            let statement = PgStore::new(pool.clone()).backlog_statement().await.unwrap();
+            let analyzed: serde_json::Value =
+                sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}"))
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
             let top = &analyzed[0]["Plan"];
             top["Shared Hit Blocks"].as_i64().unwrap() + top["Shared Read Blocks"].as_i64().unwrap()
         }
@@ -452,16 +453,17 @@ async fn a_backlog_that_is_most_of_the_table_is_counted_in_one_sequential_scan()
     .await
     .unwrap();
     sqlx::query("ANALYZE outbox_events").execute(&db.pool).await.unwrap();
-    let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN ANALYZE {}", PgStore::backlog_statement()))
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let store = PgStore::new(db.pool.clone());
+    let plan: Vec<String> =
+        sqlx::query_scalar(&format!("EXPLAIN ANALYZE {}", store.backlog_statement().await.unwrap()))
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
     let plan = plan.join("\n");
-    // Both plans are there; only the sequential scan runs (the index walk is never executed).
+    // Written for a sequential scan: no walk of the partitions' ranges.
     let scan = plan.lines().find(|line| line.contains("Seq Scan on outbox_events x")).expect(&plan);
     assert!(!scan.contains("never executed"), "{plan}");
-    let walk = plan.lines().find(|line| line.contains("outbox_events_partition_seq_idx")).expect(&plan);
-    assert!(walk.contains("never executed"), "{plan}");
+    assert!(!plan.contains("outbox_events_partition_seq_idx"), "{plan}");
     let backlog = PgStore::new(db.pool.clone()).backlog().await.unwrap();
     assert_eq!(backlog.pending_total(), 18_000);
     assert_eq!(backlog.pending.len(), 2);

@@ -2,20 +2,17 @@
 
 use std::time::Duration;
 
-use sqlx::{PgPool, Row};
+use sqlx::{PgConnection, PgPool, Row};
 
 use super::jit::without_jit;
-use super::pending::pending_rows;
+use super::pending::pending_rows_now;
 use crate::error::Result;
 use crate::store::{Backlog, FailedByType, PendingByType, PgStore};
 
-/// Pending rows come from each partition's start on ([`pending_rows`]) and failed rows through the index of rows
-/// that failed an attempt (`outbox_events_attempted_idx`), so the cost follows the backlog and the dead letters,
-/// never the published history. One row per (kind, event type), plus one for the pause flag.
-const BACKLOG: &str = concat!(
-    "WITH ",
-    pending_rows!(),
-    "
+/// After `pending` ([`pending_rows_now`]): pending rows from each partition's start, and failed rows through the
+/// index of rows that failed an attempt (`outbox_events_attempted_idx`), so the cost follows the backlog and the
+/// dead letters, never the published history. One row per (kind, event type), plus one for the pause flag.
+const COUNTS: &str = "
 SELECT 'pending' AS kind, event_type, count(*) AS n,
        EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_secs
   FROM pending GROUP BY event_type
@@ -24,13 +21,18 @@ SELECT 'failed', event_type, count(*), NULL
   FROM outbox_events WHERE attempts > 0 AND status = 'failed' GROUP BY event_type
 UNION ALL
 SELECT 'paused', NULL, CASE WHEN paused THEN 1 ELSE 0 END, NULL
-  FROM outbox_control WHERE id"
-);
+  FROM outbox_control WHERE id";
+
+/// The gauges' statement as it runs next on `conn`.
+async fn statement(conn: &mut PgConnection) -> Result<String> {
+    Ok(format!("WITH {}{COUNTS}", pending_rows_now(conn).await?))
+}
 
 pub(super) async fn backlog(pool: &PgPool) -> Result<Backlog> {
     let mut backlog = Backlog::default();
     let mut tx = without_jit(pool).await?;
-    let rows = sqlx::query(BACKLOG).fetch_all(&mut *tx).await?;
+    let statement = statement(&mut tx).await?;
+    let rows = sqlx::query(&statement).persistent(false).fetch_all(&mut *tx).await?;
     tx.commit().await?;
     for row in rows {
         let kind: String = row.try_get("kind")?;
@@ -53,11 +55,16 @@ pub(super) async fn backlog(pool: &PgPool) -> Result<Backlog> {
 }
 
 impl PgStore {
-    /// The statement [`Store::backlog`](crate::store::Store::backlog) runs, for `EXPLAIN`: it reads
-    /// `outbox_events_partition_seq_idx` from each partition's start and `outbox_events_attempted_idx`, not the
-    /// table's published history.
-    #[must_use]
-    pub fn backlog_statement() -> &'static str {
-        BACKLOG
+    /// The statement [`Store::backlog`](crate::store::Store::backlog) would run now, for `EXPLAIN`: written at each
+    /// refresh from the table's statistics and the partitions' starts, it reads `outbox_events_partition_seq_idx`
+    /// from each partition's start (or the whole table in one sequential scan, when most of it is pending) and
+    /// `outbox_events_attempted_idx`, not the table's published history.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn backlog_statement(&self) -> Result<String> {
+        let mut conn = self.pool.acquire().await?;
+        statement(&mut conn).await
     }
 }

@@ -7,20 +7,17 @@ use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 use super::jit::without_jit;
-use super::pending::pending_rows;
+use super::pending::pending_rows_now;
 use crate::error::Result;
 use crate::store::{
     Checked, EventDetail, EventFilter, EventStatus, EventSummary, PendingByType, RelayStatus, StatusReport,
 };
 
-const PENDING_BY_TYPE: &str = concat!(
-    "WITH ",
-    pending_rows!(),
-    "
+/// The backlog by event type, after `pending` ([`pending_rows_now`]).
+const PENDING_BY_TYPE: &str = "
 SELECT event_type, count(*) AS n, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_secs
   FROM pending
- GROUP BY event_type ORDER BY n DESC, event_type"
-);
+ GROUP BY event_type ORDER BY n DESC, event_type";
 
 /// Events published recently are found among those created in the last day (`outbox_events_created_at_idx`, a
 /// range index): an event published more than a day after it was written is not counted.
@@ -41,11 +38,8 @@ SELECT (SELECT COALESCE(sum(cardinality(events)), 0) FROM outbox_batches)::int8 
          AS unowned";
 
 /// Live relays with their partitions, batches in flight, and the backlog of their partitions (from each partition's
-/// start, like the backlog gauges).
-const RELAYS: &str = concat!(
-    "WITH ",
-    pending_rows!(),
-    "
+/// start, like the backlog gauges), after `pending` ([`pending_rows_now`]).
+const RELAYS: &str = "
 SELECT r.relay_id, r.host, r.started_at, EXTRACT(EPOCH FROM now() - r.heartbeat_at)::float8 AS heartbeat_secs,
        COALESCE((SELECT array_agg(p.partition ORDER BY p.partition) FROM outbox_partitions p
                   WHERE p.owner = r.relay_id), '{}') AS partitions,
@@ -58,14 +52,16 @@ SELECT r.relay_id, r.host, r.started_at, EXTRACT(EPOCH FROM now() - r.heartbeat_
                FROM pending e JOIN outbox_partitions p ON p.partition = e.partition
               GROUP BY p.owner) q ON q.owner = r.relay_id
  WHERE r.expires_at >= now()
- ORDER BY r.relay_id"
-);
+ ORDER BY r.relay_id";
 
 pub(super) async fn status(pool: &PgPool) -> Result<StatusReport> {
     let mut report = StatusReport::default();
     let mut tx = without_jit(pool).await?;
-    let pending = sqlx::query(PENDING_BY_TYPE).fetch_all(&mut *tx).await?;
-    let relays = sqlx::query(RELAYS).fetch_all(&mut *tx).await?;
+    let pending_rows = pending_rows_now(&mut tx).await?;
+    let by_type = format!("WITH {pending_rows}{PENDING_BY_TYPE}");
+    let pending = sqlx::query(&by_type).persistent(false).fetch_all(&mut *tx).await?;
+    let relays = format!("WITH {pending_rows}{RELAYS}");
+    let relays = sqlx::query(&relays).persistent(false).fetch_all(&mut *tx).await?;
     tx.commit().await?;
     for row in pending {
         report.pending.push(PendingByType {
