@@ -5,7 +5,6 @@ use std::time::Duration;
 use sqlx::postgres::PgRow;
 use sqlx::{Column, PgPool, Row};
 
-use super::jit::without_jit;
 use crate::error::Result;
 use crate::store::{Checked, ReadBatch, ReadRequest, ReadRow, RowVersion, Snapshot, StoredEvent};
 
@@ -131,9 +130,6 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
         // The low 32 bits: what a row's `xmin` holds.
         since.push(range.written_since.map(|xid| (xid & 0xffff_ffff) as i64));
     }
-    // Without JIT: beside a long published history the planner expects each range to walk many published rows,
-    // and compiled the read at every call ([`super::jit`]).
-    let mut tx = without_jit(pool).await?;
     let rows = sqlx::query(READ)
         .bind(partitions)
         .bind(after)
@@ -143,11 +139,8 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
         .bind(limits)
         .bind(keys_only)
         .bind(since)
-        .fetch_all(&mut *tx)
+        .fetch_all(pool)
         .await?;
-    // Nothing to commit: dropped, the transaction ends with a `ROLLBACK` that goes out with the pool's check of
-    // the released connection (or the connection's next statement), not in a round trip of its own.
-    drop(tx);
     let mut batch = ReadBatch::default();
     // Every row carries the read's flags and snapshot (the outer join): taken from the first.
     if let Some(row) = rows.first() {

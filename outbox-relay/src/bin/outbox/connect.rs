@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::store::{PgStore, SqliteStore, Store};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{PgPool, SqlitePool};
 
@@ -49,7 +49,8 @@ impl Database {
 /// credentials: exit 2) and runtime failures (server unreachable: exit 1).
 pub(crate) async fn open(database_url: Option<&str>, max_connections: u32) -> Result<Database, Failure> {
     match options(database_url)? {
-        Options::Postgres(options) => PgPoolOptions::new()
+        // Every connection without JIT ([`PgStore::pool_options`]).
+        Options::Postgres(options) => PgStore::pool_options()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
