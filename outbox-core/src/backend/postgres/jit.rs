@@ -37,7 +37,7 @@ pub(super) async fn jit_off(conn: &mut PgConnection) -> Result<()> {
 impl PgStore {
     /// Pool options for a relay's connections, as the `outbox` CLI makes them: each connection turns JIT
     /// compilation off for its session once, when it opens (`SET jit = off`). Set the pool's size and timeouts on
-    /// them as for any pool.
+    /// them as for any pool; an `after_connect` of your own replaces this one, so run `SET jit = off` in it too.
     ///
     /// Beside a long published history (a small backlog in a table that keeps millions of published rows),
     /// PostgreSQL would otherwise compile the relay's read with LLVM at every call, which costs more than the read:
