@@ -367,6 +367,14 @@ async fn readyz_turns_unready_while_the_database_is_stopped() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `EXPLAIN ANALYZE` of the backlog gauges' statement as it would run now.
+async fn backlog_plan(db: &TestDatabase) -> String {
+    let statement = PgStore::new(db.pool.clone()).backlog_statement().await.unwrap();
+    let plan: Vec<String> =
+        sqlx::query_scalar(&format!("EXPLAIN ANALYZE {statement}")).fetch_all(&db.pool).await.unwrap();
+    plan.join("\n")
+}
+
 #[tokio::test]
 async fn the_backlog_statement_reads_the_backlog_not_the_published_history() {
     let db = TestDatabase::migrated().await;
@@ -394,13 +402,7 @@ async fn the_backlog_statement_reads_the_backlog_not_the_published_history() {
     .await
     .unwrap();
     sqlx::query("VACUUM ANALYZE outbox_events").execute(&db.pool).await.unwrap();
-    let store = PgStore::new(db.pool.clone());
-    let plan: Vec<String> =
-        sqlx::query_scalar(&format!("EXPLAIN ANALYZE {}", store.backlog_statement().await.unwrap()))
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
-    let plan = plan.join("\n");
+    let plan = backlog_plan(&db).await;
     // The partitions' ranges, each from its start, in one bitmap scan; no sequential scan of the table.
     assert!(plan.contains("BitmapOr"), "{plan}");
     let walk = plan.lines().find(|line| line.contains("outbox_events_partition_seq_idx")).expect(&plan);
@@ -453,13 +455,7 @@ async fn a_backlog_that_is_most_of_the_table_is_counted_in_one_sequential_scan()
     .await
     .unwrap();
     sqlx::query("ANALYZE outbox_events").execute(&db.pool).await.unwrap();
-    let store = PgStore::new(db.pool.clone());
-    let plan: Vec<String> =
-        sqlx::query_scalar(&format!("EXPLAIN ANALYZE {}", store.backlog_statement().await.unwrap()))
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
-    let plan = plan.join("\n");
+    let plan = backlog_plan(&db).await;
     // Written for a sequential scan: no walk of the partitions' ranges.
     let scan = plan.lines().find(|line| line.contains("Seq Scan on outbox_events x")).expect(&plan);
     assert!(!scan.contains("never executed"), "{plan}");

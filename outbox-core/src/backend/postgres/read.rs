@@ -155,11 +155,7 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
             .unseen_writers(row.try_get("unseen_writers")?);
         batch.snapshot = Some(snapshot);
     }
-    if let Some(columns) = ReadColumns::of(&rows)? {
-        for row in &rows {
-            batch.rows.extend(columns.read_row(row)?);
-        }
-    }
+    batch.rows = ReadColumns::read_rows(&rows)?;
     batch.rows.sort_by_key(|row| (row.range, row.event.seq));
     Ok(batch)
 }
@@ -187,7 +183,7 @@ pub(super) struct ReadColumns {
 
 impl ReadColumns {
     /// The columns of `rows` (none to find when there is no row).
-    pub(super) fn of(rows: &[PgRow]) -> Result<Option<Self>> {
+    fn of(rows: &[PgRow]) -> Result<Option<Self>> {
         let Some(row) = rows.first() else {
             return Ok(None);
         };
@@ -212,8 +208,20 @@ impl ReadColumns {
         }))
     }
 
+    /// The rows read of a statement's result (its row that only carries the flags, when nothing was read, is none).
+    pub(super) fn read_rows(rows: &[PgRow]) -> Result<Vec<ReadRow>> {
+        let Some(columns) = Self::of(rows)? else {
+            return Ok(Vec::new());
+        };
+        let mut read = Vec::with_capacity(rows.len());
+        for row in rows {
+            read.extend(columns.read_row(row)?);
+        }
+        Ok(read)
+    }
+
     /// The row read, or `None` for the row that only carries the flags (nothing read).
-    pub(super) fn read_row(&self, row: &PgRow) -> Result<Option<ReadRow>> {
+    fn read_row(&self, row: &PgRow) -> Result<Option<ReadRow>> {
         let Some(n) = row.try_get::<Option<i64>, _>(self.n)? else {
             return Ok(None);
         };

@@ -328,13 +328,7 @@ impl PgStore {
         if flag("visible")? == Some(false) {
             return Ok(PendingById::NotVisibleYet);
         }
-        let mut read = Vec::with_capacity(rows.len());
-        if let Some(columns) = super::read::ReadColumns::of(&rows)? {
-            for row in &rows {
-                read.extend(columns.read_row(row)?);
-            }
-        }
-        Ok(PendingById::Rows(read))
+        Ok(PendingById::Rows(super::read::ReadColumns::read_rows(&rows)?))
     }
 
     /// Writes the outcomes of streamed events in one statement: published rows marked (or deleted with
