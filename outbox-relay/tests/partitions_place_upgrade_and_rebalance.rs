@@ -363,3 +363,52 @@ async fn a_relay_refuses_to_start_on_a_database_of_the_previous_schema() {
     assert!(!error.is_retryable());
     assert!(error.to_string().contains("outbox migrate"), "{error}");
 }
+
+#[tokio::test]
+async fn a_relay_under_a_light_load_beats_at_its_heartbeat_interval_not_at_every_settle() {
+    let db = TestDatabase::migrated().await;
+    // Every heartbeat renews the relay's row (an upsert): a trigger counts them.
+    sqlx::raw_sql(
+        "CREATE TABLE beats (n bigint NOT NULL);
+         INSERT INTO beats VALUES (0);
+         CREATE FUNCTION count_beat() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN UPDATE beats SET n = n + 1; RETURN NEW; END $$;
+         CREATE TRIGGER count_beat AFTER UPDATE ON outbox_relays FOR EACH ROW EXECUTE FUNCTION count_beat();",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let beats = || async { sqlx::query_scalar::<_, i64>("SELECT n FROM beats").fetch_one(&db.pool).await.unwrap() };
+    let recorder = Recorder::new();
+    // A 10 s lease: one heartbeat a second.
+    let config = common::config().lease(Duration::from_secs(10)).build().unwrap();
+    assert_eq!(config.heartbeat_interval(), Duration::from_secs(1));
+    let relay = start(&db, recorder.for_relay(0), config);
+    wait_until(Duration::from_secs(20), "the relay owns every partition", || async {
+        let owned: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_partitions WHERE owner IS NOT NULL")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        owned == 256
+    })
+    .await;
+    // A light load for three seconds: one event at a time, each settled (its partition idle again) before the
+    // next one comes.
+    let before = beats().await;
+    let started = tokio::time::Instant::now();
+    let mut n: i64 = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        enqueue(&db.pool, &[event(format!("agg-{n}"), 0)]).await;
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let during = beats().await - before;
+    wait_until(Duration::from_secs(20), "every event is published", || async {
+        count(&db.pool, "published").await == n
+    })
+    .await;
+    relay.stop().await;
+    assert!(n > 50, "only {n} events were written in three seconds");
+    // Three seconds at one a second, and a little room for a slow machine.
+    assert!(during <= 6, "{during} heartbeats in three seconds of {n} single-event settles");
+}

@@ -45,6 +45,8 @@ struct Busy {
     counts: BTreeMap<u16, usize>,
     /// Partitions this heartbeat hands over: no lane reads them any more.
     leaving: BTreeSet<u16>,
+    /// Partitions beyond the relay's share, to hand over once nothing of theirs is in flight.
+    releasing: BTreeSet<u16>,
 }
 
 impl Handover {
@@ -69,7 +71,9 @@ impl Handover {
         }
     }
 
-    /// `n` fewer reads or events in flight; kicks a heartbeat when the partition became idle.
+    /// `n` fewer reads or events in flight; kicks a heartbeat when a partition to hand over became idle (only
+    /// then: a partition of the relay's own share goes idle after nearly every settle of a light load, and a
+    /// heartbeat for each would cost the database more than the publishing does).
     pub(crate) fn remove(&self, partition: u16, n: usize) {
         if n == 0 {
             return;
@@ -79,7 +83,9 @@ impl Handover {
             *count = count.saturating_sub(n);
             if *count == 0 {
                 busy.counts.remove(&partition);
-                self.kick.notify_one();
+                if busy.releasing.contains(&partition) {
+                    self.kick.notify_one();
+                }
             }
         }
     }
@@ -104,10 +110,15 @@ impl Handover {
         self.beaten.notify_waiters();
     }
 
-    /// Partitions owned (again) are open to reads.
-    fn owned(&self, owned: &BTreeMap<u16, PartitionLease>) {
+    /// Partitions owned (again) are open to reads; of them, `releasing` are to be handed over, and a heartbeat is
+    /// kicked at once when one of those is idle already.
+    fn owned(&self, owned: &BTreeMap<u16, PartitionLease>, releasing: &BTreeSet<u16>) {
         let mut busy = self.lock();
         busy.leaving.retain(|p| !owned.contains_key(p));
+        busy.releasing.clone_from(releasing);
+        if busy.releasing.iter().any(|p| !busy.counts.contains_key(p)) {
+            self.kick.notify_one();
+        }
     }
 }
 
@@ -159,7 +170,7 @@ impl Members {
         let leases: BTreeMap<u16, PartitionLease> = membership.owned.iter().map(|l| (l.partition, *l)).collect();
         let excess = leases.len().saturating_sub(usize::from(membership.share));
         let releasing: BTreeSet<u16> = leases.keys().rev().take(excess).copied().collect();
-        self.handover.owned(&leases);
+        self.handover.owned(&leases, &releasing);
         let next = Ownership { leases, releasing, paused: membership.paused };
         self.ownership.send_if_modified(|current| {
             if *current == next {
