@@ -412,3 +412,36 @@ async fn a_relay_under_a_light_load_beats_at_its_heartbeat_interval_not_at_every
     // Three seconds at one a second, and a little room for a slow machine.
     assert!(during <= 6, "{during} heartbeats in three seconds of {n} single-event settles");
 }
+
+#[tokio::test]
+async fn a_relay_that_joins_an_idle_relay_gets_half_the_partitions_within_a_few_heartbeats() {
+    let db = TestDatabase::migrated().await;
+    let recorder = Recorder::new();
+    // A 10 s lease: one heartbeat a second.
+    let config = || common::config().lease(Duration::from_secs(10)).build().unwrap();
+    let owned_by = || async {
+        sqlx::query_as::<_, (Option<Uuid>, i64)>("SELECT owner, count(*) FROM outbox_partitions GROUP BY owner")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap()
+    };
+    let first = start(&db, recorder.for_relay(0), config());
+    wait_until(Duration::from_secs(20), "the first relay owns every partition", || async {
+        owned_by().await.iter().any(|(owner, n)| owner.is_some() && *n == 256)
+    })
+    .await;
+    // Nothing to publish: no settle ever makes a partition idle, so the handover rests on the heartbeats alone.
+    let joined = tokio::time::Instant::now();
+    let second = start(&db, recorder.for_relay(1), config());
+    wait_until(Duration::from_secs(20), "each relay owns 128 partitions", || async {
+        let owners = owned_by().await;
+        owners.len() == 2 && owners.iter().all(|(owner, n)| owner.is_some() && *n == 128)
+    })
+    .await;
+    let took = joined.elapsed();
+    first.stop().await;
+    second.stop().await;
+    // The joiner's first heartbeat, the first relay's next one (which marks its excess idle, and sends one more
+    // at once to hand it over), and the joiner's next one, which takes it: about two heartbeat intervals.
+    assert!(took < Duration::from_secs(4), "the split took {took:?}");
+}
