@@ -57,6 +57,16 @@ async fn rows_inserted_by_plain_sql_get_a_partition_and_are_published() {
     assert!(order.values().all(|ns| ns == &[0, 1, 2, 3, 4]), "{order:?}");
 }
 
+/// How many partitions each relay owns (`None`: the partitions no relay owns).
+async fn partitions_by_owner(db: &TestDatabase) -> HashMap<Option<Uuid>, i64> {
+    sqlx::query_as::<_, (Option<Uuid>, i64)>("SELECT owner, count(*) FROM outbox_partitions GROUP BY owner")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
 /// An aggregate id of type `test` whose events land in the same partition as those of `aggregate`.
 async fn in_the_partition_of(db: &TestDatabase, aggregate: &str) -> String {
     sqlx::query_scalar(
@@ -148,11 +158,7 @@ async fn relays_joining_and_leaving_under_load_keep_every_aggregate_in_order_and
     let second = start(&db, recorder.for_relay(1), config());
     let third = start(&db, recorder.for_relay(2), config());
     wait_until(Duration::from_secs(20), "the new relays own partitions", || async {
-        let owners: i64 = sqlx::query_scalar("SELECT count(DISTINCT owner) FROM outbox_partitions")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-        owners == 3
+        partitions_by_owner(&db).await.keys().flatten().count() == 3
     })
     .await;
     // One relay leaves gracefully mid-stream, the others take its partitions.
@@ -385,11 +391,7 @@ async fn a_relay_under_a_light_load_beats_at_its_heartbeat_interval_not_at_every
     assert_eq!(config.heartbeat_interval(), Duration::from_secs(1));
     let relay = start(&db, recorder.for_relay(0), config);
     wait_until(Duration::from_secs(20), "the relay owns every partition", || async {
-        let owned: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_partitions WHERE owner IS NOT NULL")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-        owned == 256
+        partitions_by_owner(&db).await.iter().any(|(owner, n)| owner.is_some() && *n == 256)
     })
     .await;
     // A light load for three seconds: one event at a time, each settled (its partition idle again) before the
@@ -419,22 +421,16 @@ async fn a_relay_that_joins_an_idle_relay_gets_half_the_partitions_within_a_few_
     let recorder = Recorder::new();
     // A 10 s lease: one heartbeat a second.
     let config = || common::config().lease(Duration::from_secs(10)).build().unwrap();
-    let owned_by = || async {
-        sqlx::query_as::<_, (Option<Uuid>, i64)>("SELECT owner, count(*) FROM outbox_partitions GROUP BY owner")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap()
-    };
     let first = start(&db, recorder.for_relay(0), config());
     wait_until(Duration::from_secs(20), "the first relay owns every partition", || async {
-        owned_by().await.iter().any(|(owner, n)| owner.is_some() && *n == 256)
+        partitions_by_owner(&db).await.iter().any(|(owner, n)| owner.is_some() && *n == 256)
     })
     .await;
     // Nothing to publish: no settle ever makes a partition idle, so the handover rests on the heartbeats alone.
     let joined = tokio::time::Instant::now();
     let second = start(&db, recorder.for_relay(1), config());
     wait_until(Duration::from_secs(20), "each relay owns 128 partitions", || async {
-        let owners = owned_by().await;
+        let owners = partitions_by_owner(&db).await;
         owners.len() == 2 && owners.iter().all(|(owner, n)| owner.is_some() && *n == 128)
     })
     .await;

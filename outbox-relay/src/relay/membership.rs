@@ -90,10 +90,11 @@ impl Handover {
         }
     }
 
-    /// Of `releasing`, the partitions with nothing in flight, now closed to reads: this heartbeat hands them over.
-    fn take_idle(&self, releasing: &BTreeSet<u16>) -> Vec<u16> {
+    /// Of the partitions to hand over, those with nothing in flight, now closed to reads: this heartbeat hands them
+    /// over.
+    fn take_idle(&self) -> Vec<u16> {
         let mut busy = self.lock();
-        let idle: Vec<u16> = releasing.iter().copied().filter(|p| !busy.counts.contains_key(p)).collect();
+        let idle: Vec<u16> = busy.releasing.iter().copied().filter(|p| !busy.counts.contains_key(p)).collect();
         busy.leaving.extend(idle.iter().copied());
         idle
     }
@@ -143,8 +144,7 @@ impl Members {
 
     /// One heartbeat; `take` is false while the relay shuts down.
     pub(crate) async fn beat(&self, take: bool) -> Result<Membership> {
-        let releasing = self.ownership.borrow().releasing.clone();
-        let release = self.handover.take_idle(&releasing);
+        let release = self.handover.take_idle();
         let config = &self.shared.config;
         let on_crash = |event: &CrashedEvent| -> SettleOutcome {
             retry::after_failure(config, event.attempts, "a relay stopped while publishing this event".into(), false)
