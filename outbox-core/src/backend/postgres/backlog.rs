@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use sqlx::{PgConnection, PgPool, Row};
 
-use super::jit::without_jit;
+use super::jit::fetch_all_without_jit;
 use super::pending::pending_rows_now;
 use crate::error::Result;
 use crate::store::{Backlog, FailedByType, PendingByType, PgStore};
@@ -30,10 +30,10 @@ async fn statement(conn: &mut PgConnection) -> Result<String> {
 
 pub(super) async fn backlog(pool: &PgPool) -> Result<Backlog> {
     let mut backlog = Backlog::default();
-    let mut tx = without_jit(pool).await?;
-    let statement = statement(&mut tx).await?;
-    let rows = sqlx::query(&statement).persistent(false).fetch_all(&mut *tx).await?;
-    tx.commit().await?;
+    let mut conn = pool.acquire().await?;
+    let statement = statement(&mut conn).await?;
+    // No transaction spans the two round trips: a relay stopped between them holds none open.
+    let rows = fetch_all_without_jit(&mut conn, &statement).await?;
     for row in rows {
         let kind: String = row.try_get("kind")?;
         let n = row.try_get::<i64, _>("n")?.unsigned_abs();

@@ -13,10 +13,11 @@
 //!
 //! The relay's pool turns JIT off for its sessions ([`PgStore::pool_options`]): no statement and no round trip
 //! per read, and no transaction left open by a relay that stops between two statements. The statements that read
-//! every pending row also run in a transaction that turns JIT off for itself ([`without_jit`]), whatever pool
-//! they are given: they are rare (a backlog refresh every few seconds, `outbox status`).
+//! every pending row also turn JIT off for themselves, whatever pool they are given: the backlog gauges, which a
+//! relay refreshes every few seconds, in the same message as the statement ([`fetch_all_without_jit`]); `outbox
+//! status` and the WAL source's start in a transaction ([`without_jit`], [`jit_off`]).
 
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgPoolOptions, PgRow};
 use sqlx::{Executor, PgConnection, PgPool, Postgres, Transaction};
 
 use crate::error::Result;
@@ -25,6 +26,15 @@ use crate::store::PgStore;
 /// A transaction on `pool` in which statements run without JIT compilation, begun in one round trip. Commit it.
 pub(super) async fn without_jit(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
     Ok(pool.begin_with("BEGIN; SET LOCAL jit = off").await?)
+}
+
+/// The rows of `statement` (no parameters) run without JIT compilation: `SET LOCAL jit = off` and the statement
+/// travel in one simple-protocol message, one implicit transaction that the server opens and ends by itself. For a
+/// statement a relay runs again and again: a relay stopped while it waits for the answer (SIGSTOP, a paused VM)
+/// holds no transaction open, as it would between the round trips of [`without_jit`].
+pub(super) async fn fetch_all_without_jit(conn: &mut PgConnection, statement: &str) -> Result<Vec<PgRow>> {
+    let sql = format!("SET LOCAL jit = off;\n{statement}");
+    Ok(conn.fetch_all(sql.as_str()).await?)
 }
 
 /// Turns JIT compilation off for the rest of the transaction on `conn` (see [`without_jit`]); for a transaction
