@@ -32,8 +32,9 @@ fn panic_message(result: std::thread::Result<()>) -> String {
 
 #[test]
 fn assert_compatible_fails_until_overwrite_writes_the_contracts() {
-    let dir = std::env::temp_dir().join(format!("outbox-assert-compatible-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let temp = tempfile::Builder::new().prefix("outbox-assert-compatible-").tempdir().unwrap();
+    // A folder that does not exist yet: `assert_compatible` creates it only with overwrite.
+    let dir = temp.path().join("contracts");
     std::env::remove_var(OVERWRITE_ENV);
 
     let message = panic_message(catch_unwind(AssertUnwindSafe(|| assert_compatible(&dir))));

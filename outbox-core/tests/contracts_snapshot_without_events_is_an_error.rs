@@ -5,7 +5,8 @@ use outbox_core::contracts::{ContractError, Snapshot};
 
 #[test]
 fn a_snapshot_without_registered_events_is_an_error() {
-    let dir = std::env::temp_dir().join(format!("outbox-no-events-{}", std::process::id()));
+    let temp = tempfile::Builder::new().prefix("outbox-no-events-").tempdir().unwrap();
+    let dir = temp.path().join("contracts");
     let error = Snapshot::new(&dir).overwrite(true).check().unwrap_err();
     assert!(matches!(error, ContractError::NoEvents), "{error}");
     assert!(error.to_string().contains("extern crate"), "{error}");

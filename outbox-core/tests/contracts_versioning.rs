@@ -2,8 +2,7 @@
 //! versions and reused names are caught, `--transitive` checks older versions, accepted breaks pass, and bad
 //! input is a one-line error.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 
 use outbox_core::contracts::{diff, diff_paths, Allow, ContractError, Contracts, DiffOptions, Mode, Rule, RESERVED};
 use serde_json::{json, Value};
@@ -26,16 +25,9 @@ fn options(mode: Mode) -> DiffOptions {
     options
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "outbox-contracts-{}-{}-{name}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A new empty directory, removed when the returned guard is dropped.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("outbox-contracts-{name}-")).tempdir().unwrap()
 }
 
 fn write(path: &Path, text: &str) {
@@ -140,21 +132,23 @@ fn an_accepted_break_passes_and_is_marked() {
 
 #[test]
 fn the_new_folders_allowed_breaks_file_is_read() {
-    let (old, new) = (temp_dir("allow-old"), temp_dir("allow-new"));
+    let (old_dir, new_dir) = (temp_dir("allow-old"), temp_dir("allow-new"));
+    let (old, new) = (old_dir.path(), new_dir.path());
     write(&old.join("order.placed/v1.schema.json"), r#"{"type":"object","properties":{"id":{"type":"integer"}}}"#);
     write(&new.join("order.placed/v1.schema.json"), r#"{"type":"object","properties":{"id":{"type":"string"}}}"#);
-    assert!(!diff_paths(&old, &new, &DiffOptions::default()).unwrap().is_compatible());
+    assert!(!diff_paths(old, new, &DiffOptions::default()).unwrap().is_compatible());
     write(
         &new.join("allowed-breaks.txt"),
         "# accepted in review\nTYPE_CHANGED  order.placed v1  /properties/id/type  integer -> string\n",
     );
-    let report = diff_paths(&old, &new, &DiffOptions::default()).unwrap();
+    let report = diff_paths(old, new, &DiffOptions::default()).unwrap();
     assert!(report.is_compatible(), "{report}");
 }
 
 #[test]
 fn two_single_files_are_compared_whatever_their_names() {
-    let dir = temp_dir("files");
+    let temp = temp_dir("files");
+    let dir = temp.path();
     write(&dir.join("before.json"), r#"{"type":"object","properties":{"n":{"type":"integer"}}}"#);
     write(&dir.join("after.json"), r#"{"type":"object","properties":{"n":{"type":"number"}}}"#);
     let report = diff_paths(dir.join("before.json"), dir.join("after.json"), &options(Mode::Forward)).unwrap();
@@ -165,11 +159,12 @@ fn two_single_files_are_compared_whatever_their_names() {
 }
 
 fn load_error(files: &[(&str, &str)]) -> ContractError {
-    let dir = temp_dir("bad");
+    let temp = temp_dir("bad");
+    let dir = temp.path();
     for (path, text) in files {
         write(&dir.join(path), text);
     }
-    let error = Contracts::load(&dir).expect_err("loading should fail");
+    let error = Contracts::load(dir).expect_err("loading should fail");
     let message = error.to_string();
     assert!(!message.contains('\n'), "not one line: {message}");
     error
@@ -205,8 +200,9 @@ fn malformed_contracts_are_one_line_errors() {
 
 #[test]
 fn a_folder_and_a_file_cannot_be_compared() {
-    let dir = temp_dir("mixed");
+    let temp = temp_dir("mixed");
+    let dir = temp.path();
     write(&dir.join("e/v1.schema.json"), "{}");
-    let error = diff_paths(&dir, dir.join("e/v1.schema.json"), &DiffOptions::default()).unwrap_err();
+    let error = diff_paths(dir, dir.join("e/v1.schema.json"), &DiffOptions::default()).unwrap_err();
     assert!(matches!(error, ContractError::MixedInputs { .. }), "{error}");
 }

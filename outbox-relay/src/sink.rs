@@ -316,11 +316,10 @@ mod tests {
 
     #[test]
     fn a_sink_keeps_order_as_its_publisher_says() {
-        let path = std::env::temp_dir().join(format!("outbox-sink-order-{}.jsonl", std::process::id()));
-        let file: SinkPublisher = Sink::File(path.clone()).open().unwrap();
+        let dir = tempfile::Builder::new().prefix("outbox-sink-order-").tempdir().unwrap();
+        let file: SinkPublisher = Sink::File(dir.path().join("events.jsonl")).open().unwrap();
         assert!(file.keeps_order(), "a file is written in the order of the batch");
         assert!(Sink::Stdout.open().unwrap().keeps_order());
-        let _ = std::fs::remove_file(path);
     }
 
     #[test]

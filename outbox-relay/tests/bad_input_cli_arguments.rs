@@ -49,7 +49,9 @@ async fn invalid_durations_sizes_counts_and_addresses_exit_2_with_one_line_and_w
     let db = TestDatabase::migrated().await;
     enqueue(&db.pool, &[event("a", 0), event("a", 1), event("b", 0)]).await;
     let before = snapshot(&db.pool).await;
-    let dir = std::env::temp_dir().join(format!("outbox-bad-args-{}", uuid::Uuid::now_v7().simple()));
+    let temp = tempfile::Builder::new().prefix("outbox-bad-args-").tempdir().unwrap();
+    // A directory that does not exist: no refused command may create it.
+    let dir = temp.path().join("sink");
     let sink = format!("file:{}/events.jsonl", dir.display());
     let relay = |flag: &str, value: &str| args(&["relay", "--sink", &sink, flag, value]);
     let cases: Vec<(Vec<String>, &str)> = vec![

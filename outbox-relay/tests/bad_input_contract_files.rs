@@ -11,10 +11,9 @@ use proptest::prelude::*;
 
 const VALID: &str = r#"{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}"#;
 
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("outbox-bad-contracts-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A new empty directory, removed when the returned guard is dropped.
+fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("outbox-bad-contracts-").tempdir().unwrap()
 }
 
 fn write(path: &Path, bytes: &[u8]) {
@@ -43,7 +42,8 @@ fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 
 #[test]
 fn files_that_are_not_json_or_not_schemas_exit_2_with_one_line_and_change_nothing() {
-    let root = temp_dir();
+    let temp = temp_dir();
+    let root = temp.path();
     let old = root.join("old");
     write(&old.join("order.placed/v1.schema.json"), VALID.as_bytes());
     let bad_folder = |name: &str, file: &str, bytes: &[u8]| {
@@ -79,7 +79,7 @@ fn files_that_are_not_json_or_not_schemas_exit_2_with_one_line_and_change_nothin
     write(&single, b"[true]");
     all.push((single, "not a JSON Schema"));
 
-    let before = files(&root);
+    let before = files(root);
     for (new, problem) in &all {
         for (a, b) in [(old.as_path(), new.as_path()), (new.as_path(), old.as_path())] {
             let output = outbox_tests::outbox!().run([Path::new("contracts"), Path::new("diff"), a, b]);
@@ -91,8 +91,7 @@ fn files_that_are_not_json_or_not_schemas_exit_2_with_one_line_and_change_nothin
             assert!(output.stdout.is_empty(), "{}", String::from_utf8_lossy(&output.stdout));
         }
     }
-    assert_eq!(files(&root), before, "a file was changed");
-    let _ = std::fs::remove_dir_all(&root);
+    assert_eq!(files(root), before, "a file was changed");
 }
 
 /// JSON text built from schema keywords and values, valid or not.
@@ -131,10 +130,11 @@ fn json_like() -> impl Strategy<Value = String> {
 }
 
 fn load_never_panics(bytes: &[u8]) -> Result<(), TestCaseError> {
-    let dir = temp_dir();
+    let temp = temp_dir();
+    let dir = temp.path();
     write(&dir.join("order.placed/v1.schema.json"), bytes);
-    let loaded = std::panic::catch_unwind(|| Contracts::load(&dir).map(|_| ()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let loaded = std::panic::catch_unwind(|| Contracts::load(dir).map(|_| ()));
+    drop(temp);
     match loaded {
         Err(_) => Err(TestCaseError::fail("loading panicked")),
         Ok(Ok(())) => Ok(()),

@@ -10,6 +10,7 @@
 
 mod bad_input_support;
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use bad_input_support::{retry_delays, start, with_password};
@@ -62,9 +63,8 @@ async fn an_unreachable_database_is_waited_for_with_growing_delays_and_the_relay
     db.pool.close().await;
     server.stop().expect("stop the server");
 
-    let dir = std::env::temp_dir().join(format!("outbox-db-at-start-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("events.jsonl");
+    let dir = tempfile::Builder::new().prefix("outbox-db-at-start-").tempdir().unwrap();
+    let file = dir.path().join("events.jsonl");
     let url = with_password(&db.url, PASSWORD);
     let sink = format!("file:{}", file.display());
     let mut relay = start(&url, &["relay", "--sink", &sink, "--poll-interval", "10ms"], &[]);
@@ -97,12 +97,13 @@ async fn an_unreachable_database_is_waited_for_with_growing_delays_and_the_relay
         sqlx::query_as("SELECT status, attempts FROM outbox_events").fetch_all(&pool).await.unwrap();
     assert_eq!(rows.len(), 20);
     assert!(rows.iter().all(|(status, attempts)| status == "published" && *attempts == 0), "{rows:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn a_relay_waiting_for_the_database_stops_on_sigterm_with_exit_0_and_writes_nothing() {
-    let dir = std::env::temp_dir().join(format!("outbox-db-never-{}", uuid::Uuid::now_v7().simple()));
+    let temp = tempfile::Builder::new().prefix("outbox-db-never-").tempdir().unwrap();
+    // A directory that does not exist: a relay that writes nothing does not create it.
+    let dir = temp.path().join("sink");
     let url = format!("postgres://app:{PASSWORD}@127.0.0.1:{}/shop", free_port());
     let sink = format!("file:{}/events.jsonl", dir.display());
     let mut relay = start(&url, &["relay", "--sink", &sink], &[]);
@@ -121,19 +122,22 @@ async fn wrong_database_credentials_exit_2_at_once_with_one_line_and_the_passwor
     outbox_core::migrate(&db.pool).await.expect("migrate");
     enqueue(&db.pool, 3).await;
     // Password authentication for every role but the admin: a hba file of our own, read at the next start.
-    let hba = std::env::temp_dir().join(format!("outbox-hba-{}.conf", uuid::Uuid::now_v7().simple()));
+    let hba = tempfile::Builder::new().prefix("outbox-hba-").suffix(".conf").tempfile().unwrap();
     std::fs::write(
-        &hba,
+        hba.path(),
         "local all all trust\nhost all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
     )
     .unwrap();
+    // A temporary file is readable by its owner only (0600), and the server may run as another user (`postgres`,
+    // when the tests run as root).
+    std::fs::set_permissions(hba.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
     for statement in [
         "CREATE ROLE app LOGIN PASSWORD 'the-right-password'".to_owned(),
         "GRANT SELECT, UPDATE, DELETE ON outbox_events TO app".to_owned(),
         "GRANT SELECT ON outbox_control TO app".to_owned(),
         "GRANT SELECT, INSERT, UPDATE, DELETE ON outbox_relays, outbox_batches TO app".to_owned(),
         "GRANT SELECT, UPDATE ON outbox_partitions TO app".to_owned(),
-        format!("ALTER SYSTEM SET hba_file = '{}'", hba.display()),
+        format!("ALTER SYSTEM SET hba_file = '{}'", hba.path().display()),
     ] {
         sqlx::raw_sql(&statement).execute(&db.pool).await.unwrap_or_else(|e| panic!("{statement}: {e}"));
     }
@@ -169,5 +173,4 @@ async fn wrong_database_credentials_exit_2_at_once_with_one_line_and_the_passwor
             .await
             .unwrap();
     assert_eq!(pending, 3, "nothing was claimed or changed");
-    let _ = std::fs::remove_file(&hba);
 }

@@ -184,11 +184,10 @@ async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refus
     let db = TestDatabase::migrated().await;
     enqueue(&db.pool, &[event("a", 0)]).await;
     let database_url = with_password(&db.url, DB_PASSWORD);
-    let dir = std::env::temp_dir().join(format!("outbox-secret-audit-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let password_file = dir.join("password");
+    let dir = tempfile::Builder::new().prefix("outbox-secret-audit-").tempdir().unwrap();
+    let password_file = dir.path().join("password");
     std::fs::write(&password_file, format!("{FILE_PASSWORD}\n")).unwrap();
-    let creds_file = dir.join("relay.creds");
+    let creds_file = dir.path().join("relay.creds");
     NATS.creds.write(&creds_file);
     let port = free_port();
 
@@ -270,7 +269,6 @@ async fn tokens_and_passwords_from_files_or_the_environment_never_show_and_refus
         .await
         .unwrap();
     assert_eq!(attempts, 0, "nothing was claimed");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// `outbox relay --sink SINK` at trace level in `format`, serving `/metrics`, until the relay published `n`
@@ -308,9 +306,8 @@ async fn nkey_seeds_and_creds_files_never_show_in_logs_or_metrics_and_unknown_on
 
     let db = TestDatabase::migrated().await;
     let database_url = with_password(&db.url, DB_PASSWORD);
-    let dir = std::env::temp_dir().join(format!("outbox-secret-audit-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (creds_file, stranger_file) = (dir.join("relay.creds"), dir.join("stranger.creds"));
+    let dir = tempfile::Builder::new().prefix("outbox-secret-audit-").tempdir().unwrap();
+    let (creds_file, stranger_file) = (dir.path().join("relay.creds"), dir.path().join("stranger.creds"));
     NATS.creds.write(&creds_file);
     NATS.stranger_creds.write(&stranger_file);
     let public_key = nkeys::KeyPair::from_seed(&NATS.seed).unwrap().public_key();
@@ -359,5 +356,4 @@ async fn nkey_seeds_and_creds_files_never_show_in_logs_or_metrics_and_unknown_on
             .await
             .unwrap();
     assert_eq!(attempts, 0, "nothing was claimed");
-    std::fs::remove_dir_all(dir).unwrap();
 }

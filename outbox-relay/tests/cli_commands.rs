@@ -28,7 +28,9 @@ fn stderr(output: &Output) -> String {
 #[tokio::test]
 async fn bad_input_is_one_line_naming_the_problem_with_exit_2_and_writes_nothing() {
     let db = TestDatabase::migrated().await;
-    let dir = std::env::temp_dir().join(format!("outbox-cli-{}", uuid::Uuid::now_v7().simple()));
+    let temp = tempfile::Builder::new().prefix("outbox-cli-").tempdir().unwrap();
+    // A directory that does not exist: no refused command may create it.
+    let dir = temp.path().join("sink");
     let sink = format!("file:{}/events.jsonl", dir.display());
     let missing_db = db.url.replace(&db.name, &format!("{}_missing", db.name));
     let cases: Vec<(Option<&str>, Vec<&str>, &str)> = vec![

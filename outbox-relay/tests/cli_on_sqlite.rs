@@ -45,7 +45,7 @@ async fn every_command_works_on_a_sqlite_database() {
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.contains("[REDACTED]") && !shown.contains("buyer1@example.com"), "{shown}");
 
-    let sink = dir.join("events.jsonl");
+    let sink = dir.path().join("events.jsonl");
     let sink_url = format!("file:{}", sink.display());
     let mut relay =
         outbox_tests::outbox!().database(&url).spawn(["relay", "--sink", &sink_url, "--poll-interval", "10ms"]);
@@ -71,20 +71,18 @@ async fn every_command_works_on_a_sqlite_database() {
     assert_eq!(paused["paused"], true);
     assert!(outbox(&url, &["resume"]).status.success());
 
-    let missing = outbox(&format!("sqlite://{}", dir.join("nope.db").display()), &["status"]);
+    let missing = outbox(&format!("sqlite://{}", dir.path().join("nope.db").display()), &["status"]);
     assert_eq!(missing.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("error: missing database"), "{stderr}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A migrated SQLite file in a fresh directory with `events` pending `order.placed` events: the directory, the
-/// database URL, a pool on it and the events' ids.
-async fn backlog(name: &str, events: u32) -> (std::path::PathBuf, String, sqlx::SqlitePool, Vec<uuid::Uuid>) {
-    let dir = std::env::temp_dir().join(format!("outbox-{name}-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}", dir.join("outbox.db").display());
+/// A migrated SQLite file in a fresh directory with `events` pending `order.placed` events: the directory (removed
+/// when dropped), the database URL, a pool on it and the events' ids.
+async fn backlog(name: &str, events: u32) -> (tempfile::TempDir, String, sqlx::SqlitePool, Vec<uuid::Uuid>) {
+    let dir = tempfile::Builder::new().prefix(&format!("outbox-{name}-")).tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("outbox.db").display());
     let created = outbox(&format!("{url}?mode=rwc"), &["migrate"]);
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
@@ -109,7 +107,7 @@ async fn statuses(pool: &sqlx::SqlitePool) -> (Vec<(String, i64)>, i64) {
 
 #[tokio::test]
 async fn file_sink_on_dev_null_drains_a_backlog() {
-    let (dir, url, pool, _) = backlog("dev-null", 250).await;
+    let (_dir, url, pool, _) = backlog("dev-null", 250).await;
     let mut relay = outbox_tests::outbox!().database(&url).spawn([
         "relay",
         "--sink",
@@ -134,12 +132,11 @@ async fn file_sink_on_dev_null_drains_a_backlog() {
     assert!(!stderr.contains("Invalid argument") && !stderr.contains("WARN"), "{stderr}");
     let (_, attempts) = statuses(&pool).await;
     assert_eq!(attempts, 0, "no publish failed, so no attempt was spent");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn file_sink_on_dev_stdout_writes_the_events_to_the_relays_standard_output() {
-    let (dir, url, pool, _) = backlog("dev-stdout", 3).await;
+    let (_dir, url, pool, _) = backlog("dev-stdout", 3).await;
     // Standard output a pipe, as in `outbox relay --sink file:/dev/stdout | consumer`.
     let mut relay = outbox_tests::outbox!()
         .database(&url)
@@ -164,7 +161,6 @@ async fn file_sink_on_dev_stdout_writes_the_events_to_the_relays_standard_output
     assert!(outbox_tests::process::send_signal(relay.id(), "-TERM"));
     assert_eq!(relay.wait().unwrap().code(), Some(0));
     assert_eq!(statuses(&pool).await, (vec![("published".to_owned(), 3)], 0));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
@@ -173,8 +169,8 @@ async fn unwritable_file_sink_stops_the_relay_at_start_with_exit_2_and_one_line(
     let sinks = [
         // A directory, a file in a directory that does not exist, and a path no one may create (sysfs refuses
         // new files, also to root).
-        (dir.display().to_string(), "Is a directory"),
-        (dir.join("missing").join("events.jsonl").display().to_string(), "does not exist"),
+        (dir.path().display().to_string(), "Is a directory"),
+        (dir.path().join("missing").join("events.jsonl").display().to_string(), "does not exist"),
         ("/sys/outbox-events.jsonl".to_owned(), "ermission denied"),
     ];
     for (path, reason) in sinks {
@@ -188,5 +184,4 @@ async fn unwritable_file_sink_stops_the_relay_at_start_with_exit_2_and_one_line(
         assert!(stderr.contains(reason), "file:{path}: {stderr}");
     }
     assert_eq!(statuses(&pool).await, (vec![("pending".to_owned(), 3)], 0), "nothing was claimed");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -5,8 +5,7 @@
 //! the `outbox` binary itself.
 #![cfg(feature = "cli")]
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 
 use clap::Parser;
 
@@ -41,16 +40,9 @@ fn outbox(args: &[&str]) -> (u8, String, String) {
     (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "outbox-contracts-cli-{}-{}-{name}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A new empty directory, removed when the returned guard is dropped.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("outbox-contracts-cli-{name}-")).tempdir().unwrap()
 }
 
 fn contract(dir: &Path, event_type: &str, version: u32, schema: &str) {
@@ -65,21 +57,23 @@ const NOTE_REQUIRED: &str =
     r#"{"type":"object","properties":{"id":{"type":"integer"},"note":{"type":"string"}},"required":["id","note"]}"#;
 const NOTE_ADDED_LABEL: &str = r#"{"type":"object","properties":{"id":{"type":"integer"},"note":{"type":"string"},"label":{"type":"string"}},"required":["id"]}"#;
 
-fn folders(new_schema: &str) -> (String, String) {
+/// Two contract folders, the old with [`V1`] and the new with `new_schema`, as command-line arguments; the
+/// directories are removed when the returned guards are dropped.
+fn folders(new_schema: &str) -> (String, String, [tempfile::TempDir; 2]) {
     let (old, new) = (temp_dir("old"), temp_dir("new"));
-    contract(&old, "order.placed", 1, V1);
-    contract(&new, "order.placed", 1, new_schema);
-    (old.display().to_string(), new.display().to_string())
+    contract(old.path(), "order.placed", 1, V1);
+    contract(new.path(), "order.placed", 1, new_schema);
+    (old.path().display().to_string(), new.path().display().to_string(), [old, new])
 }
 
 #[test]
 fn asyncapi_for_a_sink_names_its_channels_and_server_and_never_its_password() {
     let dir = temp_dir("asyncapi");
-    contract(&dir, "order.placed", 1, V1);
-    contract(&dir, "order.placed", 2, V1);
+    contract(dir.path(), "order.placed", 1, V1);
+    contract(dir.path(), "order.placed", 2, V1);
     let sink =
         "amqps://relay:s3cret-pass@mq.example.com:5671/prod?exchange=events&routing_key=shop.{event_type}.v{version}";
-    let (code, out, err) = outbox(&["contracts", "asyncapi", &dir.display().to_string(), "--sink", sink]);
+    let (code, out, err) = outbox(&["contracts", "asyncapi", &dir.path().display().to_string(), "--sink", sink]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("s3cret-pass") && !out.contains("relay:"), "{out}");
     let document: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
@@ -133,10 +127,10 @@ fn channels_and_server(folder: &str, sink: &str) -> (Vec<String>, serde_json::Va
 #[test]
 fn asyncapi_for_a_broker_url_alone_names_the_publishers_default_channels_and_the_host() {
     let dir = temp_dir("asyncapi-defaults");
-    contract_of(&dir, "order.placed", "order");
-    contract_of(&dir, "order.shipped", "order");
-    contract_of(&dir, "payment.paid", "payment");
-    let folder = dir.display().to_string();
+    contract_of(dir.path(), "order.placed", "order");
+    contract_of(dir.path(), "order.shipped", "order");
+    contract_of(dir.path(), "payment.paid", "payment");
+    let folder = dir.path().display().to_string();
     let mut cases: Vec<(&str, &str, &str, &[&str])> = Vec::new();
     if cfg!(feature = "kafka") {
         cases.push(("kafka://127.0.0.1:9092", "kafka", "127.0.0.1:9092", &["outbox.order", "outbox.payment"]));
@@ -164,8 +158,8 @@ fn asyncapi_for_a_broker_url_alone_names_the_publishers_default_channels_and_the
 #[test]
 fn asyncapi_refuses_sinks_without_channels_and_bad_urls_with_one_line() {
     let dir = temp_dir("asyncapi-bad");
-    contract(&dir, "order.placed", 1, V1);
-    let folder = dir.display().to_string();
+    contract(dir.path(), "order.placed", 1, V1);
+    let folder = dir.path().display().to_string();
     for (sink, expected) in [
         ("stdout", "has no channels to describe"),
         ("file:/tmp/events.jsonl", "has no channels to describe"),
@@ -184,7 +178,7 @@ fn asyncapi_refuses_sinks_without_channels_and_bad_urls_with_one_line() {
 
 #[test]
 fn a_compatible_change_exits_0() {
-    let (old, new) = folders(NOTE_ADDED_LABEL);
+    let (old, new, _dirs) = folders(NOTE_ADDED_LABEL);
     let (code, out, err) = outbox(&["contracts", "diff", &old, &new]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("OPTIONAL_PROPERTY_ADDED  order.placed v1  /properties/label"), "{out}");
@@ -193,7 +187,7 @@ fn a_compatible_change_exits_0() {
 
 #[test]
 fn a_breaking_change_exits_1_with_one_line_per_finding() {
-    let (old, new) = folders(NOTE_REQUIRED);
+    let (old, new, _dirs) = folders(NOTE_REQUIRED);
     let (code, out, _) = outbox(&["contracts", "diff", &old, &new]);
     assert_eq!(code, 1, "{out}");
     assert_eq!(
@@ -204,7 +198,7 @@ fn a_breaking_change_exits_1_with_one_line_per_finding() {
 
 #[test]
 fn the_mode_decides_which_side_counts() {
-    let (old, new) = folders(NOTE_REQUIRED);
+    let (old, new, _dirs) = folders(NOTE_REQUIRED);
     assert_eq!(outbox(&["contracts", "diff", "--mode", "forward", &old, &new]).0, 0);
     assert_eq!(outbox(&["contracts", "diff", "--mode", "backward", &old, &new]).0, 1);
     assert_eq!(outbox(&["contracts", "diff", "--mode", "full", &old, &new]).0, 1);
@@ -212,7 +206,7 @@ fn the_mode_decides_which_side_counts() {
 
 #[test]
 fn strict_rules_treat_open_schemas_as_accepting_anything() {
-    let (old, new) = folders(NOTE_ADDED_LABEL);
+    let (old, new, _dirs) = folders(NOTE_ADDED_LABEL);
     assert_eq!(outbox(&["contracts", "diff", &old, &new]).0, 0);
     let (code, out, _) = outbox(&["contracts", "diff", "--strict", &old, &new]);
     assert_eq!(code, 1, "{out}");
@@ -221,19 +215,20 @@ fn strict_rules_treat_open_schemas_as_accepting_anything() {
 
 #[test]
 fn an_allowed_rule_passes() {
-    let (old, new) = folders(NOTE_REQUIRED);
+    let (old, new, _dirs) = folders(NOTE_REQUIRED);
     let (code, out, _) = outbox(&["contracts", "diff", "--allow", "PROPERTY_MADE_REQUIRED", &old, &new]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("[allowed]"), "{out}");
 
-    let file = temp_dir("allow").join("allow.txt");
+    let allow = temp_dir("allow");
+    let file = allow.path().join("allow.txt");
     std::fs::write(&file, "PROPERTY_MADE_REQUIRED  order.placed v1  /properties/note\n").unwrap();
     assert_eq!(outbox(&["contracts", "diff", "--allow-file", file.to_str().unwrap(), &old, &new]).0, 0);
 }
 
 #[test]
 fn json_output_is_one_document_for_machines() {
-    let (old, new) = folders(NOTE_REQUIRED);
+    let (old, new, _dirs) = folders(NOTE_REQUIRED);
     for flags in [&["--format", "json"][..], &["--json"][..]] {
         let mut args = vec!["contracts", "diff"];
         args.extend_from_slice(flags);
@@ -249,15 +244,15 @@ fn json_output_is_one_document_for_machines() {
 
 #[test]
 fn transitive_checks_older_versions() {
-    let (old, new) = (temp_dir("t-old"), temp_dir("t-new"));
+    let (old_dir, new_dir) = (temp_dir("t-old"), temp_dir("t-new"));
     let v1 = r#"{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}"#;
     let v2 = r#"{"type":"object","properties":{"a":{"type":"integer"}}}"#;
     let v2_changed = r#"{"type":"object","properties":{}}"#;
-    for (dir, second) in [(&old, v2), (&new, v2_changed)] {
+    for (dir, second) in [(old_dir.path(), v2), (new_dir.path(), v2_changed)] {
         contract(dir, "order.placed", 1, v1);
         contract(dir, "order.placed", 2, second);
     }
-    let (old, new) = (old.display().to_string(), new.display().to_string());
+    let (old, new) = (old_dir.path().display().to_string(), new_dir.path().display().to_string());
     assert_eq!(outbox(&["contracts", "diff", &old, &new]).0, 0);
     let (code, out, _) = outbox(&["contracts", "diff", "--transitive", &old, &new]);
     assert_eq!(code, 1, "{out}");
@@ -271,7 +266,8 @@ fn transitive_checks_older_versions() {
 
 #[test]
 fn single_schema_files_can_be_compared() {
-    let dir = temp_dir("files");
+    let temp = temp_dir("files");
+    let dir = temp.path();
     std::fs::write(dir.join("old.json"), V1).unwrap();
     std::fs::write(dir.join("new.json"), NOTE_REQUIRED).unwrap();
     let (code, out, _) =
@@ -281,10 +277,10 @@ fn single_schema_files_can_be_compared() {
 
 #[test]
 fn bad_input_exits_2_with_one_line() {
-    let (old, new) = folders(V1);
-    let not_json = temp_dir("not-json");
-    contract(&not_json, "order.placed", 1, "{ nope");
-    let not_json = not_json.display().to_string();
+    let (old, new, _dirs) = folders(V1);
+    let not_json_dir = temp_dir("not-json");
+    contract(not_json_dir.path(), "order.placed", 1, "{ nope");
+    let not_json = not_json_dir.path().display().to_string();
     for args in [
         vec!["contracts", "diff", &old, "/nonexistent/contracts"],
         vec!["contracts", "diff", &old, &not_json],
@@ -326,9 +322,9 @@ mod binary {
 
     #[test]
     fn the_binary_exits_0_1_and_2() {
-        let (old, new) = folders(NOTE_ADDED_LABEL);
+        let (old, new, _dirs) = folders(NOTE_ADDED_LABEL);
         assert_eq!(exit_code(&["contracts", "diff", &old, &new]), 0);
-        let (old, new) = folders(NOTE_REQUIRED);
+        let (old, new, _dirs) = folders(NOTE_REQUIRED);
         assert_eq!(exit_code(&["contracts", "diff", &old, &new]), 1);
         assert_eq!(exit_code(&["contracts", "diff", &old, "/nonexistent"]), 2);
     }
@@ -339,10 +335,10 @@ mod binary {
     #[test]
     fn the_binary_reports_a_new_version_as_a_bump_against_the_previous_one() {
         let (old, new) = (temp_dir("bump-old"), temp_dir("bump-new"));
-        contract(&old, "order.placed", 1, V1);
-        contract(&new, "order.placed", 1, V1);
-        contract(&new, "order.placed", 2, NOTE_REQUIRED);
-        let (old_dir, new_dir) = (old.display().to_string(), new.display().to_string());
+        contract(old.path(), "order.placed", 1, V1);
+        contract(new.path(), "order.placed", 1, V1);
+        contract(new.path(), "order.placed", 2, NOTE_REQUIRED);
+        let (old_dir, new_dir) = (old.path().display().to_string(), new.path().display().to_string());
         let output = outbox_tests::outbox!().run(["contracts", "diff", &old_dir, &new_dir]);
         let (out, err) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
         assert_eq!(output.status.code(), Some(0), "{out}{err}");
@@ -362,7 +358,7 @@ mod binary {
         assert_eq!((&added["version"], &added["breaks"]), (&serde_json::json!(2), &serde_json::json!([])), "{report}");
 
         // The bump does not excuse a breaking change to the version consumers already read.
-        contract(&new, "order.placed", 1, NOTE_REQUIRED);
+        contract(new.path(), "order.placed", 1, NOTE_REQUIRED);
         let output = outbox_tests::outbox!().run(["contracts", "diff", &old_dir, &new_dir]);
         let out = String::from_utf8_lossy(&output.stdout);
         assert_eq!(output.status.code(), Some(1), "{out}");

@@ -42,9 +42,8 @@ async fn killed_relay_loses_no_event_and_terminated_relay_exits_cleanly() {
     let migrate = outbox_tests::outbox!().database(&db.url).run(["migrate"]);
     assert!(migrate.status.success(), "outbox migrate: {}", String::from_utf8_lossy(&migrate.stderr));
     let ids = enqueue_interleaved(&db.pool, 300, 10).await;
-    let dir = std::env::temp_dir().join(format!("outbox-kill-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sink = dir.join("events.jsonl");
+    let dir = tempfile::Builder::new().prefix("outbox-kill-").tempdir().unwrap();
+    let sink = dir.path().join("events.jsonl");
 
     // Kill the first relay once it has published part of the backlog.
     let mut first = relay(&db, &sink);
@@ -83,5 +82,4 @@ async fn killed_relay_loses_no_event_and_terminated_relay_exits_cleanly() {
     for (aggregate, order) in firsts {
         assert_eq!(order, (0..10).collect::<Vec<u64>>(), "aggregate {aggregate}");
     }
-    std::fs::remove_dir_all(&dir).ok();
 }

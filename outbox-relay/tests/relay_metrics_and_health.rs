@@ -163,9 +163,8 @@ async fn metrics_count_published_events_and_the_gauges_match_outbox_status() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("outbox-metrics-sink-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sink = format!("file:{}", dir.join("events.jsonl").display());
+    let dir = tempfile::Builder::new().prefix("outbox-metrics-sink-").tempdir().unwrap();
+    let sink = format!("file:{}", dir.path().join("events.jsonl").display());
     let mut relay = ServingRelay::start(&db.url, &sink, &[], &[("RUST_LOG", "trace")]);
     relay.wait_until_serving().await;
 
@@ -238,7 +237,6 @@ async fn metrics_count_published_events_and_the_gauges_match_outbox_status() {
 
     // Everything the process logged at trace level: never the sensitive value.
     assert_never_sensitive(&relay.output(), "RUST_LOG=trace, text logs");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
@@ -343,9 +341,8 @@ async fn readyz_turns_unready_while_the_database_is_stopped() {
     let server = PrivateServer::start().unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"));
     let db = TestDatabase::create_on(&server.url).await;
     outbox_core::migrate(&db.pool).await.unwrap();
-    let dir = std::env::temp_dir().join(format!("outbox-ready-sink-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sink = format!("file:{}", dir.join("events.jsonl").display());
+    let dir = tempfile::Builder::new().prefix("outbox-ready-sink-").tempdir().unwrap();
+    let sink = format!("file:{}", dir.path().join("events.jsonl").display());
     // With --notify, readiness also needs the LISTEN connection.
     let mut relay = ServingRelay::start(&db.url, &sink, &["--notify"], &[("OUTBOX_LOG", "warn")]);
     relay.wait_until_serving().await;
@@ -364,7 +361,6 @@ async fn readyz_turns_unready_while_the_database_is_stopped() {
     server.start_again().unwrap();
     // The listener reconnects with backoff (at most 30s between tries).
     wait_until(Duration::from_secs(60), "/readyz is 200 again", ready(200)).await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// `EXPLAIN ANALYZE` of the backlog gauges' statement as it would run now.
@@ -529,9 +525,8 @@ async fn the_wal_slot_gauges_grow_while_events_wait_and_fall_back_once_they_are_
         assert!(output.status.success(), "outbox {args:?}: {}", String::from_utf8_lossy(&output.stderr));
     };
     outbox(&["wal", "enable"]);
-    let dir = std::env::temp_dir().join(format!("outbox-wal-gauges-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sink = format!("file:{}", dir.join("events.jsonl").display());
+    let dir = tempfile::Builder::new().prefix("outbox-wal-gauges-").tempdir().unwrap();
+    let sink = format!("file:{}", dir.path().join("events.jsonl").display());
     let mut relay = ServingRelay::start(&db.url, &sink, &["--source", "wal"], &[]);
     relay.wait_until_serving().await;
     let gauges = |s: &Scrape| (s.get(names::WAL_LAG_BYTES, &[]), s.get(names::WAL_CONFIRMED_AGE_SECONDS, &[]));
@@ -583,5 +578,4 @@ async fn the_wal_slot_gauges_grow_while_events_wait_and_fall_back_once_they_are_
         .await;
     let status = outbox_status(&db.url);
     assert!(status["wal_slot"]["lag_bytes"].as_u64().unwrap() < written as u64 / 2, "{status}");
-    let _ = std::fs::remove_dir_all(dir);
 }

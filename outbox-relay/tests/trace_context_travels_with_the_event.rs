@@ -29,9 +29,8 @@ async fn enqueue_with_trace(db: &TestDatabase) -> uuid::Uuid {
 async fn an_explicit_traceparent_reaches_the_file_sink_of_the_real_binary() {
     let db = TestDatabase::migrated().await;
     let id = enqueue_with_trace(&db).await;
-    let dir = std::env::temp_dir().join(format!("outbox-trace-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sink = dir.join("events.jsonl");
+    let dir = tempfile::Builder::new().prefix("outbox-trace-").tempdir().unwrap();
+    let sink = dir.path().join("events.jsonl");
     let sink_url = format!("file:{}", sink.display());
     let mut relay = outbox_tests::outbox!().database(&db.url).env("OUTBOX_LOG", "warn").spawn([
         "relay",
@@ -48,7 +47,6 @@ async fn an_explicit_traceparent_reaches_the_file_sink_of_the_real_binary() {
     assert_eq!(line["id"], id.to_string());
     assert_eq!(line["headers"]["traceparent"], TRACEPARENT);
     assert_eq!(line["headers"]["tracestate"], TRACESTATE);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The `traceparent` and `tracestate` of one request.

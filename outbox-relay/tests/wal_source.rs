@@ -44,10 +44,12 @@ fn outbox(url: &str, args: &[&str]) -> std::process::Output {
     outbox_tests::outbox!().database(url).run(args)
 }
 
-fn sink_in(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("outbox-wal-{name}-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("events.jsonl")
+/// A file sink's path in a new directory, and the directory, removed when dropped: a test keeps it until its
+/// relays are stopped and the file is read.
+fn sink_in(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::Builder::new().prefix(&format!("outbox-wal-{name}-")).tempdir().unwrap();
+    let sink = dir.path().join("events.jsonl");
+    (dir, sink)
 }
 
 #[tokio::test]
@@ -57,7 +59,7 @@ async fn pending_rows_are_published_first_once_then_the_stream_in_commit_order_a
     let enabled = outbox(&db.url, &["wal", "enable"]);
     assert!(enabled.status.success(), "{}", String::from_utf8_lossy(&enabled.stderr));
 
-    let sink = sink_in("order");
+    let (_sink_dir, sink) = sink_in("order");
     let sink_url = format!("file:{}", sink.display());
     let args = ["relay", "--source", "wal", "--sink", sink_url.as_str()];
     let mut relay = bad_input_support::start(&db.url, &args, &[]);
@@ -167,7 +169,7 @@ async fn without_the_replication_privilege_the_wal_relay_exits_2_with_one_line_n
     let mut url = url::Url::parse(&db.url).unwrap();
     url.set_username(&role).unwrap();
 
-    let sink = sink_in("no-replication");
+    let (_sink_dir, sink) = sink_in("no-replication");
     let sink_url = format!("file:{}", sink.display());
     let refused = outbox(url.as_str(), &["relay", "--source", "wal", "--sink", &sink_url]);
     assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));
@@ -377,7 +379,7 @@ async fn message_mode_events_publish_in_commit_order_with_no_table_row_and_never
     tx.commit().await.expect("the refused enqueue wrote nothing and left the transaction usable");
 
     assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let sink = sink_in("messages");
+    let (_sink_dir, sink) = sink_in("messages");
     let sink_url = format!("file:{}", sink.display());
     let args = ["relay", "--source", "wal", "--sink", sink_url.as_str()];
     let mut relay = bad_input_support::start(&db.url, &args, &[]);
@@ -429,7 +431,7 @@ async fn message_mode_events_publish_in_commit_order_with_no_table_row_and_never
 async fn switching_back_to_the_table_moves_the_unpublished_message_mode_events_to_pending_rows() {
     let db = TestDatabase::migrated().await;
     assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let sink = sink_in("switch-back");
+    let (_sink_dir, sink) = sink_in("switch-back");
     let sink_url = format!("file:{}", sink.display());
     let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
     wait_for_the_slot(&db).await;
@@ -473,7 +475,7 @@ async fn a_message_mode_transaction_sends_its_events_with_the_commit_and_without
     assert!(orders().await.is_empty(), "the domain change is rolled back with the events");
 
     assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let sink = sink_in("with-the-commit");
+    let (_sink_dir, sink) = sink_in("with-the-commit");
     let sink_url = format!("file:{}", sink.display());
     let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
     wait_for_the_slot(&db).await;
@@ -492,7 +494,7 @@ async fn a_message_mode_transaction_sends_its_events_with_the_commit_and_without
 async fn a_paused_wal_relay_publishes_no_row_and_no_message_until_resumed() {
     let db = TestDatabase::migrated().await;
     assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let sink = sink_in("paused");
+    let (_sink_dir, sink) = sink_in("paused");
     let sink_url = format!("file:{}", sink.display());
     let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
     wait_for_the_slot(&db).await;
@@ -530,7 +532,7 @@ async fn a_row_whose_commit_is_streamed_before_other_sessions_see_it_is_publishe
     // commit while the row is still invisible to every other session. A relay that read it then would find no row
     // and take it for one settled or deleted; this one waits until the row is visible.
     let (_server, db) = wal_database_on_private_server("").await;
-    let sink = sink_in("visibility");
+    let (_sink_dir, sink) = sink_in("visibility");
     let sink_url = format!("file:{}", sink.display());
     let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", sink_url.as_str()], &[]);
     wait_for_the_slot(&db).await;
@@ -598,7 +600,7 @@ async fn a_row_whose_commit_is_streamed_before_other_sessions_see_it_is_publishe
 #[tokio::test]
 async fn a_slot_the_server_invalidated_stops_the_relay_with_one_line_and_a_new_slot_publishes_the_pending_rows() {
     let (_server, db) = wal_database_on_private_server("-c max_slot_wal_keep_size=1MB").await;
-    let sink = sink_in("lost-slot");
+    let (_sink_dir, sink) = sink_in("lost-slot");
     let sink_url = format!("file:{}", sink.display());
     let args = ["relay", "--source", "wal", "--sink", sink_url.as_str()];
     let mut relay = bad_input_support::start(&db.url, &args, &[]);

@@ -33,13 +33,13 @@ fn sink(dir: &Path, name: &str) -> (PathBuf, String) {
     (path, url)
 }
 
-/// A migrated database published by the WAL source (`outbox wal enable`), and a new directory for the sinks.
-async fn wal_database(name: &str) -> (TestDatabase, PathBuf) {
+/// A migrated database published by the WAL source (`outbox wal enable`), and a new directory for the sinks,
+/// removed when dropped: the test keeps it until its relays are stopped.
+async fn wal_database(name: &str) -> (TestDatabase, tempfile::TempDir) {
     let db = TestDatabase::migrated().await;
     let enabled = outbox_tests::outbox!().database(&db.url).run(["wal", "enable"]);
     assert!(enabled.status.success(), "{}", String::from_utf8_lossy(&enabled.stderr));
-    let dir = std::env::temp_dir().join(format!("outbox-wal-{name}-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::Builder::new().prefix(&format!("outbox-wal-{name}-")).tempdir().unwrap();
     (db, dir)
 }
 
@@ -84,8 +84,8 @@ async fn a_standby_takes_over_after_sigkill_with_nothing_lost_and_every_aggregat
     const AGGREGATES: u32 = 20;
     const ROUNDS: u32 = 40;
     let (db, dir) = wal_database("takeover").await;
-    let (first_sink, first_url) = sink(&dir, "first");
-    let (second_sink, second_url) = sink(&dir, "second");
+    let (first_sink, first_url) = sink(dir.path(), "first");
+    let (second_sink, second_url) = sink(dir.path(), "second");
 
     let mut first = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &first_url], &[]);
     let mut ids = common::enqueue_interleaved(&db.pool, AGGREGATES, 1).await;
@@ -150,7 +150,7 @@ async fn after_the_active_relay_loses_its_connections_a_relay_takes_over_within_
     const CUTS: [Cut; 4] = [Cut::Replication, Cut::Everything, Cut::Replication, Cut::Everything];
     let (db, dir) = wal_database("cut").await;
     // One file for both relays, appended to as a broker would receive: the order a consumer sees.
-    let (sink_path, sink_url) = sink(&dir, "both");
+    let (sink_path, sink_url) = sink(dir.path(), "both");
     // Each relay's sessions carry an application name of their own, so that the test can cut one relay off.
     let names = ["outbox_test_relay_a", "outbox_test_relay_b"];
     let mut relays = Vec::new();
@@ -252,7 +252,7 @@ async fn repeated_sigkills_during_20000_events_of_200_aggregates_in_both_modes_l
     let (db, dir) = wal_database("kills").await;
     let mut sinks = Vec::new();
     let start_relay = |sinks: &mut Vec<PathBuf>| {
-        let (path, url) = sink(&dir, &format!("relay-{}", sinks.len()));
+        let (path, url) = sink(dir.path(), &format!("relay-{}", sinks.len()));
         sinks.push(path);
         bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &url], &[])
     };

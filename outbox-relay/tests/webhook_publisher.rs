@@ -484,10 +484,10 @@ async fn tls_in_front_of(
 #[tokio::test]
 async fn an_https_receiver_with_a_private_ca_and_client_certificates_gets_events_and_an_untrusted_one_gets_none() {
     let (receiver, plain) = start_receiver().await;
-    let dir = std::env::temp_dir().join(format!("outbox-webhook-tls-{}", uuid::Uuid::now_v7().simple()));
-    let tls = outbox_tests::certificates::Certificates::generate(&dir, "webhook");
-    let other = outbox_tests::certificates::Certificates::generate(&dir, "other");
-    let (_stunnel, url) = tls_in_front_of(&plain, &tls, &dir).await;
+    let dir = tempfile::Builder::new().prefix("outbox-webhook-tls-").tempdir().unwrap();
+    let tls = outbox_tests::certificates::Certificates::generate(dir.path(), "webhook");
+    let other = outbox_tests::certificates::Certificates::generate(dir.path(), "other");
+    let (_stunnel, url) = tls_in_front_of(&plain, &tls, dir.path()).await;
     let builder = || WebhookPublisher::builder(url.clone()).secret(SECRET).timeout(Duration::from_secs(5));
 
     let trusted = builder().tls_ca(&tls.ca).tls_client_certificate(&tls.client_cert, &tls.client_key).build().unwrap();
@@ -507,9 +507,8 @@ async fn an_https_receiver_with_a_private_ca_and_client_certificates_gets_events
     assert!(matches!(outcomes.as_slice(), [Outcome::Transient(_)]), "{outcomes:?}");
     assert_eq!(receiver.requests.lock().unwrap().len(), 1, "no request got through without trust on both sides");
 
-    let missing = builder().tls_ca(dir.join("missing.pem")).build().expect_err("a missing CA file is refused");
+    let missing = builder().tls_ca(dir.path().join("missing.pem")).build().expect_err("a missing CA file is refused");
     assert!(missing.to_string().contains("missing.pem"), "{missing}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]

@@ -126,9 +126,11 @@ impl Outbox {
     ///
     /// When the binary cannot be started.
     pub fn spawn<S: AsRef<OsStr>>(&self, args: impl IntoIterator<Item = S>) -> OutboxProcess {
-        let dir = std::env::temp_dir().join(format!("outbox-process-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).expect("a temporary directory for the process's output");
-        let (stdout, stderr) = (dir.join("stdout"), dir.join("stderr"));
+        let dir = tempfile::Builder::new()
+            .prefix("outbox-process-")
+            .tempdir()
+            .expect("a temporary directory for the process's output");
+        let (stdout, stderr) = (dir.path().join("stdout"), dir.path().join("stderr"));
         self.start(args, &stdout, &stderr, Some(dir))
     }
 
@@ -147,7 +149,7 @@ impl Outbox {
         args: impl IntoIterator<Item = S>,
         stdout: &Path,
         stderr: &Path,
-        dir: Option<PathBuf>,
+        dir: Option<tempfile::TempDir>,
     ) -> OutboxProcess {
         let open = |path: &Path| {
             std::fs::OpenOptions::new()
@@ -162,7 +164,7 @@ impl Outbox {
             .stderr(open(stderr))
             .spawn()
             .unwrap_or_else(|error| panic!("start {}: {error}", self.bin.display()));
-        OutboxProcess { child, stdout: stdout.to_owned(), stderr: stderr.to_owned(), dir }
+        OutboxProcess { child, stdout: stdout.to_owned(), stderr: stderr.to_owned(), _dir: dir }
     }
 }
 
@@ -172,8 +174,9 @@ pub struct OutboxProcess {
     child: Child,
     stdout: PathBuf,
     stderr: PathBuf,
-    /// The directory of the output files, removed on drop (none for [`Outbox::spawn_logging_to`]).
-    dir: Option<PathBuf>,
+    /// The directory of the output files, removed on drop once the process is killed (a field is dropped after
+    /// [`Drop::drop`] has run); none for [`Outbox::spawn_logging_to`].
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl OutboxProcess {
@@ -297,10 +300,8 @@ impl Drop for OutboxProcess {
             self.resume();
             self.kill();
         }
-        // (A reaped process gets no signal: its pid may be another process's by now.)
-        if let Some(dir) = &self.dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        // (A reaped process gets no signal: its pid may be another process's by now.) The output directory is
+        // removed after this, when `_dir` is dropped.
     }
 }
 

@@ -6,7 +6,6 @@
 //! Needs `node` and the parser installed with `npm ci --prefix tests/asyncapi` (scripts/test-all.sh does it).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use outbox_core::contracts::{Contracts, ASYNCAPI_FILE, SCHEMA_FORMAT};
 use outbox_core::registry::EventDescriptor;
@@ -76,23 +75,23 @@ struct Parcel {
     weight_grams: u32,
 }
 
-fn exported(name: &str) -> PathBuf {
+/// The contracts folder of the events above, in a temporary directory removed when the returned guard is dropped.
+fn exported(name: &str) -> tempfile::TempDir {
     let events = [
         EventDescriptor::of::<PaymentPaidV1>("PaymentPaidV1"),
         EventDescriptor::of::<PaymentPaidV2>("PaymentPaidV2"),
         EventDescriptor::of::<OrderShipped>("OrderShipped"),
     ];
     let contracts = Contracts::from_events(&events).expect("contracts");
-    let dir = std::env::temp_dir().join(format!("outbox-asyncapi-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    contracts.write(&dir).expect("write");
+    let dir = tempfile::Builder::new().prefix(&format!("outbox-asyncapi-{name}-")).tempdir().unwrap();
+    contracts.write(dir.path()).expect("write");
     dir
 }
 
 #[test]
 fn asyncapi_document_passes_the_official_parser() {
     let dir = exported("valid");
-    let output = outbox_tests::asyncapi::parse(&dir.join(ASYNCAPI_FILE));
+    let output = outbox_tests::asyncapi::parse(&dir.path().join(ASYNCAPI_FILE));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the parser rejected the document:\n{stderr}");
 
@@ -128,7 +127,7 @@ fn asyncapi_document_passes_the_official_parser() {
     assert!(sensitive.contains(&"payment.paid.v1:payer_email"), "{sensitive:?}");
     assert!(sensitive.contains(&"payment.paid.v2:payer_email"), "{sensitive:?}");
     // The nested sensitive field keeps its flag too, in the hoisted definition.
-    let document = std::fs::read_to_string(dir.join(ASYNCAPI_FILE)).unwrap();
+    let document = std::fs::read_to_string(dir.path().join(ASYNCAPI_FILE)).unwrap();
     let document: serde_json::Value = serde_json::from_str(&document).unwrap();
     assert_eq!(
         document.pointer("/components/schemas/payment.paid.v2.Card/properties/number/x-sensitive"),
@@ -140,7 +139,7 @@ fn asyncapi_document_passes_the_official_parser() {
 #[test]
 fn the_exported_document_says_it_names_no_broker_and_how_to_get_the_brokers() {
     let dir = exported("broker-free");
-    let document = std::fs::read_to_string(dir.join(ASYNCAPI_FILE)).unwrap();
+    let document = std::fs::read_to_string(dir.path().join(ASYNCAPI_FILE)).unwrap();
     let document: serde_json::Value = serde_json::from_str(&document).unwrap();
     assert!(document.get("servers").is_none(), "a document without a sink names no server: {document}");
     let description = document["info"]["description"].as_str().expect("a description");
@@ -152,7 +151,7 @@ fn the_exported_document_says_it_names_no_broker_and_how_to_get_the_brokers() {
 #[test]
 fn a_broken_document_is_rejected_by_the_validator() {
     let dir = exported("broken");
-    let path = dir.join("broken.json");
+    let path = dir.path().join("broken.json");
     std::fs::write(
         &path,
         r##"{"asyncapi":"3.0.0","info":{"title":"x"},"channels":{"a":{"messages":{"m":{"$ref":"#/nowhere"}}}}}"##,

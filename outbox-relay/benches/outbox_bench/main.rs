@@ -1116,8 +1116,8 @@ async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64) -> Option<(f
         options.get_port(),
         options.get_username()
     );
-    let dir = std::env::temp_dir().join(format!("outbox-pgbench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
+    // Removed when dropped, also on the early returns below.
+    let dir = tempfile::Builder::new().prefix("outbox-pgbench-").tempdir().ok()?;
     let plain =
         "\\set id random(1, 100000)\nBEGIN;\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\nCOMMIT;\n";
     let event = "\\set id random(1, 100000)\nBEGIN;\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\n\
@@ -1128,7 +1128,7 @@ async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64) -> Option<(f
         WHERE pg_current_xact_id() IS NOT NULL \\; COMMIT;\n";
     let mut rates = Vec::new();
     for (name, script) in [("plain", plain), ("event", event)] {
-        let file = dir.join(format!("{name}.sql"));
+        let file = dir.path().join(format!("{name}.sql"));
         std::fs::write(&file, script).ok()?;
         let clients = clients.to_string();
         let output = tokio::process::Command::new(&pgbench)
@@ -1145,7 +1145,6 @@ async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64) -> Option<(f
             .find_map(|line| line.strip_prefix("tps = ")?.split_whitespace().next()?.parse::<f64>().ok())?;
         rates.push(tps);
     }
-    let _ = std::fs::remove_dir_all(&dir);
     Some((rates[0], rates[1]))
 }
 

@@ -862,8 +862,8 @@ mod tests {
     #[test]
     fn tls_and_sasl_options_become_librdkafka_properties_with_verification_on() {
         std::env::set_var("OUTBOX_TEST_KAFKA_PASSWORD", "hunter2");
-        let dir = std::env::temp_dir().join(format!("outbox-kafka-ca-{}", uuid::Uuid::now_v7().simple()));
-        let ca = outbox_tests::certificates::Certificates::generate(&dir, "kafka").ca;
+        let dir = tempfile::Builder::new().prefix("outbox-kafka-ca-").tempdir().unwrap();
+        let ca = outbox_tests::certificates::Certificates::generate(dir.path(), "kafka").ca;
         let url = format!(
             "kafka://relay@b1:9096?security_protocol=sasl_ssl&sasl_mechanism=scram-sha-512\
              &password_env=OUTBOX_TEST_KAFKA_PASSWORD&tls_ca={}",
@@ -885,7 +885,6 @@ mod tests {
         assert!(!plain.to_string().contains("hunter2"), "{plain}");
         let off = KafkaPublisher::builder(["b1:9092"]).property("enable.ssl.certificate.verification", "false").build();
         assert!(off.unwrap_err().to_string().contains("always verified"));
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

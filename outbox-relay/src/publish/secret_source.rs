@@ -76,9 +76,8 @@ mod tests {
 
     #[test]
     fn secrets_come_from_files_or_the_environment_and_are_never_shown() {
-        let dir = std::env::temp_dir().join(format!("outbox-secret-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("password");
+        let dir = tempfile::Builder::new().prefix("outbox-secret-").tempdir().unwrap();
+        let file = dir.path().join("password");
         std::fs::write(&file, "hunter2\n").unwrap();
         let url: url::Url = format!("nats://h?password_file={}", file.display()).parse().unwrap();
         let secret = take_secret(&mut Query::new(&url).unwrap(), "password").unwrap().unwrap();
@@ -100,6 +99,5 @@ mod tests {
             assert!(error.contains(reason), "{url}: {error}");
             assert!(!error.contains("hunter2"), "{error}");
         }
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -285,10 +285,14 @@ pub fn describe(sink: &str) -> Described {
     );
     let sink: outbox_relay::Sink = sink.parse().expect("a sink URL");
     let document = outbox_relay::asyncapi_document(&contracts, "Broker test", &sink).expect("the document");
-    let file = std::env::temp_dir().join(format!("outbox-asyncapi-{}.json", Uuid::now_v7().simple()));
-    std::fs::write(&file, document.to_string()).expect("write the document");
-    let output = outbox_tests::asyncapi::parse(&file);
-    let _ = std::fs::remove_file(&file);
+    let file = tempfile::Builder::new()
+        .prefix("outbox-asyncapi-")
+        .suffix(".json")
+        .tempfile()
+        .expect("a file for the document");
+    std::fs::write(file.path(), document.to_string()).expect("write the document");
+    let output = outbox_tests::asyncapi::parse(file.path());
+    drop(file);
     assert!(
         output.status.success(),
         "the official parser refused the document: {}",

@@ -27,6 +27,19 @@ pub(crate) struct Scene {
     pub(crate) relay_url: String,
     pub(crate) dir: PathBuf,
     pub(crate) started: Instant,
+    /// Removes `dir` when the scene is dropped at the end of [`finish`](Self::finish), after the relays are
+    /// stopped and their logs audited; a failed scenario keeps it (see the `Drop` impl).
+    dir_guard: tempfile::TempDir,
+}
+
+impl Drop for Scene {
+    /// A failed scenario keeps its directory, whose path it printed at its start: the relays' logs and sinks are
+    /// what explains the failure.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dir_guard.disable_cleanup(true);
+        }
+    }
 }
 
 impl Scene {
@@ -49,10 +62,13 @@ impl Scene {
         let mut relay_url = url::Url::parse(&db.url).expect("the database URL");
         relay_url.set_username(&role).expect("a user name");
         relay_url.set_password(Some(RELAY_PASSWORD)).expect("a password");
-        let dir = std::env::temp_dir().join(format!("outbox-fault-{name}-{}", Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).expect("the scenario's directory");
+        let dir_guard = tempfile::Builder::new()
+            .prefix(&format!("outbox-fault-{name}-"))
+            .tempdir()
+            .expect("the scenario's directory");
+        let dir = dir_guard.path().to_path_buf();
         println!("    [{name}] logs and sinks in {}", dir.display());
-        Self { name, db, relay_url: relay_url.to_string(), dir, started }
+        Self { name, db, relay_url: relay_url.to_string(), dir, started, dir_guard }
     }
 
     /// The admin pool (producers and checks).
@@ -145,7 +161,6 @@ impl Scene {
             ledger.committed.iter().step_by((ledger.committed.len() / 3).max(1)).map(|w| w.id).collect();
         audit.add_cli(&self.db.url, &shown);
         audit.check(self.name);
-        let _ = std::fs::remove_dir_all(&self.dir);
         counts
     }
 
