@@ -12,7 +12,8 @@
 //!   takes its snapshot may later commit rows below the cursor. Each read's range stays *open* until every
 //!   transaction that was running then and may write events has finished (the relays' own transactions, which
 //!   never insert a row, are left out by the read: see [`Snapshot::running`]). While ranges are open, every read
-//!   also *rechecks* them: the keys of the rows written since the oldest transaction waited for (no payloads). A
+//!   also *rechecks* the `seq` range read since the last complete one: the keys of its rows written since the oldest
+//!   transaction waited for (no payloads); when nothing was read since, there is nothing to recheck. A
 //!   row found there that the owner has not seen committed late: its aggregate is held back from it and read again
 //!   at once, so it is published before any later event of its aggregate, in commit order. A read taken while
 //!   nothing but relays wrote to the outbox is complete at once and costs no recheck.
@@ -245,7 +246,10 @@ impl PartitionState {
         let seen = self.seen.take();
         self.close_complete(seen.as_ref(), now);
         self.seen = seen;
-        if let Some(since) = self.open.iter().map(|open| open.since).min() {
+        // A late commit lies after `safe`, at or below the cursor: when nothing was read since `safe`, there is no
+        // row to recheck (one committed after the cursor is among the same read's new rows).
+        let since = self.open.iter().map(|open| open.since).min().filter(|_| self.safe < self.cursor);
+        if let Some(since) = since {
             let recheck = ReadRange::new(partition, self.safe, RECHECK_LIMIT)
                 .through(self.cursor)
                 .keys_only()
@@ -358,12 +362,31 @@ mod tests {
         assert!(recheck(&state.ranges(100, start)).is_some());
         // 21 started after the first read: the first read's range is complete once 12 finished, but the rows read
         // while 21 ran wait for it in turn.
-        read(&mut state, 0, None, &Snapshot::new(21, 25).running(vec![21]), start);
-        assert_eq!(recheck(&state.ranges(100, start)).unwrap().written_since, Some(21));
+        read(&mut state, 1, Some(45), &Snapshot::new(21, 25).running(vec![21]), start);
+        let range = recheck(&state.ranges(100, start)).cloned().unwrap();
+        assert_eq!((range.after, range.through, range.written_since), (40, Some(45), Some(21)));
         read(&mut state, 0, None, &Snapshot::new(25, 25), start);
         let ranges = state.ranges(100, start);
         assert_eq!(ranges.len(), 1, "{ranges:?}");
+        assert_eq!((ranges[0].1.clone(), ranges[0].0.after), (Purpose::Next, 45));
+    }
+
+    #[test]
+    fn an_open_range_with_nothing_read_since_the_last_complete_one_is_not_rechecked() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let now = Instant::now();
+        read(&mut state, 2, Some(40), &Snapshot::new(10, 20), now);
+        // Nothing new, while a producer's transaction 21 runs: the range it opens ends where the complete one did.
+        read(&mut state, 0, None, &Snapshot::new(21, 22).running(vec![21]), now);
+        let ranges = state.ranges(100, now);
+        assert_eq!(ranges.len(), 1, "an empty recheck is not sent: {ranges:?}");
         assert_eq!((ranges[0].1.clone(), ranges[0].0.after), (Purpose::Next, 40));
+        // Rows read while 21 still runs: a late commit of 21 may lie below them, so they are rechecked.
+        read(&mut state, 3, Some(55), &Snapshot::new(21, 23).running(vec![21]), now);
+        let range = recheck(&state.ranges(100, now)).cloned().unwrap();
+        assert_eq!((range.after, range.through, range.written_since), (40, Some(55), Some(21)));
+        read(&mut state, 0, None, &Snapshot::new(23, 23), now);
+        assert_eq!(state.ranges(100, now).len(), 1);
     }
 
     #[test]
