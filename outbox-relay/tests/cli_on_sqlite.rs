@@ -138,14 +138,16 @@ async fn file_sink_on_dev_null_drains_a_backlog() {
 async fn file_sink_on_dev_stdout_writes_the_events_to_the_relays_standard_output() {
     let (_dir, url, pool, _) = backlog("dev-stdout", 3).await;
     // Standard output a pipe, as in `outbox relay --sink file:/dev/stdout | consumer`.
-    let mut relay = outbox_tests::outbox!()
-        .database(&url)
-        .command(["relay", "--sink", "file:/dev/stdout", "--poll-interval", "10ms"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start outbox relay");
-    let stdout = std::io::BufReader::new(relay.stdout.take().unwrap());
+    let mut relay = KilledOnDrop(
+        outbox_tests::outbox!()
+            .database(&url)
+            .command(["relay", "--sink", "file:/dev/stdout", "--poll-interval", "10ms"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start outbox relay"),
+    );
+    let stdout = std::io::BufReader::new(relay.0.stdout.take().unwrap());
     let lines =
         std::thread::spawn(move || std::io::BufRead::lines(stdout).take(3).map(Result::unwrap).collect::<Vec<_>>());
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -158,9 +160,20 @@ async fn file_sink_on_dev_stdout_writes_the_events_to_the_relays_standard_output
         let event: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(event["type"], "order.placed", "{line}");
     }
-    assert!(outbox_tests::process::send_signal(relay.id(), "-TERM"));
-    assert_eq!(relay.wait().unwrap().code(), Some(0));
+    assert!(outbox_tests::process::send_signal(relay.0.id(), "-TERM"));
+    assert_eq!(relay.0.wait().unwrap().code(), Some(0));
     assert_eq!(statuses(&pool).await, (vec![("published".to_owned(), 3)], 0));
+}
+
+/// A child process killed (if it still runs) when the test ends, also when an assertion fails on the way.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        // A child already waited for is not signalled again (its pid may be another process's by now).
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[tokio::test]
