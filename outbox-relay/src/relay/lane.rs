@@ -363,7 +363,7 @@ impl Lane {
                 let since_commit = row.since_commit + since_sent;
                 items.push(Item::new(*partition, state.lease.epoch, row.event, since_commit).at(row.version));
             }
-            state.answered(purpose, count, *limit, last_seq, read.snapshot.as_ref(), now);
+            state.answered(purpose, count, *limit, last_seq, read.snapshot.as_ref().map(|s| (s, sent)), now);
         }
         items.sort_by_key(|item| item.seq);
         // The read's guard becomes the batch's events in flight (released by its settle).

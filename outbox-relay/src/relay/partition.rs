@@ -31,7 +31,9 @@ use tokio::time::Instant;
 /// How long a read's range stays open at least when a writer had no transaction id in its snapshot
 /// ([`Snapshot::unseen_writers`]): an insert by plain SQL takes its `seq` microseconds before its transaction id
 /// (the library's own enqueue takes the id first), so such a writer may commit a row below the read's rows that no
-/// transaction id of the snapshot announces. Only reads taken at such a moment pay for it.
+/// transaction id of the snapshot announces. After the grace, the range waits for the transactions that got their
+/// id since the read and still run in the first snapshot taken after it: the writer's is among them, however long
+/// it runs. Only reads taken at such a moment pay for it.
 pub(crate) const LATE_COMMIT_GRACE: Duration = Duration::from_millis(100);
 
 /// Why an aggregate is held back.
@@ -53,13 +55,30 @@ struct OpenRange {
     since: u64,
     /// Open at least until then ([`LATE_COMMIT_GRACE`]), when a writer had no transaction id in the snapshot.
     grace_until: Option<Instant>,
+    /// The read's snapshot's `xmax`: a writer without a transaction id then gets one from here on.
+    xmax: u64,
 }
+
+/// A read's snapshot, and when the read was sent: the snapshot was taken no earlier.
+type Taken<'a> = (&'a Snapshot, Instant);
 
 impl OpenRange {
     /// Whether it is complete by snapshot `latest` at `now`.
-    fn complete(&self, latest: Option<&Snapshot>, now: Instant) -> bool {
-        let finished = self.waiting.is_empty() || latest.is_some_and(|s| self.waiting.iter().all(|x| s.finished(*x)));
-        finished && self.grace_until.is_none_or(|until| now >= until)
+    ///
+    /// A range read while a writer had no transaction id yet also waits, once its grace is over, for the
+    /// transactions that got their id since the read and still run in the first snapshot taken after the grace:
+    /// the writer has its id by then, and its transaction may run for much longer than the grace.
+    fn complete(&mut self, latest: Option<Taken<'_>>, now: Instant) -> bool {
+        if let Some(until) = self.grace_until {
+            let Some((snapshot, _)) = latest.filter(|(_, taken)| now >= until && *taken >= until) else {
+                return false;
+            };
+            self.waiting.extend(snapshot.running.iter().copied().filter(|xid| *xid >= self.xmax));
+            self.waiting.sort_unstable();
+            self.waiting.dedup();
+            self.grace_until = None;
+        }
+        self.waiting.is_empty() || latest.is_some_and(|(s, _)| self.waiting.iter().all(|x| s.finished(*x)))
     }
 }
 
@@ -71,7 +90,8 @@ const RECHECK_LIMIT: u32 = 20_000;
 pub(crate) enum Purpose {
     /// New rows after the cursor.
     Next,
-    /// The keys of the rows of the open ranges written since their oldest snapshot: late commits are among them.
+    /// The keys of the rows of the open ranges written since the oldest transaction they wait for: late commits are
+    /// among them.
     Recheck,
     /// The held-back events of one aggregate, from its first held-back `seq`.
     Replay(AggregateKey),
@@ -103,8 +123,8 @@ pub(crate) struct PartitionState {
     pub(crate) loaded: bool,
     /// Whether the last read of `Next` returned a full range.
     busy: bool,
-    /// The snapshot of its last read.
-    seen: Option<Snapshot>,
+    /// The snapshot of its last read, and when that read was sent.
+    seen: Option<(Snapshot, Instant)>,
 }
 
 impl PartitionState {
@@ -221,7 +241,7 @@ impl PartitionState {
         self.busy
     }
 
-    /// The ranges of the next read, each with its purpose: due replays, closed ranges to rescan, then new rows.
+    /// The ranges of the next read, each with its purpose: due replays, the open ranges to recheck, then new rows.
     /// `limit` is this partition's share of the batch.
     pub(crate) fn ranges(&mut self, limit: u32, now: Instant) -> Vec<(ReadRange, Purpose)> {
         let partition = self.lease.partition;
@@ -241,13 +261,13 @@ impl PartitionState {
             let range = ReadRange::new(partition, *after, limit).through(self.cursor).aggregate(aggregate.clone());
             ranges.push((range, Purpose::Replay(aggregate.clone())));
         }
-        // By the snapshot of its own last read: that read rechecked its open ranges, so a transaction finished by
-        // then had its rows read (the lane's newer reads may have left this partition out).
+        // By the snapshot of its own last read: that read rechecked its open ranges (those with rows to recheck), so
+        // a transaction finished by then had its rows read (the lane's newer reads may have left this partition out).
         let seen = self.seen.take();
-        self.close_complete(seen.as_ref(), now);
+        self.close_complete(seen.as_ref().map(|(snapshot, sent)| (snapshot, *sent)), now);
         self.seen = seen;
         // A late commit lies after `safe`, at or below the cursor: when nothing was read since `safe`, there is no
-        // row to recheck (one committed after the cursor is among the same read's new rows).
+        // row to recheck (a row with a `seq` above the cursor is read by the same read's range of new rows).
         let since = self.open.iter().map(|open| open.since).min().filter(|_| self.safe < self.cursor);
         if let Some(since) = since {
             let recheck = ReadRange::new(partition, self.safe, RECHECK_LIMIT)
@@ -261,8 +281,8 @@ impl PartitionState {
     }
 
     /// Closes the open ranges that are complete, oldest first: every row up to the last of them is known.
-    fn close_complete(&mut self, latest: Option<&Snapshot>, now: Instant) {
-        while let Some(open) = self.open.front() {
+    fn close_complete(&mut self, latest: Option<Taken<'_>>, now: Instant) {
+        while let Some(open) = self.open.front_mut() {
             if !open.complete(latest, now) {
                 break;
             }
@@ -271,14 +291,15 @@ impl PartitionState {
         }
     }
 
-    /// Notes what one range returned: `count` rows, the last at `last_seq`, out of `limit`.
+    /// Notes what one range returned: `count` rows, the last at `last_seq`, out of `limit`, by a read sent at the
+    /// instant that comes with its `snapshot`.
     pub(crate) fn answered(
         &mut self,
         purpose: &Purpose,
         count: usize,
         limit: u32,
         last_seq: Option<i64>,
-        snapshot: Option<&Snapshot>,
+        snapshot: Option<Taken<'_>>,
         now: Instant,
     ) {
         let full = count >= limit as usize;
@@ -290,12 +311,13 @@ impl PartitionState {
                 }
                 match snapshot {
                     // Rows can commit out of `seq` order: this range stays open until its transactions finished.
-                    Some(snapshot) => {
+                    Some((snapshot, sent)) => {
                         let open = OpenRange {
                             through: self.cursor,
                             waiting: snapshot.running.clone(),
                             since: snapshot.running.first().copied().unwrap_or(snapshot.xmax),
                             grace_until: snapshot.unseen_writers.then(|| now + LATE_COMMIT_GRACE),
+                            xmax: snapshot.xmax,
                         };
                         match self.open.back_mut() {
                             // The same transactions to wait for: one range.
@@ -304,8 +326,8 @@ impl PartitionState {
                             }
                             _ => self.open.push_back(open),
                         }
-                        self.close_complete(Some(snapshot), now);
-                        self.seen = Some(snapshot.clone());
+                        self.close_complete(Some((snapshot, sent)), now);
+                        self.seen = Some((snapshot.clone(), sent));
                     }
                     None => self.safe = self.cursor,
                 }
@@ -337,7 +359,7 @@ mod tests {
 
     /// The partition's read of new rows at `snapshot`: `count` rows, the last at `last`.
     fn read(state: &mut PartitionState, count: usize, last: Option<i64>, snapshot: &Snapshot, now: Instant) {
-        state.answered(&Purpose::Next, count, 100, last, Some(snapshot), now);
+        state.answered(&Purpose::Next, count, 100, last, Some((snapshot, now)), now);
     }
 
     fn recheck(ranges: &[(outbox_core::store::ReadRange, Purpose)]) -> Option<&outbox_core::store::ReadRange> {
@@ -381,7 +403,7 @@ mod tests {
         let ranges = state.ranges(100, now);
         assert_eq!(ranges.len(), 1, "an empty recheck is not sent: {ranges:?}");
         assert_eq!((ranges[0].1.clone(), ranges[0].0.after), (Purpose::Next, 40));
-        // Rows read while 21 still runs: a late commit of 21 may lie below them, so they are rechecked.
+        // Rows read while 21 still runs: a late commit of 21 may lie among them (41 to 55), so they are rechecked.
         read(&mut state, 3, Some(55), &Snapshot::new(21, 23).running(vec![21]), now);
         let range = recheck(&state.ranges(100, now)).cloned().unwrap();
         assert_eq!((range.after, range.through, range.written_since), (40, Some(55), Some(21)));
@@ -407,16 +429,42 @@ mod tests {
         read(&mut state, 2, Some(40), &Snapshot::new(10, 20).unseen_writers(true), start);
         // Its transaction id comes after the snapshot's.
         assert_eq!(recheck(&state.ranges(100, start)).unwrap().written_since, Some(20));
-        assert_eq!(state.ranges(100, start + LATE_COMMIT_GRACE).len(), 1);
+        // The grace is over, but no read was taken since: still open.
+        let after = start + LATE_COMMIT_GRACE;
+        assert!(recheck(&state.ranges(100, after)).is_some());
+        // A read taken after the grace, with no transaction that got its id since the first read still running.
+        read(&mut state, 0, None, &Snapshot::new(20, 20), after);
+        assert_eq!(state.ranges(100, after).len(), 1);
+    }
+
+    #[test]
+    fn a_writer_without_a_transaction_id_at_a_read_holds_its_range_until_its_transaction_ends_past_the_grace() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let start = Instant::now();
+        // A plain SQL insert took its `seq` (below 40) but not yet its transaction id when this read was taken.
+        read(&mut state, 2, Some(40), &Snapshot::new(10, 20).unseen_writers(true), start);
+        // It has id 21 now, and its transaction keeps running (more work after the insert).
+        read(&mut state, 1, Some(50), &Snapshot::new(21, 22).running(vec![21]), start + LATE_COMMIT_GRACE / 2);
+        let after = start + LATE_COMMIT_GRACE;
+        read(&mut state, 0, None, &Snapshot::new(21, 23).running(vec![21]), after);
+        read(&mut state, 0, None, &Snapshot::new(21, 24).running(vec![21]), after + LATE_COMMIT_GRACE);
+        // Long past the grace, its row may still commit below 40: the first read's range is still rechecked.
+        let range = recheck(&state.ranges(100, after + LATE_COMMIT_GRACE)).cloned().unwrap();
+        assert_eq!((range.after, range.through, range.written_since), (0, Some(50), Some(20)));
+        // 21 ended: the read that saw it end rechecked its rows, and every range closes.
+        read(&mut state, 0, None, &Snapshot::new(24, 24), after + LATE_COMMIT_GRACE * 2);
+        let ranges = state.ranges(100, after + LATE_COMMIT_GRACE * 2);
+        assert_eq!(ranges.len(), 1, "{ranges:?}");
+        assert_eq!(ranges[0].0.after, 50);
     }
 
     #[test]
     fn a_later_complete_read_waits_behind_an_earlier_open_one() {
         let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
         let now = Instant::now();
-        state.answered(&Purpose::Next, 2, 2, Some(40), Some(&Snapshot::new(10, 20).running(vec![15])), now);
+        state.answered(&Purpose::Next, 2, 2, Some(40), Some((&Snapshot::new(10, 20).running(vec![15]), now)), now);
         // Transaction 15 is still running: the rows read after it are not known complete either.
-        state.answered(&Purpose::Next, 2, 2, Some(60), Some(&Snapshot::new(15, 22).running(vec![15])), now);
+        state.answered(&Purpose::Next, 2, 2, Some(60), Some((&Snapshot::new(15, 22).running(vec![15]), now)), now);
         let range = recheck(&state.ranges(100, now)).cloned().unwrap();
         assert_eq!((range.after, range.through), (0, Some(60)));
         read(&mut state, 0, None, &Snapshot::new(22, 22), now);

@@ -27,8 +27,9 @@ pub(crate) struct Scene {
     pub(crate) relay_url: String,
     pub(crate) dir: PathBuf,
     pub(crate) started: Instant,
-    /// Removes `dir` when the scene is dropped at the end of [`finish`](Self::finish), after the relays are
-    /// stopped and their logs audited; a failed scenario keeps it (see the `Drop` impl).
+    /// Removes `dir` when the scene is dropped at the end of its scenario, after [`finish`](Self::finish) stopped
+    /// the relays and audited their logs and the scenario's last checks passed; a failed scenario keeps it (see the
+    /// `Drop` impl).
     dir_guard: tempfile::TempDir,
 }
 
@@ -127,7 +128,7 @@ impl Scene {
     /// `streams` against `ledger` (at most `max_duplicates` duplicates), prints the counts with `extra`, and
     /// audits everything printed for leaks. Returns the counts.
     pub(crate) async fn finish(
-        self,
+        &self,
         relays: Vec<RelayProcess>,
         ledger: &Ledger,
         streams: &[Vec<Delivered>],

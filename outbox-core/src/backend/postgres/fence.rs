@@ -7,9 +7,9 @@
 /// case: no row needs a check of its own), otherwise the `partitions` held.
 ///
 /// Each partition's epoch is found by its position in `$3`, not by a join of the arrays with the table (such a
-/// join, planned for ten rows, became a nested loop over both): the plan stays a filter over the table's 256 rows,
-/// through the key's index when planned for the call and a scan of the table's few pages in the generic plan that
-/// the prepared statement settles on, cheap either way.
+/// join, planned for ten rows, became a nested loop over both). The table holds 256 rows: a plan made for the call
+/// finds the partitions through the key's index, and the generic plan that the prepared statement settles on scans
+/// the table's few pages (`EXPLAIN` with `plan_cache_mode = force_generic_plan`); either is cheap.
 macro_rules! held_leases {
     () => {
         "WITH held AS (
