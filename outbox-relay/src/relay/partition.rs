@@ -125,6 +125,9 @@ pub(crate) struct PartitionState {
     busy: bool,
     /// The snapshot of its last read, and when that read was sent.
     seen: Option<(Snapshot, Instant)>,
+    /// Whether the last read's recheck came back full: keys past its limit were not read, so that read closes no
+    /// range.
+    recheck_cut: bool,
 }
 
 impl PartitionState {
@@ -146,6 +149,7 @@ impl PartitionState {
             loaded: false,
             busy: false,
             seen: None,
+            recheck_cut: false,
         }
     }
 
@@ -263,9 +267,11 @@ impl PartitionState {
         }
         // By the snapshot of its own last read: that read rechecked its open ranges (those with rows to recheck), so
         // a transaction finished by then had its rows read (the lane's newer reads may have left this partition out).
-        let seen = self.seen.take();
-        self.close_complete(seen.as_ref().map(|(snapshot, sent)| (snapshot, *sent)), now);
-        self.seen = seen;
+        if !self.recheck_cut {
+            let seen = self.seen.take();
+            self.close_complete(seen.as_ref().map(|(snapshot, sent)| (snapshot, *sent)), now);
+            self.seen = seen;
+        }
         // A late commit lies after `safe`, at or below the cursor: when nothing was read since `safe`, there is no
         // row to recheck (a row with a `seq` above the cursor is read by the same read's range of new rows).
         let since = self.open.iter().map(|open| open.since).min().filter(|_| self.safe < self.cursor);
@@ -275,6 +281,8 @@ impl PartitionState {
                 .keys_only()
                 .written_since(since);
             ranges.push((recheck, Purpose::Recheck));
+        } else {
+            self.recheck_cut = false;
         }
         ranges.push((ReadRange::new(partition, self.cursor, limit), Purpose::Next));
         ranges
@@ -326,13 +334,17 @@ impl PartitionState {
                             }
                             _ => self.open.push_back(open),
                         }
-                        self.close_complete(Some((snapshot, sent)), now);
+                        if !self.recheck_cut {
+                            self.close_complete(Some((snapshot, sent)), now);
+                        }
                         self.seen = Some((snapshot.clone(), sent));
                     }
                     None => self.safe = self.cursor,
                 }
             }
-            Purpose::Recheck => {}
+            // A full recheck may have left late commits past its limit: the ranges stay open, and are rechecked
+            // again, until one comes back whole (settled rows leave it, and held-back ones are published in turn).
+            Purpose::Recheck => self.recheck_cut = full,
             Purpose::Replay(aggregate) => {
                 if full {
                     if let (Some(after), Some(last)) = (self.replays.get_mut(aggregate), last_seq) {
@@ -408,6 +420,23 @@ mod tests {
         let range = recheck(&state.ranges(100, now)).cloned().unwrap();
         assert_eq!((range.after, range.through, range.written_since), (40, Some(55), Some(21)));
         read(&mut state, 0, None, &Snapshot::new(23, 23), now);
+        assert_eq!(state.ranges(100, now).len(), 1);
+    }
+
+    #[test]
+    fn a_recheck_that_comes_back_full_closes_no_range() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let now = Instant::now();
+        read(&mut state, 2, Some(40), &Snapshot::new(10, 20).running(vec![15]), now);
+        let range = recheck(&state.ranges(100, now)).cloned().unwrap();
+        // The recheck returned its limit of keys, and 15 has finished by the same read's snapshot.
+        state.answered(&Purpose::Recheck, range.limit as usize, range.limit, Some(40), None, now);
+        read(&mut state, 0, None, &Snapshot::new(20, 20), now);
+        let range = recheck(&state.ranges(100, now)).cloned().unwrap();
+        assert_eq!((range.after, range.through), (0, Some(40)), "the cut recheck's range is read again");
+        // A whole recheck: the ranges close.
+        state.answered(&Purpose::Recheck, 3, range.limit, Some(40), None, now);
+        read(&mut state, 0, None, &Snapshot::new(20, 20), now);
         assert_eq!(state.ranges(100, now).len(), 1);
     }
 
