@@ -20,6 +20,7 @@ pub(crate) struct Item {
     pub(crate) epoch: i64,
     pub(crate) aggregate: AggregateKey,
     pub(crate) attempts: u32,
+    event_type: String,
     /// Where the read found its row, for the settle.
     version: Option<RowVersion>,
     content: Content,
@@ -29,8 +30,10 @@ pub(crate) struct Item {
 enum Content {
     /// A message to publish.
     Ready(Message),
+    /// The message, handed to the publisher (moved, not copied).
+    Taken,
     /// A row changed by hand that cannot be published ([`StoredEvent::check`]).
-    Corrupted { event_type: String, problem: CorruptedRow },
+    Corrupted(CorruptedRow),
 }
 
 impl Item {
@@ -38,11 +41,12 @@ impl Item {
     pub(crate) fn new(partition: u16, epoch: i64, event: StoredEvent, since_commit: std::time::Duration) -> Self {
         let (id, seq, attempts) = (event.id, event.seq, event.attempts);
         let aggregate = (event.aggregate_type.clone(), event.aggregate_id.clone());
+        let event_type = event.event_type.clone();
         let content = match event.check() {
             Ok(()) => Content::Ready(Message::from_checked(event, since_commit)),
-            Err(problem) => Content::Corrupted { event_type: event.event_type, problem },
+            Err(problem) => Content::Corrupted(problem),
         };
-        Self { id, seq, partition, epoch, aggregate, attempts, version: None, content }
+        Self { id, seq, partition, epoch, aggregate, attempts, event_type, version: None, content }
     }
 
     /// Where the read found its row ([`ReadRow::version`](outbox_core::store::ReadRow)).
@@ -52,9 +56,17 @@ impl Item {
     }
 
     pub(crate) fn event_type(&self) -> &str {
-        match &self.content {
-            Content::Ready(message) => &message.event_type,
-            Content::Corrupted { event_type, .. } => event_type,
+        &self.event_type
+    }
+
+    /// Its message, to hand to the publisher; `None` for a corrupted row (or a message taken already).
+    fn take_message(&mut self) -> Option<Message> {
+        match std::mem::replace(&mut self.content, Content::Taken) {
+            Content::Ready(message) => Some(message),
+            other => {
+                self.content = other;
+                None
+            }
         }
     }
 }
@@ -68,52 +80,57 @@ pub(crate) struct Published {
     pub(crate) held_back: Vec<(u16, AggregateKey, i64, SettleOutcome)>,
 }
 
-/// Publishes `items` (in `seq` order).
-pub(crate) async fn publish(shared: &Shared, items: &[Item]) -> Published {
+/// Publishes `items` (in `seq` order). Their messages are handed to the publisher, not copied: the items keep what
+/// the settle and the logs need.
+pub(crate) async fn publish(shared: &Shared, items: &mut [Item]) -> Published {
     let ordering = shared.config.ordering;
     let keeps_order = shared.publisher.keeps_order_erased();
+    let mut messages: Vec<Option<Message>> = items.iter_mut().map(Item::take_message).collect();
+    let items: &[Item] = items;
     let mut done = Published::default();
     let mut blocked: HashSet<&AggregateKey> = HashSet::new();
-    let mut left: Vec<&Item> = items.iter().collect();
+    let mut left: Vec<usize> = (0..items.len()).collect();
     while !left.is_empty() {
         // This round: the next event of every aggregate (all of them, in order, when the publisher keeps order).
-        let mut round: Vec<&Item> = Vec::new();
-        let mut later: Vec<&Item> = Vec::new();
+        let mut round: Vec<usize> = Vec::new();
+        let mut later: Vec<usize> = Vec::new();
         let mut in_round: HashSet<&AggregateKey> = HashSet::new();
-        for item in left {
+        for index in left {
+            let item = &items[index];
             if ordering == Ordering::Aggregate && blocked.contains(&item.aggregate) {
                 continue;
             }
             if ordering == Ordering::None || keeps_order || in_round.insert(&item.aggregate) {
-                round.push(item);
+                round.push(index);
             } else {
-                later.push(item);
+                later.push(index);
             }
         }
         left = later;
-        let mut ready: Vec<(&Item, &Message)> = Vec::with_capacity(round.len());
-        for item in round {
-            match &item.content {
-                Content::Ready(message) => ready.push((item, message)),
-                Content::Corrupted { event_type, problem } => {
-                    // Never published: moved to `failed` at once, and like any failure it holds back its aggregate.
-                    tracing::error!(
-                        event_id = %item.id, event_type = %event_type, aggregate_id = %item.aggregate.1,
-                        attempts = item.attempts + 1, error = %problem, "corrupted row; event moved to failed"
-                    );
-                    crate::telemetry::record_corrupted(event_type);
-                    let outcome = SettleOutcome::Failed { error: problem.to_string() };
-                    hold_back(&mut done, &mut blocked, item, ordering, &outcome);
-                    done.settlements.push(Settlement::new(item.id, outcome));
-                }
+        let mut ready: Vec<&Item> = Vec::with_capacity(round.len());
+        let mut batch: Vec<Message> = Vec::with_capacity(round.len());
+        for index in round {
+            let item = &items[index];
+            if let Some(message) = messages[index].take() {
+                ready.push(item);
+                batch.push(message);
+            } else if let Content::Corrupted(problem) = &item.content {
+                // Never published: moved to `failed` at once, and like any failure it holds back its aggregate.
+                tracing::error!(
+                    event_id = %item.id, event_type = %item.event_type, aggregate_id = %item.aggregate.1,
+                    attempts = item.attempts + 1, error = %problem, "corrupted row; event moved to failed"
+                );
+                crate::telemetry::record_corrupted(&item.event_type);
+                let outcome = SettleOutcome::Failed { error: problem.to_string() };
+                hold_back(&mut done, &mut blocked, item, ordering, &outcome);
+                done.settlements.push(Settlement::new(item.id, outcome));
             }
         }
         if ready.is_empty() {
             continue;
         }
-        let messages: Vec<Message> = ready.iter().map(|(_, message)| (*message).clone()).collect();
-        let outcomes = call(shared, messages).await;
-        for (index, (item, message)) in ready.iter().enumerate() {
+        let outcomes = call(shared, batch).await;
+        for (index, item) in ready.iter().enumerate() {
             if ordering == Ordering::Aggregate && blocked.contains(&item.aggregate) {
                 // An earlier event of its aggregate failed in this call: not settled, read again with it.
                 continue;
@@ -125,7 +142,7 @@ pub(crate) async fn publish(shared: &Shared, items: &[Item]) -> Published {
                     ready.len()
                 ))
             });
-            let settled = settle_outcome(shared, item, message, outcome);
+            let settled = settle_outcome(shared, item, outcome);
             if settled != SettleOutcome::Published {
                 hold_back(&mut done, &mut blocked, item, ordering, &settled);
             }
@@ -177,29 +194,24 @@ async fn call(shared: &Shared, messages: Vec<Message>) -> Vec<Outcome> {
     }
 }
 
-fn settle_outcome(shared: &Shared, item: &Item, message: &Message, outcome: Outcome) -> SettleOutcome {
-    let attempts = message.attempts + 1;
+fn settle_outcome(shared: &Shared, item: &Item, outcome: Outcome) -> SettleOutcome {
+    let attempts = item.attempts + 1;
     let retry_after = outcome.retry_after();
     let (error, permanent) = match outcome {
         Outcome::Published => return SettleOutcome::Published,
         Outcome::Permanent(error) => (error, true),
         Outcome::Transient(error) => (error, false),
     };
-    let settled = retry::after_failure_waiting(
-        &shared.config,
-        message.attempts,
-        error.message().to_owned(),
-        permanent,
-        retry_after,
-    );
+    let settled =
+        retry::after_failure_waiting(&shared.config, item.attempts, error.message().to_owned(), permanent, retry_after);
     if let SettleOutcome::Retry { delay, .. } = &settled {
         tracing::warn!(
-            event_id = %item.id, event_type = %message.event_type, aggregate_id = %message.aggregate_id,
+            event_id = %item.id, event_type = %item.event_type, aggregate_id = %item.aggregate.1,
             attempts, retry_in = ?delay, error = %error, "publish failed; will retry"
         )
     } else {
         tracing::error!(
-            event_id = %item.id, event_type = %message.event_type, aggregate_id = %message.aggregate_id,
+            event_id = %item.id, event_type = %item.event_type, aggregate_id = %item.aggregate.1,
             attempts, error = %error, "publish failed for good; event moved to failed"
         )
     }

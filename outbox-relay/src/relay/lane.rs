@@ -416,7 +416,7 @@ impl Lane {
 
     /// Records the batch, publishes it, and hands its settle to a task.
     async fn publish(&mut self, items: Vec<Item>, shutdown: &CancellationToken) {
-        let Some(items) = self.still_owned(items, shutdown).await else { return };
+        let Some(mut items) = self.still_owned(items, shutdown).await else { return };
         if items.is_empty() {
             return;
         }
@@ -468,7 +468,7 @@ impl Lane {
             *self.in_flight_aggregates.entry(key.clone()).or_default() += 1;
         }
         self.summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner).batches += 1;
-        let published = tracing::Instrument::instrument(batch::publish(&shared, &items), batch_span.clone()).await;
+        let published = tracing::Instrument::instrument(batch::publish(&shared, &mut items), batch_span.clone()).await;
         let now = Instant::now();
         for (partition, aggregate, seq, outcome) in published.held_back {
             if let Some(state) = self.partitions.get_mut(&partition) {

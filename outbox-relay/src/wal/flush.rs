@@ -152,7 +152,7 @@ pub(crate) async fn flush(
         if items.is_empty() {
             break;
         }
-        let published = publish(shared, summary, &items, &messages).await;
+        let published = publish(shared, summary, &mut items, &messages).await;
         let of_rows = row_settlements(&published, &messages);
         if published.settlements.len() == items.len()
             && published.settlements.iter().all(|settlement| settlement.outcome == SettleOutcome::Published)

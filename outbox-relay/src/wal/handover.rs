@@ -167,7 +167,7 @@ impl Handover {
             return Ok(true);
         }
         items.sort_by_key(|item| item.seq);
-        let Some(published) = publish_and_settle(shared, store, summary, &items, &HashMap::new(), shutdown).await?
+        let Some(published) = publish_and_settle(shared, store, summary, &mut items, &HashMap::new(), shutdown).await?
         else {
             return Ok(false);
         };

@@ -20,7 +20,7 @@ pub(crate) async fn publish_and_settle(
     shared: &Shared,
     store: &PgStore,
     summary: &mut RunSummary,
-    items: &[Item],
+    items: &mut [Item],
     messages: &HashMap<Uuid, StoredEvent>,
     shutdown: &CancellationToken,
 ) -> Result<Option<Published>> {
@@ -34,7 +34,7 @@ pub(crate) async fn publish_and_settle(
 pub(crate) async fn publish(
     shared: &Shared,
     summary: &mut RunSummary,
-    items: &[Item],
+    items: &mut [Item],
     messages: &HashMap<Uuid, StoredEvent>,
 ) -> Published {
     let span = crate::telemetry::read_span(0);
