@@ -92,10 +92,16 @@ async fn a_broker_down_at_start_is_waited_for_with_growing_delays_and_then_gets_
     untouched(&db.pool, 10).await; // nothing is claimed while the broker is away
 
     broker.restart();
-    common::wait_until(Duration::from_secs(60), "every event is published", || async {
-        count(&db.pool, "published").await == 10
-    })
-    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while count(&db.pool, "published").await < 10 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not every event was published 60 s after the broker came back ({:?}); the relay wrote:\n{}",
+            common::counts(&db.pool).await,
+            relay.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let attempts: i64 =
         sqlx::query_scalar("SELECT sum(attempts) FROM outbox_events").fetch_one(&db.pool).await.unwrap();
     assert_eq!(attempts, 0, "an attempt was spent while the broker was down");
