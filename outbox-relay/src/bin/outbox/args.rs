@@ -110,7 +110,7 @@ pub(crate) struct RelayArgs {
     pub(crate) create_destinations: bool,
 
     /// The most events per batch (split evenly over the partitions a lane reads).
-    #[arg(long, default_value_t = 1000, value_name = "N")]
+    #[arg(long, default_value_t = 2000, value_name = "N")]
     pub(crate) batch_size: u32,
 
     /// Lanes per relay: each reads, publishes and settles its share of the relay's partitions.
