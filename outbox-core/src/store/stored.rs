@@ -6,6 +6,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::new_event::Headers;
+use crate::store::AggregateKey;
 
 /// An event as stored: what a publisher needs to send it. Its `Debug` output shows the payload redacted.
 #[derive(Clone, PartialEq)]
@@ -68,6 +69,12 @@ impl StoredEvent {
     pub fn check(&self) -> Result<(), CorruptedRow> {
         check_columns(is_json_object(&self.payload), &self.headers, &self.sensitive_paths)
     }
+
+    /// Its aggregate as a key (`aggregate_type`, `aggregate_id`): events of one key are published in order.
+    #[must_use]
+    pub fn aggregate_key(&self) -> AggregateKey {
+        (self.aggregate_type.clone(), self.aggregate_id.clone())
+    }
 }
 
 /// A JSON column of a stored row as it was read: its value when it has the shape the outbox writes, or
@@ -121,7 +128,9 @@ impl<T> Checked<T> {
 impl<T: serde::de::DeserializeOwned> Checked<T> {
     /// Reads a column from its JSON text.
     pub fn from_json_text(text: &str) -> Self {
-        serde_json::from_str(text).unwrap_or(Self::Corrupted)
+        // Straight into `T` (not through a `serde_json::Value`, as the `Deserialize` impl must): JSON of another
+        // shape fails the same way as text that is not JSON.
+        serde_json::from_str(text).map_or(Self::Corrupted, Self::Valid)
     }
 }
 

@@ -52,16 +52,12 @@ impl FilePublisher {
 
 impl Publisher for FilePublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
-        let mut buffer = String::new();
-        for message in batch {
-            buffer.push_str(&message.to_json_line());
-            buffer.push('\n');
-        }
+        let buffer = super::json_lines(batch);
         let file = Arc::clone(&self.file);
         let sync = self.sync;
         let written = tokio::task::spawn_blocking(move || {
             let mut file = file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            file.write_all(buffer.as_bytes())?;
+            file.write_all(&buffer)?;
             if sync {
                 file.sync_data()?;
             }

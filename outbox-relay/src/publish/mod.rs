@@ -174,6 +174,14 @@ impl Message {
     /// `id`), `headers` and `payload`, as the `stdout` and `file:` sinks write it.
     #[must_use]
     pub fn to_json_line(&self) -> String {
+        let mut line = Vec::new();
+        self.write_json_line(&mut line);
+        // serde_json writes UTF-8.
+        String::from_utf8(line).unwrap_or_default()
+    }
+
+    /// Appends [`to_json_line`](Self::to_json_line) to `out`.
+    fn write_json_line(&self, out: &mut Vec<u8>) {
         #[derive(Serialize)]
         struct Aggregate<'a> {
             #[serde(rename = "type")]
@@ -190,11 +198,9 @@ impl Message {
             headers: &'a Headers,
             payload: &'a serde_json::value::RawValue,
         }
-        let null = serde_json::value::RawValue::from_string("null".to_owned()).ok();
-        let parsed = serde_json::from_str::<&serde_json::value::RawValue>(&self.payload).ok();
-        let Some(payload) = parsed.or(null.as_deref()) else {
-            return String::new();
-        };
+        // A payload that is not JSON (a message made by hand) is written as `null`.
+        let null = serde_json::value::RawValue::NULL;
+        let payload = serde_json::from_str::<&serde_json::value::RawValue>(&self.payload).unwrap_or(null);
         let line = Line {
             id: self.id,
             event_type: &self.event_type,
@@ -203,9 +209,22 @@ impl Message {
             headers: &self.headers,
             payload,
         };
-        // Strings, numbers, maps of strings and raw JSON always serialize.
-        serde_json::to_string(&line).unwrap_or_default()
+        // Strings, numbers, maps of strings and raw JSON always serialize, and a `Vec` takes every write.
+        let start = out.len();
+        if serde_json::to_writer(&mut *out, &line).is_err() {
+            out.truncate(start);
+        }
     }
+}
+
+/// A batch as JSON lines ([`Message::to_json_line`], each ending in `\n`), for the sinks that write lines.
+pub(crate) fn json_lines(batch: &[Message]) -> Vec<u8> {
+    let mut lines = Vec::with_capacity(batch.iter().map(|message| message.payload.len() + 256).sum());
+    for message in batch {
+        message.write_json_line(&mut lines);
+        lines.push(b'\n');
+    }
+    lines
 }
 
 /// A stored event as a message, unless its row was corrupted by hand ([`StoredEvent::check`]): the relay moves
@@ -424,5 +443,18 @@ mod tests {
             })
         );
         assert!(!message.to_json_line().contains('\n'));
+    }
+
+    #[test]
+    fn a_batch_becomes_one_line_per_message_in_order_and_a_payload_that_is_not_json_becomes_null() {
+        let first = Message::new(uuid::Uuid::nil(), "order.placed", "order", "1", r#"{"n":1}"#);
+        let second = Message::new(uuid::Uuid::max(), "order.paid", "order", "1", "not json");
+        let lines = String::from_utf8(super::json_lines(&[first.clone(), second])).unwrap();
+        let lines: Vec<&str> = lines.split_terminator('\n').collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0], first.to_json_line());
+        let second: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+        assert_eq!(second["type"], "order.paid");
+        assert_eq!(second["payload"], serde_json::Value::Null);
     }
 }

@@ -28,13 +28,9 @@ impl StdoutPublisher {
 
 impl Publisher for StdoutPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
-        let mut buffer = String::new();
-        for message in batch {
-            buffer.push_str(&message.to_json_line());
-            buffer.push('\n');
-        }
+        let buffer = super::json_lines(batch);
         let mut out = std::io::stdout().lock();
-        match out.write_all(buffer.as_bytes()).and_then(|()| out.flush()) {
+        match out.write_all(&buffer).and_then(|()| out.flush()) {
             Ok(()) => vec![Outcome::Published; batch.len()],
             Err(error) => vec![Outcome::transient(format!("writing to stdout: {error}")); batch.len()],
         }

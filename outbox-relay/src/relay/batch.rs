@@ -1,8 +1,9 @@
 //! Publishing one batch: in rounds of at most one event per aggregate (unless the publisher keeps a batch's
 //! order), with a timeout and a guard against a panicking publisher, each outcome turned into a settlement.
 
-use std::collections::HashSet;
 use std::sync::Arc;
+
+use foldhash::HashSet;
 
 use outbox_core::store::{AggregateKey, CorruptedRow, Ordering, RowVersion, SettleOutcome, Settlement, StoredEvent};
 use uuid::Uuid;
@@ -37,10 +38,16 @@ enum Content {
 }
 
 impl Item {
-    /// The item of `event`, whose transaction committed `since_commit` ago.
-    pub(crate) fn new(partition: u16, epoch: i64, event: StoredEvent, since_commit: std::time::Duration) -> Self {
+    /// The item of `event` (of `aggregate`, its [`StoredEvent::aggregate_key`]), whose transaction committed
+    /// `since_commit` ago.
+    pub(crate) fn new(
+        partition: u16,
+        epoch: i64,
+        event: StoredEvent,
+        aggregate: AggregateKey,
+        since_commit: std::time::Duration,
+    ) -> Self {
         let (id, seq, attempts) = (event.id, event.seq, event.attempts);
-        let aggregate = (event.aggregate_type.clone(), event.aggregate_id.clone());
         let event_type = event.event_type.clone();
         let content = match event.check() {
             Ok(()) => Content::Ready(Message::from_checked(event, since_commit)),
@@ -88,13 +95,13 @@ pub(crate) async fn publish(shared: &Shared, items: &mut [Item]) -> Published {
     let mut messages: Vec<Option<Message>> = items.iter_mut().map(Item::take_message).collect();
     let items: &[Item] = items;
     let mut done = Published::default();
-    let mut blocked: HashSet<&AggregateKey> = HashSet::new();
+    let mut blocked: HashSet<&AggregateKey> = HashSet::default();
     let mut left: Vec<usize> = (0..items.len()).collect();
     while !left.is_empty() {
         // This round: the next event of every aggregate (all of them, in order, when the publisher keeps order).
         let mut round: Vec<usize> = Vec::new();
         let mut later: Vec<usize> = Vec::new();
-        let mut in_round: HashSet<&AggregateKey> = HashSet::new();
+        let mut in_round: HashSet<&AggregateKey> = HashSet::default();
         for index in left {
             let item = &items[index];
             if ordering == Ordering::Aggregate && blocked.contains(&item.aggregate) {

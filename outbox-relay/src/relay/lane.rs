@@ -5,10 +5,12 @@
 //! the next one is read and published. Batches of one lane publish one after the other, and a partition belongs to
 //! one lane, so the events of an aggregate are published in order; lanes never share an aggregate.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Duration;
 
+use foldhash::HashMap;
 use outbox_core::store::{
     AggregateKey, Ordering, PartitionStart, ReadBatch, ReadRequest, SettleBatch, SettleOutcome, SettleReport,
 };
@@ -49,7 +51,8 @@ struct Settled {
     partitions: BTreeMap<u16, (usize, i64, i64)>,
     /// The batch's events, each with the epoch it was read at.
     ids: Vec<(Uuid, i64)>,
-    aggregates: Vec<(u16, AggregateKey)>,
+    /// The batch's aggregates, each once, by [`Lane::aggregate_digest`].
+    aggregates: Vec<u64>,
 }
 
 pub(crate) struct Lane {
@@ -64,8 +67,11 @@ pub(crate) struct Lane {
     /// must not skip what an old, fenced batch still holds: that settle changes nothing, so the event is read
     /// (and published) again instead of staying pending behind the cursor.
     in_flight: HashMap<Uuid, i64>,
-    /// Events in flight per aggregate: a held-back aggregate is read again only once none is.
-    in_flight_aggregates: HashMap<(u16, AggregateKey), usize>,
+    /// Batches in flight per aggregate (by [`Lane::aggregate_digest`]): a held-back aggregate is read again only
+    /// once none is.
+    in_flight_aggregates: HashMap<u64, usize>,
+    /// The seed of the aggregates' digests (random per lane).
+    digests: foldhash::fast::RandomState,
     settles: JoinSet<Settled>,
     /// When the partitions' starts were last written.
     starts_advanced_at: Instant,
@@ -95,8 +101,9 @@ impl Lane {
             handover,
             ownership,
             partitions: BTreeMap::new(),
-            in_flight: HashMap::new(),
-            in_flight_aggregates: HashMap::new(),
+            in_flight: HashMap::default(),
+            in_flight_aggregates: HashMap::default(),
+            digests: foldhash::fast::RandomState::default(),
             settles: JoinSet::new(),
             starts_advanced_at: Instant::now(),
             paused: false,
@@ -104,6 +111,12 @@ impl Lane {
             idle_backoff,
             summary,
         }
+    }
+
+    /// An aggregate of a partition as 64 bits, so that counting its batches in flight copies no string. Two
+    /// aggregates with one digest (about one chance in 2^64 per pair) only make a replay wait for the other's batch.
+    fn aggregate_digest(&self, partition: u16, aggregate: &AggregateKey) -> u64 {
+        self.digests.hash_one((partition, aggregate))
     }
 
     fn mine(&self, partition: u16) -> bool {
@@ -270,12 +283,12 @@ impl Lane {
         let now = Instant::now();
         let (mut ranges, mut purposes) = (Vec::new(), Vec::new());
         for (partition, state) in self.partitions.iter_mut().filter(|(p, _)| reading.contains(p)) {
-            let in_flight = &self.in_flight_aggregates;
+            let (in_flight, digests) = (&self.in_flight_aggregates, &self.digests);
             let share = if state.busy() { busy_share } else { idle_share };
             for (range, purpose) in state.ranges(share, now) {
                 if let Purpose::Replay(aggregate) = &purpose {
                     // Read it again only once its events in flight are settled.
-                    if in_flight.contains_key(&(*partition, aggregate.clone())) {
+                    if in_flight.contains_key(&digests.hash_one((*partition, aggregate))) {
                         state.park(aggregate.clone(), range.after + 1, Some(now + BUSY_DELAY * 10));
                         continue;
                     }
@@ -307,6 +320,7 @@ impl Lane {
         }
         let now = Instant::now();
         let aggregate_order = self.shared.config.ordering == Ordering::Aggregate;
+        let rows = read.rows.len();
         let mut by_range: Vec<Vec<outbox_core::store::ReadRow>> = vec![Vec::new(); purposes.len()];
         for row in read.rows {
             if let Some(rows) = by_range.get_mut(row.range) {
@@ -323,19 +337,20 @@ impl Lane {
         });
         // The database measured each row's time since its commit when the read started.
         let since_sent = sent.elapsed();
-        let mut items = Vec::new();
+        let mut items = Vec::with_capacity(rows);
         for index in order {
             let (partition, purpose, limit) = &purposes[index];
             let rows = std::mem::take(&mut by_range[index]);
             let Some(state) = self.partitions.get_mut(partition) else { continue };
             let count = rows.len();
             let last_seq = rows.last().map(|row| row.event.seq);
+            let taken = items.len();
             for row in rows {
                 let id = row.event.id;
                 if self.in_flight.get(&id) == Some(&state.lease.epoch) {
                     continue;
                 }
-                let aggregate = (row.event.aggregate_type.clone(), row.event.aggregate_id.clone());
+                let aggregate = row.event.aggregate_key();
                 if *purpose == Purpose::Recheck {
                     let seen =
                         state.held_back(&aggregate, row.event.seq) || state.replay_pending(&aggregate, row.event.seq);
@@ -361,15 +376,15 @@ impl Lane {
                     continue;
                 }
                 let since_commit = row.since_commit + since_sent;
-                items.push(Item::new(*partition, state.lease.epoch, row.event, since_commit).at(row.version));
+                items
+                    .push(Item::new(*partition, state.lease.epoch, row.event, aggregate, since_commit).at(row.version));
             }
+            // The read's guard becomes the batch's events in flight (released by its settle).
+            self.handover.add(*partition, items.len() - taken);
             state.answered(purpose, count, *limit, last_seq, read.snapshot.as_ref().map(|s| (s, sent)), now);
         }
-        items.sort_by_key(|item| item.seq);
-        // The read's guard becomes the batch's events in flight (released by its settle).
-        for item in &items {
-            self.handover.add(item.partition, 1);
-        }
+        // By index: an item is large to move.
+        items.sort_by_cached_key(|item| item.seq);
         for partition in reading {
             self.handover.remove(partition, 1);
         }
@@ -394,17 +409,23 @@ impl Lane {
             }
         }
         self.sync_ownership();
-        let (kept, lost): (Vec<Item>, Vec<Item>) = items
-            .drain(..)
-            .partition(|item| self.partitions.get(&item.partition).is_some_and(|s| s.lease.epoch == item.epoch));
-        if !lost.is_empty() {
+        let before = items.len();
+        let (partitions, handover) = (&self.partitions, &self.handover);
+        items.retain(|item| {
+            let owned = partitions.get(&item.partition).is_some_and(|s| s.lease.epoch == item.epoch);
+            if !owned {
+                // No longer in flight.
+                handover.remove(item.partition, 1);
+            }
+            owned
+        });
+        if items.len() < before {
             tracing::warn!(
-                events = lost.len(),
+                events = before - items.len(),
                 "partitions taken over while reading; their events are not published here"
             );
-            self.drop_items(&lost);
         }
-        Some(kept)
+        Some(items)
     }
 
     /// Items that will not be published: no longer in flight.
@@ -451,21 +472,23 @@ impl Lane {
             return;
         }
         let mut partitions: BTreeMap<u16, (usize, i64, i64)> = BTreeMap::new();
-        let mut aggregates: BTreeSet<(u16, AggregateKey)> = BTreeSet::new();
+        let mut aggregates: Vec<u64> = Vec::with_capacity(items.len());
         for item in &items {
             self.in_flight.insert(item.id, item.epoch);
             let (count, floor, _) = partitions.entry(item.partition).or_insert((0, item.seq, item.epoch));
             *count += 1;
             *floor = (*floor).min(item.seq);
-            aggregates.insert((item.partition, item.aggregate.clone()));
+            aggregates.push(self.aggregate_digest(item.partition, &item.aggregate));
         }
         for (partition, (count, floor, _)) in &partitions {
             if let Some(state) = self.partitions.get_mut(partition) {
                 state.batch_started(*count, *floor);
             }
         }
-        for key in &aggregates {
-            *self.in_flight_aggregates.entry(key.clone()).or_default() += 1;
+        aggregates.sort_unstable();
+        aggregates.dedup();
+        for digest in &aggregates {
+            *self.in_flight_aggregates.entry(*digest).or_default() += 1;
         }
         self.summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner).batches += 1;
         let published = tracing::Instrument::instrument(batch::publish(&shared, &mut items), batch_span.clone()).await;
@@ -486,7 +509,6 @@ impl Lane {
                 self.settled(done);
             }
         }
-        let aggregates: Vec<(u16, AggregateKey)> = aggregates.into_iter().collect();
         self.settles.spawn(tracing::Instrument::instrument(
             async move {
                 let report = settle::settle(&shared, &settle).await;
@@ -510,11 +532,11 @@ impl Lane {
                 self.in_flight.remove(id);
             }
         }
-        for key in done.aggregates {
-            if let Some(count) = self.in_flight_aggregates.get_mut(&key) {
+        for digest in done.aggregates {
+            if let Some(count) = self.in_flight_aggregates.get_mut(&digest) {
                 *count -= 1;
                 if *count == 0 {
-                    self.in_flight_aggregates.remove(&key);
+                    self.in_flight_aggregates.remove(&digest);
                 }
             }
         }

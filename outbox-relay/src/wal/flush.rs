@@ -130,19 +130,21 @@ pub(crate) async fn flush(
                 Streamed::Row { id, committed_at: at, .. } => {
                     // Not pending any more (settled by an earlier session), or left to the table's retry path.
                     let Some(row) = rows.remove(id) else { continue };
-                    if handover.holds(&(row.event.aggregate_type.clone(), row.event.aggregate_id.clone())) {
+                    let aggregate = row.event.aggregate_key();
+                    if handover.holds(&aggregate) {
                         continue;
                     }
                     let since_commit = at.as_ref().map_or(row.since_commit, since);
-                    items.push(Item::new(row.partition, 0, row.event, since_commit));
+                    items.push(Item::new(row.partition, 0, row.event, aggregate, since_commit));
                 }
                 Streamed::Message(event, at) => {
-                    if handover.holds(&(event.aggregate_type.clone(), event.aggregate_id.clone())) {
+                    let aggregate = event.aggregate_key();
+                    if handover.holds(&aggregate) {
                         followers.push((StoredEvent::clone(event), None));
                         continue;
                     }
                     messages.insert(event.id, StoredEvent::clone(event));
-                    items.push(Item::new(0, 0, StoredEvent::clone(event), since(at)));
+                    items.push(Item::new(0, 0, StoredEvent::clone(event), aggregate, since(at)));
                 }
             }
         }

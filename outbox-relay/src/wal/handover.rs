@@ -157,16 +157,17 @@ impl Handover {
                 self.wake_in(head.wait);
                 continue;
             }
-            items.extend(
-                mine.into_iter()
-                    .take_while(|row| failed_seq.is_none_or(|seq| row.event.seq < seq))
-                    .map(|row| Item::new(row.partition, 0, row.event, row.since_commit)),
-            );
+            items.extend(mine.into_iter().take_while(|row| failed_seq.is_none_or(|seq| row.event.seq < seq)).map(
+                |row| {
+                    let aggregate = row.event.aggregate_key();
+                    Item::new(row.partition, 0, row.event, aggregate, row.since_commit)
+                },
+            ));
         }
         if items.is_empty() {
             return Ok(true);
         }
-        items.sort_by_key(|item| item.seq);
+        items.sort_by_cached_key(|item| item.seq);
         let Some(published) = publish_and_settle(shared, store, summary, &mut items, &HashMap::new(), shutdown).await?
         else {
             return Ok(false);

@@ -156,7 +156,10 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
         batch.snapshot = Some(snapshot);
     }
     batch.rows = ReadColumns::read_rows(&rows)?;
-    batch.rows.sort_by_key(|row| (row.range, row.event.seq));
+    // The plan returns them so; sorted only if it did not (by index: a row is large to move).
+    if !batch.rows.is_sorted_by_key(|row| (row.range, row.event.seq)) {
+        batch.rows.sort_by_cached_key(|row| (row.range, row.event.seq));
+    }
     Ok(batch)
 }
 
