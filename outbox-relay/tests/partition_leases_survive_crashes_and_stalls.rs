@@ -325,3 +325,46 @@ async fn shutdown_abandons_batches_that_do_not_finish_in_time_and_hands_the_part
         sqlx::query_scalar("SELECT sum(attempts) FROM outbox_events").fetch_one(&db.pool).await.unwrap();
     assert_eq!(attempts, 0, "a graceful stop counts no attempt");
 }
+
+#[tokio::test]
+async fn a_read_says_how_long_a_head_in_backoff_waits_and_how_long_ago_each_event_committed() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    let ids = enqueue(&db.pool, &[event("backoff", 0), event("retried", 0), event("fresh", 0)]).await;
+    // A head in backoff for 30 s more; an event retried once, due, enqueued a minute ago; one just committed.
+    sqlx::query("UPDATE outbox_events SET attempts = 1, next_attempt_at = now() + interval '30 s' WHERE id = $1")
+        .bind(ids[0])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE outbox_events SET attempts = 1, next_attempt_at = now() - interval '1 s',
+                created_at = now() - interval '60 s' WHERE id = $1",
+    )
+    .bind(ids[1])
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let relay = Uuid::now_v7();
+    let held = store.heartbeat(&Heartbeat::new(relay, "a", Duration::from_secs(30), &on_crash)).await.unwrap();
+    let ranges = held.owned.iter().map(|l| ReadRange::new(l.partition, 0, 1000)).collect();
+    let rows = store.read(&ReadRequest::new(ranges)).await.unwrap().rows;
+    let row = |id: Uuid| rows.iter().find(|row| row.event.id == id).expect("read");
+
+    let (backoff, retried, fresh) = (row(ids[0]), row(ids[1]), row(ids[2]));
+    assert!(
+        backoff.wait > Duration::from_secs(25) && backoff.wait <= Duration::from_secs(30),
+        "the head in backoff waits {:?}",
+        backoff.wait
+    );
+    assert_eq!(retried.wait, Duration::ZERO, "a due event does not wait");
+    assert_eq!(fresh.wait, Duration::ZERO, "a new event does not wait");
+    // A retried event's age comes from `created_at`; a new one's from its commit (`track_commit_timestamp` is on in
+    // the test server).
+    assert!(
+        retried.since_commit >= Duration::from_secs(60) && retried.since_commit < Duration::from_secs(70),
+        "the retried event was enqueued {:?} ago",
+        retried.since_commit
+    );
+    assert!(fresh.since_commit < Duration::from_secs(10), "the new event committed {:?} ago", fresh.since_commit);
+}

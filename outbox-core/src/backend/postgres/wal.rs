@@ -101,9 +101,7 @@ SELECT f.paused, f.visible, r.*
   LEFT JOIN LATERAL (
 SELECT i.n, e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
        e.payload::text AS payload, e.headers::text AS headers, e.sensitive_paths::text AS sensitive_paths,
-       e.created_at, e.attempts,
-       GREATEST(0, EXTRACT(EPOCH FROM e.next_attempt_at - now()))::float8 AS wait_secs,
-       GREATEST(0, EXTRACT(EPOCH FROM now() - e.created_at))::float8 AS since_commit_secs
+       e.created_at, e.attempts, e.next_attempt_at, e.created_at AS committed_at, now() AS read_at
   FROM UNNEST($1::uuid[]) WITH ORDINALITY AS i(id, n)
   JOIN outbox_events e ON e.id = i.id
  WHERE e.status = 'pending' AND f.visible AND NOT f.paused
