@@ -43,6 +43,13 @@ const ADVANCE_STARTS_EVERY: Duration = Duration::from_secs(1);
 /// A read's rows, the purpose and limit of each of its ranges, the partitions it read, and when it was sent.
 type Read = (ReadBatch, Vec<(u16, Purpose, u32)>, BTreeSet<u16>, Instant);
 
+/// An aggregate of a partition as 64 bits (with the lane's seed), so that counting its batches in flight copies no
+/// string. Two aggregates with one digest (about one chance in 2^64 per pair) only make a replay wait for the
+/// other's batch.
+fn aggregate_digest(digests: &foldhash::fast::RandomState, partition: u16, aggregate: &AggregateKey) -> u64 {
+    digests.hash_one((partition, aggregate))
+}
+
 /// A settle task's result.
 struct Settled {
     report: Option<SettleReport>,
@@ -51,7 +58,7 @@ struct Settled {
     partitions: BTreeMap<u16, (usize, i64, i64)>,
     /// The batch's events, each with the epoch it was read at.
     ids: Vec<(Uuid, i64)>,
-    /// The batch's aggregates, each once, by [`Lane::aggregate_digest`].
+    /// The batch's aggregates, each once, by [`aggregate_digest`].
     aggregates: Vec<u64>,
 }
 
@@ -67,8 +74,8 @@ pub(crate) struct Lane {
     /// must not skip what an old, fenced batch still holds: that settle changes nothing, so the event is read
     /// (and published) again instead of staying pending behind the cursor.
     in_flight: HashMap<Uuid, i64>,
-    /// Batches in flight per aggregate (by [`Lane::aggregate_digest`]): a held-back aggregate is read again only
-    /// once none is.
+    /// Batches in flight per aggregate (by [`aggregate_digest`]): a held-back aggregate is read again only once
+    /// none is.
     in_flight_aggregates: HashMap<u64, usize>,
     /// The seed of the aggregates' digests (random per lane).
     digests: foldhash::fast::RandomState,
@@ -111,12 +118,6 @@ impl Lane {
             idle_backoff,
             summary,
         }
-    }
-
-    /// An aggregate of a partition as 64 bits, so that counting its batches in flight copies no string. Two
-    /// aggregates with one digest (about one chance in 2^64 per pair) only make a replay wait for the other's batch.
-    fn aggregate_digest(&self, partition: u16, aggregate: &AggregateKey) -> u64 {
-        self.digests.hash_one((partition, aggregate))
     }
 
     fn mine(&self, partition: u16) -> bool {
@@ -288,7 +289,7 @@ impl Lane {
             for (range, purpose) in state.ranges(share, now) {
                 if let Purpose::Replay(aggregate) = &purpose {
                     // Read it again only once its events in flight are settled.
-                    if in_flight.contains_key(&digests.hash_one((*partition, aggregate))) {
+                    if in_flight.contains_key(&aggregate_digest(digests, *partition, aggregate)) {
                         state.park(aggregate.clone(), range.after + 1, Some(now + BUSY_DELAY * 10));
                         continue;
                     }
@@ -320,7 +321,7 @@ impl Lane {
         }
         let now = Instant::now();
         let aggregate_order = self.shared.config.ordering == Ordering::Aggregate;
-        let rows = read.rows.len();
+        let read_count = read.rows.len();
         let mut by_range: Vec<Vec<outbox_core::store::ReadRow>> = vec![Vec::new(); purposes.len()];
         for row in read.rows {
             if let Some(rows) = by_range.get_mut(row.range) {
@@ -337,7 +338,7 @@ impl Lane {
         });
         // The database measured each row's time since its commit when the read started.
         let since_sent = sent.elapsed();
-        let mut items = Vec::with_capacity(rows);
+        let mut items = Vec::with_capacity(read_count);
         for index in order {
             let (partition, purpose, limit) = &purposes[index];
             let rows = std::mem::take(&mut by_range[index]);
@@ -409,21 +410,16 @@ impl Lane {
             }
         }
         self.sync_ownership();
-        let before = items.len();
-        let (partitions, handover) = (&self.partitions, &self.handover);
-        items.retain(|item| {
-            let owned = partitions.get(&item.partition).is_some_and(|s| s.lease.epoch == item.epoch);
-            if !owned {
-                // No longer in flight.
-                handover.remove(item.partition, 1);
-            }
-            owned
-        });
-        if items.len() < before {
+        let partitions = &self.partitions;
+        let lost: Vec<Item> = items
+            .extract_if(.., |item| partitions.get(&item.partition).is_none_or(|s| s.lease.epoch != item.epoch))
+            .collect();
+        if !lost.is_empty() {
             tracing::warn!(
-                events = before - items.len(),
+                events = lost.len(),
                 "partitions taken over while reading; their events are not published here"
             );
+            self.drop_items(&lost);
         }
         Some(items)
     }
@@ -478,7 +474,7 @@ impl Lane {
             let (count, floor, _) = partitions.entry(item.partition).or_insert((0, item.seq, item.epoch));
             *count += 1;
             *floor = (*floor).min(item.seq);
-            aggregates.push(self.aggregate_digest(item.partition, &item.aggregate));
+            aggregates.push(aggregate_digest(&self.digests, item.partition, &item.aggregate));
         }
         for (partition, (count, floor, _)) in &partitions {
             if let Some(state) = self.partitions.get_mut(partition) {
