@@ -1,6 +1,8 @@
 //! Partitions: rows written by plain SQL are placed and published, a transaction that commits after a later one
-//! of its partition is not skipped (written by the library or by plain SQL), relays that join and leave under load keep every aggregate in order and lose nothing, an event
-//! that kills its relay every time reaches `failed`, and a database of the previous schema upgrades in place.
+//! of its partition is not skipped (written by the library or by plain SQL), a read names as running a writer newer
+//! than every finished transaction (also one that commits while the read runs), relays that join and leave under
+//! load keep every aggregate in order and lose nothing, an event that kills its relay every time reaches `failed`,
+//! and a database of the previous schema upgrades in place.
 
 mod common;
 
@@ -9,9 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{count, enqueue, enqueue_interleaved, event, start, wait_until, Recorder};
-use outbox_core::store::{EventFilter, EventStatus, PgStore, Store};
+use outbox_core::store::{EventFilter, EventStatus, PgStore, ReadBatch, ReadRange, ReadRequest, Store};
+use outbox_core::Outbox;
 use outbox_relay::{Message, Outcome, Publisher};
-use outbox_tests::pg::TestDatabase;
+use outbox_tests::pg::{PrivateServer, TestDatabase};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -133,6 +136,131 @@ async fn a_transaction_that_commits_after_a_later_one_of_its_partition_is_still_
 #[tokio::test]
 async fn a_plain_sql_transaction_that_commits_after_a_later_one_of_its_partition_is_still_published() {
     a_late_commit_in_a_read_partition_is_published(true).await;
+}
+
+/// A writer newer than every finished transaction, on a database of its own server (without autovacuum: any
+/// other transaction that finished after the writer got its id would make the snapshot list it). The "late" writer
+/// got its id after the "first" one, took its `seq` first and still runs; the first one has committed.
+struct NewerWriter {
+    /// Keeps the server up.
+    _server: PrivateServer,
+    db: TestDatabase,
+    /// The partition of both events.
+    partition: i16,
+    /// The late writer's transaction, until [`commit_late`](Self::commit_late).
+    late: Option<sqlx::Transaction<'static, sqlx::Postgres>>,
+    late_xid: u64,
+    /// The late writer's event, and the first one's.
+    slow: Uuid,
+    fast: Uuid,
+}
+
+impl NewerWriter {
+    /// Sets it up after `setup` (SQL run once the database is migrated).
+    async fn start(setup: &str) -> Self {
+        let server = PrivateServer::start_with("-c autovacuum=off")
+            .unwrap_or_else(|problem| panic!("no private PostgreSQL: {problem}"));
+        let db = TestDatabase::create_on(&server.url).await;
+        outbox_core::migrate(&db.pool).await.unwrap();
+        sqlx::raw_sql(setup).execute(&db.pool).await.unwrap();
+        let neighbour = in_the_partition_of(&db, "late").await;
+        let partition: i16 =
+            sqlx::query_scalar("SELECT outbox_partition_of('test', 'late')").fetch_one(&db.pool).await.unwrap();
+        let xid = "SELECT pg_current_xact_id()::text::int8";
+        let mut first = db.pool.begin().await.unwrap();
+        let first_xid: i64 = sqlx::query_scalar(xid).fetch_one(&mut *first).await.unwrap();
+        let mut late = db.pool.begin().await.unwrap();
+        let slow = Outbox::new().enqueue(&mut late, &event("late", 0)).await.unwrap();
+        let late_xid: i64 = sqlx::query_scalar(xid).fetch_one(&mut *late).await.unwrap();
+        let fast = Outbox::new().enqueue(&mut first, &event(&neighbour, 0)).await.unwrap();
+        first.commit().await.unwrap();
+        assert!(first_xid < late_xid, "the late writer got its id second");
+        Self { _server: server, db, partition, late: Some(late), late_xid: late_xid.unsigned_abs(), slow, fast }
+    }
+
+    async fn commit_late(&mut self) {
+        self.late.take().expect("the late writer runs").commit().await.unwrap();
+    }
+
+    /// Checks what a read taken while the late writer ran returned: the first event only, and the late writer as
+    /// running though the snapshot's own list cannot name it.
+    fn check_read(&self, read: &ReadBatch) {
+        let read_ids: Vec<Uuid> = read.rows.iter().map(|row| row.event.id).collect();
+        assert_eq!(read_ids, [self.fast], "the read returns the event committed before its snapshot only");
+        let snapshot = read.snapshot.as_ref().expect("a PostgreSQL read has a snapshot");
+        let late = self.late_xid;
+        assert!(snapshot.xmax <= late, "the snapshot's own list cannot name the late writer: {snapshot:?}");
+        assert!(snapshot.running.contains(&late), "the late writer {late} is not running in {snapshot:?}");
+    }
+
+    /// Checks that a read taken now sees the late writer finished, and its event.
+    async fn check_committed(&self) {
+        let store = PgStore::new(self.db.pool.clone());
+        let read = store.read(&ReadRequest::new(vec![range_of(self.partition)])).await.unwrap();
+        let snapshot = read.snapshot.expect("a PostgreSQL read has a snapshot");
+        assert!(snapshot.finished(self.late_xid), "the late writer committed before {snapshot:?}");
+        assert!(read.rows.iter().any(|row| row.event.id == self.slow), "the late commit is read once committed");
+    }
+}
+
+/// PostgreSQL's snapshot lists the running transactions below its `xmax` only, and `xmax` is the newest finished
+/// transaction's id + 1. A writer that got its id after another one, took its `seq` first, and still runs when the
+/// other one has committed is not in that list: a read names it as running all the same, so the relay waits for it
+/// before it treats the range as complete.
+#[tokio::test]
+async fn a_read_names_as_running_a_writer_whose_id_is_newer_than_every_finished_transaction() {
+    let mut scene = NewerWriter::start("").await;
+    let store = PgStore::new(scene.db.pool.clone());
+    let read = store.read(&ReadRequest::new(vec![range_of(scene.partition)])).await.unwrap();
+    scene.check_read(&read);
+    assert!(!read.snapshot.as_ref().is_some_and(|s| s.unseen_writers), "the late writer has its id");
+    scene.commit_late().await;
+    scene.check_committed().await;
+}
+
+/// The same writer commits while the read runs: after the read took its snapshot (which neither lists it nor sees
+/// its row) and before the read looks at `pg_locks` (where it is gone). The read still names it as running: its id
+/// was given out before the read, and it had not finished at the snapshot.
+#[tokio::test]
+async fn a_read_names_as_running_a_newer_writer_that_commits_while_the_read_runs() {
+    // The read runs as a role whose reads of `outbox_control` wait at a gate (an advisory lock, through a row
+    // security policy), which this test holds: the read has its snapshot and waits there.
+    let mut scene = NewerWriter::start(
+        "CREATE ROLE gated_reader LOGIN;
+         GRANT SELECT ON outbox_events, outbox_control TO gated_reader;
+         CREATE FUNCTION read_gate() RETURNS boolean LANGUAGE plpgsql VOLATILE AS
+           'BEGIN PERFORM pg_advisory_xact_lock_shared(7); RETURN true; END';
+         ALTER TABLE outbox_control ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY gate ON outbox_control FOR SELECT TO gated_reader USING (read_gate());",
+    )
+    .await;
+    let options: sqlx::postgres::PgConnectOptions = scene.db.url.parse().unwrap();
+    let gated = sqlx::PgPool::connect_with(options.username("gated_reader")).await.unwrap();
+    let mut gate = scene.db.connect().await;
+    sqlx::query("SELECT pg_advisory_lock(7)").execute(&mut gate).await.unwrap();
+    let store = PgStore::new(gated);
+    let partition = scene.partition;
+    let reading = tokio::spawn(async move { store.read(&ReadRequest::new(vec![range_of(partition)])).await });
+    wait_until(Duration::from_secs(10), "the read waits at the gate", || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 7 AND NOT granted",
+        )
+        .fetch_one(&scene.db.pool)
+        .await
+        .unwrap()
+            == 1
+    })
+    .await;
+    scene.commit_late().await;
+    sqlx::query("SELECT pg_advisory_unlock(7)").execute(&mut gate).await.unwrap();
+    let read = reading.await.unwrap().unwrap();
+    scene.check_read(&read);
+    scene.check_committed().await;
+}
+
+/// The whole of `partition`, up to 100 rows.
+fn range_of(partition: i16) -> ReadRange {
+    ReadRange::new(partition.unsigned_abs(), 0, 100)
 }
 
 #[tokio::test]

@@ -85,19 +85,26 @@ impl ReadRange {
 /// Only transactions that may write events count: the relay's own (those that record or settle batches) never
 /// insert a row, so they are left out of [`running`](Self::running), and a read taken while nothing but relays
 /// was writing is complete at once.
+///
+/// PostgreSQL's snapshot lists the running transactions below its `xmax` only, and its `xmax` is the newest
+/// finished transaction's id plus one: a writer whose id is newer than every finished one runs unlisted. The
+/// PostgreSQL store finds those in `pg_locks`, and counts as running too the ids past `xmax` that had finished
+/// by the time it looked there (they ran at the snapshot, or started after it).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Snapshot {
     /// The oldest transaction still running (every older one has finished).
     pub xmin: u64,
-    /// The first transaction id not yet assigned.
+    /// Every transaction from this id on had not finished when the snapshot was taken (the newest finished one's
+    /// id plus one).
     pub xmax: u64,
-    /// The transactions still running that may write events (every running one but the relays'), ascending.
+    /// The transactions not finished at the snapshot that may write events (every one but the relays', those at
+    /// or past [`xmax`](Self::xmax) included), ascending.
     pub running: Vec<u64>,
-    /// Whether a session was writing to the outbox table without a transaction id in the snapshot: a writer that
-    /// may take a `seq` before its transaction id (an insert by plain SQL, between its `seq` and its first row).
-    /// Its rows can commit below the read's rows without being waited for by id, so the read's range is checked
-    /// again for a short grace period.
+    /// Whether a session was writing to the outbox table without a transaction id: a writer that may take a `seq`
+    /// before its transaction id (an insert by plain SQL, between its `seq` and its first row). Its rows can commit
+    /// below the read's rows without being waited for by id, so the read's range is checked again for a short grace
+    /// period.
     pub unseen_writers: bool,
 }
 

@@ -56,22 +56,45 @@ SELECT pid, locktype, relation, transactionid::text::int8 AS xid
             AND relation IN ('outbox_batches'::regclass, 'outbox_events'::regclass)))
 ),
 relays AS (SELECT pid FROM locks WHERE relation = 'outbox_batches'::regclass),
+writers AS (
+SELECT DISTINCT pid FROM locks
+ WHERE relation = 'outbox_events'::regclass AND pid NOT IN (SELECT pid FROM relays)
+),
+-- The snapshot's xmax, and the first id not yet given out (`age` counts from it), read once pg_locks was read: an
+-- id below it that pg_locks does not show had finished by then.
+bounds AS (
+SELECT x.xmax, x.xmax + age((x.xmax & 4294967295)::text::xid) AS next
+  FROM (SELECT pg_snapshot_xmax(snap.s)::text::int8 AS xmax FROM snap) x,
+       (SELECT count(*) FROM locks) locks_read_first
+),
+-- The ids held, widened from 32 to 64 bits next to xmax.
+held AS (
+SELECT l.pid, b.xmax + (((l.xid - (b.xmax & 4294967295)) + 2147483648) & 4294967295) - 2147483648 AS xid
+  FROM locks l, bounds b
+ WHERE l.locktype = 'transactionid'
+),
+-- The snapshot lists the running transactions below xmax only, and xmax is the newest finished one's id + 1: a
+-- writer that got its id after that one runs unlisted, though it may have taken a `seq` below the rows read.
 running AS (
 SELECT x::text::int8 AS xid FROM snap, pg_snapshot_xip(snap.s) x
- WHERE (x::text::int8 & 4294967295) NOT IN (
-       SELECT xid FROM locks WHERE locktype = 'transactionid' AND pid IN (SELECT pid FROM relays))
+ WHERE x::text::int8 NOT IN (SELECT xid FROM held WHERE pid IN (SELECT pid FROM relays))
+UNION
+-- Writers at or past xmax, each by its transaction's id (the lowest it holds: its subtransactions' come after).
+SELECT min(xid) FROM held WHERE pid IN (SELECT pid FROM writers)
+ GROUP BY pid HAVING min(xid) >= (SELECT xmax FROM bounds)
+UNION
+-- Ids past xmax given out by now but not held: finished since the snapshot (perhaps after writing rows below the
+-- rows read, also a writer by plain SQL that had no id at the snapshot), or given out after pg_locks was read.
+SELECT i FROM bounds b, generate_series(b.xmax, b.next - 1) i WHERE i NOT IN (SELECT xid FROM held)
 ),
 ctl AS (
 SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
        pg_snapshot_xmin(snap.s)::text AS xmin,
        pg_snapshot_xmax(snap.s)::text AS xmax,
        ARRAY(SELECT xid::text FROM running) AS running,
-       -- A writer none of whose transaction ids is in the snapshot: it may have taken a `seq` before its id.
-       EXISTS (SELECT 1 FROM locks w
-                WHERE w.relation = 'outbox_events'::regclass AND w.pid NOT IN (SELECT pid FROM relays)
-                  AND NOT EXISTS (SELECT 1 FROM locks t, running r
-                                   WHERE t.pid = w.pid AND t.locktype = 'transactionid'
-                                     AND t.xid = (r.xid & 4294967295))) AS unseen_writers,
+       -- A writer with no transaction id yet: it may have taken a `seq` before its id.
+       EXISTS (SELECT 1 FROM writers w WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.pid = w.pid))
+         AS unseen_writers,
        current_setting('track_commit_timestamp')::bool AS track_commit,
        now() AS read_at
   FROM snap
