@@ -140,7 +140,8 @@ async fn a_plain_sql_transaction_that_commits_after_a_later_one_of_its_partition
 
 /// A writer newer than every finished transaction, on a database of its own server (without autovacuum: any
 /// other transaction that finished after the writer got its id would make the snapshot list it). The "late" writer
-/// got its id after the "first" one, took its `seq` first and still runs; the first one has committed.
+/// got its id after the "first" one, took its `seq` first and still runs; the first one has committed. A
+/// "bystander" got an id after both and writes no event.
 struct NewerWriter {
     /// Keeps the server up.
     _server: PrivateServer,
@@ -150,6 +151,9 @@ struct NewerWriter {
     /// The late writer's transaction, until [`commit_late`](Self::commit_late).
     late: Option<sqlx::Transaction<'static, sqlx::Postgres>>,
     late_xid: u64,
+    /// The bystander's transaction, until [`commit_late`](Self::commit_late).
+    bystander: Option<sqlx::Transaction<'static, sqlx::Postgres>>,
+    bystander_xid: u64,
     /// The late writer's event, and the first one's.
     slow: Uuid,
     fast: Uuid,
@@ -172,14 +176,28 @@ impl NewerWriter {
         let mut late = db.pool.begin().await.unwrap();
         let slow = Outbox::new().enqueue(&mut late, &event("late", 0)).await.unwrap();
         let late_xid: i64 = sqlx::query_scalar(xid).fetch_one(&mut *late).await.unwrap();
+        let mut bystander = db.pool.begin().await.unwrap();
+        let bystander_xid: i64 = sqlx::query_scalar(xid).fetch_one(&mut *bystander).await.unwrap();
         let fast = Outbox::new().enqueue(&mut first, &event(&neighbour, 0)).await.unwrap();
         first.commit().await.unwrap();
         assert!(first_xid < late_xid, "the late writer got its id second");
-        Self { _server: server, db, partition, late: Some(late), late_xid: late_xid.unsigned_abs(), slow, fast }
+        Self {
+            _server: server,
+            db,
+            partition,
+            late: Some(late),
+            late_xid: late_xid.unsigned_abs(),
+            bystander: Some(bystander),
+            bystander_xid: bystander_xid.unsigned_abs(),
+            slow,
+            fast,
+        }
     }
 
+    /// Commits the late writer, then the bystander.
     async fn commit_late(&mut self) {
         self.late.take().expect("the late writer runs").commit().await.unwrap();
+        self.bystander.take().expect("the bystander runs").commit().await.unwrap();
     }
 
     /// Checks what a read taken while the late writer ran returned: the first event only, and the late writer as
@@ -213,14 +231,20 @@ async fn a_read_names_as_running_a_writer_whose_id_is_newer_than_every_finished_
     let store = PgStore::new(scene.db.pool.clone());
     let read = store.read(&ReadRequest::new(vec![range_of(scene.partition)])).await.unwrap();
     scene.check_read(&read);
-    assert!(!read.snapshot.as_ref().is_some_and(|s| s.unseen_writers), "the late writer has its id");
+    let snapshot = read.snapshot.as_ref().expect("a PostgreSQL read has a snapshot");
+    assert!(!snapshot.unseen_writers, "the late writer has its id: {snapshot:?}");
+    assert!(
+        !snapshot.running.contains(&scene.bystander_xid),
+        "a running transaction that writes no event is not waited for: {snapshot:?}"
+    );
     scene.commit_late().await;
     scene.check_committed().await;
 }
 
 /// The same writer commits while the read runs: after the read took its snapshot (which neither lists it nor sees
 /// its row) and before the read looks at `pg_locks` (where it is gone). The read still names it as running: its id
-/// was given out before the read, and it had not finished at the snapshot.
+/// was given out before the read, and it had not finished at the snapshot. So it does the bystander, which only
+/// that rule names: had the read looked at `pg_locks` before the gate, the test would fail there.
 #[tokio::test]
 async fn a_read_names_as_running_a_newer_writer_that_commits_while_the_read_runs() {
     // The read runs as a role whose reads of `outbox_control` wait at a gate (an advisory lock, through a row
@@ -255,6 +279,11 @@ async fn a_read_names_as_running_a_newer_writer_that_commits_while_the_read_runs
     sqlx::query("SELECT pg_advisory_unlock(7)").execute(&mut gate).await.unwrap();
     let read = reading.await.unwrap().unwrap();
     scene.check_read(&read);
+    let snapshot = read.snapshot.as_ref().expect("a PostgreSQL read has a snapshot");
+    assert!(
+        snapshot.running.contains(&scene.bystander_xid),
+        "the bystander ended while the read ran, and is not counted: {snapshot:?}"
+    );
     scene.check_committed().await;
 }
 

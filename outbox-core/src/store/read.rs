@@ -84,12 +84,13 @@ impl ReadRange {
 ///
 /// Only transactions that may write events count: the relay's own (those that record or settle batches) never
 /// insert a row, so they are left out of [`running`](Self::running), and a read taken while nothing but relays
-/// was writing is complete at once.
+/// was writing is complete at once, or at the next read when a relay's transaction ended while it ran.
 ///
 /// PostgreSQL's snapshot lists the running transactions below its `xmax` only, and its `xmax` is the newest
 /// finished transaction's id plus one: a writer whose id is newer than every finished one runs unlisted. The
 /// PostgreSQL store finds those in `pg_locks`, and counts as running too the ids past `xmax` that had finished
-/// by the time it looked there (they ran at the snapshot, or started after it).
+/// by the time it looked there (they ran at the snapshot, or started after it; a relay's among them too, as
+/// nothing tells them apart any more).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Snapshot {

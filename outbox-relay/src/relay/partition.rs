@@ -16,7 +16,8 @@
 //!   transaction waited for (no payloads); when nothing was read since, there is nothing to recheck. A
 //!   row found there that the owner has not seen committed late: its aggregate is held back from it and read again
 //!   at once, so it is published before any later event of its aggregate, in commit order. A read taken while
-//!   nothing but relays wrote to the outbox is complete at once and costs no recheck.
+//!   nothing but relays wrote to the outbox is complete at once and costs no recheck (or one, when a relay's
+//!   transaction ended while the read ran).
 //!
 //! A partition taken over (or reset after an operator changed its rows) starts from the beginning: its first reads
 //! find the retrying heads in order and rebuild the held-back aggregates, and the failed ones come from

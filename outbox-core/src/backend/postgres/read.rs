@@ -61,7 +61,8 @@ SELECT DISTINCT pid FROM locks
  WHERE relation = 'outbox_events'::regclass AND pid NOT IN (SELECT pid FROM relays)
 ),
 -- The snapshot's xmax, and the first id not yet given out (`age` counts from it), read once pg_locks was read: an
--- id below it that pg_locks does not show had finished by then.
+-- id below it that pg_locks does not show had finished by then. (`age` reads it once per transaction: this
+-- statement runs as a transaction of its own.)
 bounds AS (
 SELECT x.xmax, x.xmax + age((x.xmax & 4294967295)::text::xid) AS next
   FROM (SELECT pg_snapshot_xmax(snap.s)::text::int8 AS xmax FROM snap) x,
@@ -143,6 +144,9 @@ SELECT 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 ) found"
 );
 
+/// Runs [`READ`] as a statement of its own: `age()` reads the next transaction id once per transaction, so inside
+/// a longer one it would count from an earlier moment than the statement's `pg_locks`, and miss the ids given out
+/// between.
 pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBatch> {
     let n = request.ranges.len();
     let (mut partitions, mut after, mut through) =
