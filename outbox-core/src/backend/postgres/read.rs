@@ -35,6 +35,16 @@ macro_rules! read_columns {
     };
 }
 
+/// The 32-bit transaction id `$xid` (what `pg_locks`, a row's `xmin` and the replication stream carry) widened to
+/// the 64-bit id nearest to `$xmax` (a snapshot's `xmax` as `int8`): within 2^31 of it, as every id a statement
+/// meets is.
+macro_rules! widened_xid {
+    ($xid:literal, $xmax:literal) => {
+        concat!($xmax, " + (((", $xid, " - (", $xmax, " & 4294967295)) + 2147483648) & 4294967295) - 2147483648")
+    };
+}
+pub(super) use widened_xid;
+
 /// Each range is one scan of `outbox_events_partition_seq_idx` (`partition, seq`) in index order, from `after`, so a
 /// read costs what it returns (plus what an aggregate filter skips inside its range, and, once after a takeover, the
 /// rows already published between the partition's `start_seq` and its first pending row), never the backlog. The
@@ -70,7 +80,9 @@ SELECT x.xmax, x.xmax + age((x.xmax & 4294967295)::text::xid) AS next
 ),
 -- The ids held, widened from 32 to 64 bits next to xmax.
 held AS (
-SELECT l.pid, b.xmax + (((l.xid - (b.xmax & 4294967295)) + 2147483648) & 4294967295) - 2147483648 AS xid
+SELECT l.pid, ",
+    widened_xid!("l.xid", "b.xmax"),
+    " AS xid
   FROM locks l, bounds b
  WHERE l.locktype = 'transactionid'
 ),
@@ -91,7 +103,7 @@ SELECT i FROM bounds b, generate_series(b.xmax, b.next - 1) i WHERE i NOT IN (SE
 ctl AS (
 SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
        pg_snapshot_xmin(snap.s)::text AS xmin,
-       pg_snapshot_xmax(snap.s)::text AS xmax,
+       (SELECT xmax FROM bounds)::text AS xmax,
        ARRAY(SELECT xid::text FROM running) AS running,
        -- A writer with no transaction id yet: it may have taken a `seq` before its id.
        EXISTS (SELECT 1 FROM writers w WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.pid = w.pid))

@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::jit::{jit_off, without_jit};
 use super::pending::pending_rows;
+use super::read::widened_xid;
 use super::settle::{columns, failure_set, report};
 use crate::error::Result;
 use crate::store::wal_message::WAL_EMIT_LOCK;
@@ -85,16 +86,16 @@ const PENDING_IDS_THROUGH: &str =
 /// there also when no row matches: whether publishing is paused, and whether every transaction of `$2` is visible
 /// to this statement's snapshot. The stream names transactions by their 32-bit ids: each is widened to the full id nearest to the
 /// snapshot's `xmax` (a transaction still committing may be at or past it, as `xmax` moves only when one ends).
-const BY_ID: &str = "\
-WITH snap AS (SELECT pg_current_snapshot() AS s),
+const BY_ID: &str = concat!(
+    "WITH snap AS (SELECT pg_current_snapshot() AS s),
 flags AS (
 SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
        NOT EXISTS (
          SELECT 1 FROM snap, UNNEST($2::int8[]) AS t(xid),
                 LATERAL (SELECT pg_snapshot_xmax(snap.s)::text::int8 AS xmax) m
-          WHERE NOT pg_visible_in_snapshot(
-                  (m.xmax + (((t.xid - (m.xmax & 4294967295)) + 2147483648) & 4294967295) - 2147483648)::text::xid8,
-                  snap.s)) AS visible
+          WHERE NOT pg_visible_in_snapshot((",
+    widened_xid!("t.xid", "m.xmax"),
+    ")::text::xid8, snap.s)) AS visible
 )
 SELECT f.paused, f.visible, r.*
   FROM flags f
@@ -106,7 +107,8 @@ SELECT i.n, e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregat
   JOIN outbox_events e ON e.id = i.id
  WHERE e.status = 'pending' AND f.visible AND NOT f.paused
   ) r ON true
- ORDER BY r.n";
+ ORDER BY r.n"
+);
 
 macro_rules! settle_by_id {
     ($published:literal) => {
