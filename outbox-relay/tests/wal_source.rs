@@ -687,3 +687,67 @@ async fn an_event_retried_in_place_waits_the_receivers_retry_after_capped_at_the
     assert_eq!(attempts, 3, "each refused attempt counted");
     assert_eq!(relay.terminate().await.code(), Some(0), "{}", relay.stderr());
 }
+
+/// The status of event `id`; `None` once its row is gone.
+async fn status_or_gone(db: &TestDatabase, id: Uuid) -> Option<String> {
+    sqlx::query_scalar("SELECT status FROM outbox_events WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_wal_settle_finds_each_row_where_it_was_read_and_writes_only_the_events_it_read_still_pending() {
+    use outbox_core::store::{PendingById, PgStore, Settlement};
+    for delete in [false, true] {
+        let db = TestDatabase::migrated().await;
+        let store = PgStore::new(db.pool.clone());
+        // One aggregate: rows side by side on the first page.
+        let ids = common::enqueue(&db.pool, &(0..4).map(|n| common::event("located", n)).collect::<Vec<_>>()).await;
+        let PendingById::Rows(rows) = store.pending_by_id(&ids, &[]).await.unwrap() else {
+            panic!("the streamed rows were not read");
+        };
+        assert_eq!(rows.len(), 4);
+        assert!(rows.iter().all(|row| row.version.is_some()), "the read gives every row its version");
+        let (gone, cancelled, counted) = (rows[1].event.id, rows[2].event.id, rows[3].event.id);
+
+        // While the batch is out: one event is deleted, and a new event is written (the settle is handed its row's
+        // version for the deleted one, as when vacuum lets a new row reuse a slot); an operator cancels another; a
+        // third gets an attempt counted and moves.
+        sqlx::query("DELETE FROM outbox_events WHERE id = $1").bind(gone).execute(&db.pool).await.unwrap();
+        let newcomer = common::enqueue(&db.pool, &[common::event("located", 9)]).await[0];
+        let PendingById::Rows(newcomer_row) = store.pending_by_id(&[newcomer], &[]).await.unwrap() else {
+            panic!("the new event was not read");
+        };
+        sqlx::query("UPDATE outbox_events SET status = 'cancelled' WHERE id = $1")
+            .bind(cancelled)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        let moved: String = sqlx::query_scalar(
+            "UPDATE outbox_events SET attempts = attempts + 1, last_error = 'retried' WHERE id = $1 \
+             RETURNING ctid::text",
+        )
+        .bind(counted)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        assert_ne!(moved, rows[3].version.as_ref().unwrap().to_string(), "the counted attempt did not move the row");
+
+        let mut marks: Vec<Settlement> =
+            rows.iter().map(|row| Settlement::published(row.event.id).at(row.version.clone())).collect();
+        marks[1] = Settlement::published(gone).at(newcomer_row[0].version.clone());
+        let report = store.settle_by_id(&marks, delete).await.unwrap();
+        assert_eq!((report.published, report.fenced), (2, 2), "delete: {delete}");
+        let settled = (!delete).then(|| "published".to_owned());
+        assert_eq!(status_or_gone(&db, rows[0].event.id).await, settled, "delete: {delete}");
+        assert_eq!(status_or_gone(&db, counted).await, settled, "a row that moved was not settled (delete: {delete})");
+        assert_eq!(status_or_gone(&db, newcomer).await.as_deref(), Some("pending"), "an event never read was settled");
+        assert_eq!(
+            status_or_gone(&db, cancelled).await.as_deref(),
+            Some("cancelled"),
+            "an operator's cancel was overwritten"
+        );
+    }
+}

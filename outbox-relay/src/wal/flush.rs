@@ -1,6 +1,7 @@
 //! Publishing the events of committed transactions: read by id (only rows still pending), published in order
 //! ([`crate::relay::batch::publish`]: the same rounds, timeout and outcomes as the table source), settled in one
-//! statement by id (the last round's by the caller, behind the next batch: [`super::settling`]). A transient
+//! statement, each row found where the read found it (the last round's by the caller, behind the next batch:
+//! [`super::settling`]). A transient
 //! failure is retried in place with the backoff policy, holding back the later events of its aggregate, for at most
 //! the in-place retry time; then the event and its aggregate go to the table's retry path ([`super::handover`]) and
 //! the stream goes on.
@@ -87,14 +88,15 @@ pub(crate) async fn flush(
                 }
             }
         }
-        let mut rows: HashMap<Uuid, ReadRow> = HashMap::new();
+        // In the order of `row_ids`, each with its index there (`range`): matched by position, not moved twice.
+        let mut rows: Vec<ReadRow> = Vec::new();
         if !row_ids.is_empty() {
             // The read says whether publishing is paused, as the table source's does: no round trip of its own.
             let Some(read) = database(shutdown, || store.pending_by_id(&row_ids, &xids)).await? else {
                 return Ok(Flushed::Stopped);
             };
             match read {
-                PendingById::Rows(read) => rows.extend(read.into_iter().map(|row| (row.event.id, row))),
+                PendingById::Rows(read) => rows = read,
                 PendingById::Paused => {
                     if !wait_unless_paused(store, shutdown).await? {
                         return Ok(Flushed::Stopped);
@@ -122,20 +124,24 @@ pub(crate) async fn flush(
         }
         let now = SystemTime::now();
         let since = |at: &SystemTime| now.duration_since(*at).unwrap_or_default();
-        let mut items: Vec<Item> = Vec::new();
+        let mut items: Vec<Item> = Vec::with_capacity(todo.len());
         let mut messages: HashMap<Uuid, StoredEvent> = HashMap::new();
         let mut followers: Vec<(StoredEvent, Option<SettleOutcome>)> = Vec::new();
+        let mut read = rows.into_iter().peekable();
+        let mut row_index = 0;
         for event in &todo {
             match event {
-                Streamed::Row { id, committed_at: at, .. } => {
+                Streamed::Row { committed_at: at, .. } => {
+                    let index = row_index;
+                    row_index += 1;
                     // Not pending any more (settled by an earlier session), or left to the table's retry path.
-                    let Some(row) = rows.remove(id) else { continue };
+                    let Some(row) = read.next_if(|row| row.range == index) else { continue };
                     let aggregate = row.event.aggregate_key();
                     if handover.holds(&aggregate) {
                         continue;
                     }
                     let since_commit = at.as_ref().map_or(row.since_commit, since);
-                    items.push(Item::new(row.partition, 0, row.event, aggregate, since_commit));
+                    items.push(Item::new(row.partition, 0, row.event, aggregate, since_commit).at(row.version));
                 }
                 Streamed::Message(event, at) => {
                     let aggregate = event.aggregate_key();

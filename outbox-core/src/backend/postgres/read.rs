@@ -274,34 +274,36 @@ impl ReadColumns {
 
     /// The row read, or `None` for a row that only carries the flags (range 0, or none when nothing was read).
     fn read_row(&self, row: &PgRow) -> Result<Option<ReadRow>> {
-        let Some(n) = row.try_get::<Option<i64>, _>(self.n)?.filter(|&n| n > 0) else {
+        // Unchecked: the read statements give every column its type (casts where a column could vary), and each
+        // decoder still checks the bytes it decodes; a type check at every value costs the relay in a drain.
+        let Some(n) = row.try_get_unchecked::<Option<i64>, _>(self.n)?.filter(|&n| n > 0) else {
             return Ok(None);
         };
-        let headers: String = row.try_get(self.headers)?;
-        let sensitive: String = row.try_get(self.sensitive_paths)?;
+        let headers: String = row.try_get_unchecked(self.headers)?;
+        let sensitive: String = row.try_get_unchecked(self.sensitive_paths)?;
         let event = StoredEvent {
-            id: row.try_get(self.id)?,
-            seq: row.try_get(self.seq)?,
-            event_type: row.try_get(self.event_type)?,
-            aggregate_type: row.try_get(self.aggregate_type)?,
-            aggregate_id: row.try_get(self.aggregate_id)?,
-            version: row.try_get::<i32, _>(self.schema_version)?.unsigned_abs(),
-            payload: row.try_get(self.payload)?,
+            id: row.try_get_unchecked(self.id)?,
+            seq: row.try_get_unchecked(self.seq)?,
+            event_type: row.try_get_unchecked(self.event_type)?,
+            aggregate_type: row.try_get_unchecked(self.aggregate_type)?,
+            aggregate_id: row.try_get_unchecked(self.aggregate_id)?,
+            version: row.try_get_unchecked::<i32, _>(self.schema_version)?.unsigned_abs(),
+            payload: row.try_get_unchecked(self.payload)?,
             headers: Checked::from_json_text(&headers),
             sensitive_paths: Checked::from_json_text(&sensitive),
-            created_at: row.try_get(self.created_at)?,
-            attempts: row.try_get::<i32, _>(self.attempts)?.unsigned_abs(),
+            created_at: row.try_get_unchecked(self.created_at)?,
+            attempts: row.try_get_unchecked::<i32, _>(self.attempts)?.unsigned_abs(),
         };
         // Both by the database's clock; zero when the later one is not later.
-        let read_at: OffsetDateTime = row.try_get(self.read_at)?;
+        let read_at: OffsetDateTime = row.try_get_unchecked(self.read_at)?;
         let between = |from: OffsetDateTime, to: OffsetDateTime| Duration::try_from(to - from).unwrap_or_default();
         Ok(Some(ReadRow {
             range: usize::try_from(n - 1).unwrap_or(usize::MAX),
-            partition: row.try_get::<i16, _>(self.partition)?.unsigned_abs(),
-            wait: between(read_at, row.try_get(self.next_attempt_at)?),
-            since_commit: between(row.try_get(self.committed_at)?, read_at),
+            partition: row.try_get_unchecked::<i16, _>(self.partition)?.unsigned_abs(),
+            wait: between(read_at, row.try_get_unchecked(self.next_attempt_at)?),
+            since_commit: between(row.try_get_unchecked(self.committed_at)?, read_at),
             event,
-            version: self.row_version.map(|index| row.try_get(index).map(RowVersion)).transpose()?,
+            version: self.row_version.map(|index| row.try_get_unchecked(index).map(RowVersion)).transpose()?,
         }))
     }
 }

@@ -59,26 +59,29 @@ SELECT outcome, count(*) AS n FROM (SELECT outcome FROM published UNION ALL SELE
     };
 }
 
-/// A batch whose every event was published, the usual case: `$write` (as in [`settle_sql`]) finds each row where
-/// the read found it (`ctid`, `$6`), one tuple fetch instead of a descent of the primary key, and writes it only if
-/// it is still the same event (`$5`; the slot of a row that vacuum removed may hold another event since), still
-/// pending. The rows not found there are looked up by primary key in a second step: those that moved since the
-/// read (an attempt counted for a dead relay's batch, an operator's change) and those settled without a row
-/// version (`NULL` in `$6`). The second step costs nothing when every row was found where it was read.
-macro_rules! all_published_sql {
-    ($write:expr, $join:literal) => {
+/// The rows of a batch whose every event was published, written by `$write` (as in [`settle_sql`]) in two steps
+/// that both end in `RETURNING e.id`: `located` finds each row where the read found it (`ctid`, `$versions`), one
+/// tuple fetch instead of a descent of the primary key, and writes it only if it is still the same event (`$ids`;
+/// the slot of a row that vacuum removed may hold another event since), still pending, and `$fenced`. `moved` looks
+/// up by primary key the rows not found there: those that moved since the read (an attempt counted for a dead
+/// relay's batch, an operator's change) and those settled without a row version (`NULL` in `$versions`). The second
+/// step costs nothing when every row was found where it was read. Followed by [`published_count`].
+macro_rules! located_or_moved {
+    ($write:expr, $join:literal, $ids:literal, $versions:literal, $fenced:expr) => {
         concat!(
-            held_leases!(),
-            ",
-located AS (
+            "located AS (
 ",
             $write,
             "
 ",
             $join,
-            " UNNEST($5::uuid[], $6::text[]::tid[]) AS s(id, version)
+            " UNNEST(",
+            $ids,
+            "::uuid[], ",
+            $versions,
+            "::text[]::tid[]) AS s(id, version)
  WHERE e.ctid = s.version AND e.id = s.id AND e.status = 'pending' AND ",
-            in_held_partition!(),
+            $fenced,
             "
 RETURNING e.id
 ),
@@ -86,14 +89,40 @@ moved AS (
 ",
             $write,
             "
- WHERE e.id = ANY(ARRAY(SELECT id FROM UNNEST($5::uuid[]) AS i(id) EXCEPT SELECT id FROM located))
+ WHERE e.id = ANY(ARRAY(SELECT id FROM UNNEST(",
+            $ids,
+            "::uuid[]) AS i(id) EXCEPT SELECT id FROM located))
    AND e.status = 'pending' AND ",
-            in_held_partition!(),
+            $fenced,
             "
 RETURNING e.id
-),
+)"
+        )
+    };
+}
+pub(super) use located_or_moved;
+
+/// The report of [`located_or_moved`]: how many rows it wrote, as `published`.
+macro_rules! published_count {
+    () => {
+        "SELECT 'published'::text AS outcome, (SELECT count(*) FROM located) + (SELECT count(*) FROM moved) AS n"
+    };
+}
+pub(super) use published_count;
+
+/// A batch whose every event was published, the usual case: its rows written as [`located_or_moved`] says, fenced
+/// by the batch's leases, and the batch's record deleted.
+macro_rules! all_published_sql {
+    ($write:expr, $join:literal) => {
+        concat!(
+            held_leases!(),
+            ",
+",
+            located_or_moved!($write, $join, "$5", "$6", in_held_partition!()),
+            ",
 record AS (DELETE FROM outbox_batches WHERE relay_id = $1 AND batch_id = $4)
-SELECT 'published'::text AS outcome, (SELECT count(*) FROM located) + (SELECT count(*) FROM moved) AS n"
+",
+            published_count!()
         )
     };
 }
@@ -105,6 +134,7 @@ macro_rules! mark_published {
         "UPDATE outbox_events e SET status = 'published', published_at = now()"
     };
 }
+pub(super) use mark_published;
 
 /// Immediate retention: a published row is deleted.
 macro_rules! delete_published {
@@ -112,6 +142,7 @@ macro_rules! delete_published {
         "DELETE FROM outbox_events e"
     };
 }
+pub(super) use delete_published;
 
 const MARK_ALL_PUBLISHED: &str = all_published_sql!(mark_published!(), "  FROM");
 const DELETE_ALL_PUBLISHED: &str = all_published_sql!(delete_published!(), " USING");

@@ -7,7 +7,9 @@ use uuid::Uuid;
 use super::jit::{jit_off, without_jit};
 use super::pending::pending_rows;
 use super::read::widened_xid;
-use super::settle::{columns, failure_set, report};
+use super::settle::{
+    columns, delete_published, failure_set, located_or_moved, mark_published, published_count, report,
+};
 use crate::error::Result;
 use crate::store::wal_message::WAL_EMIT_LOCK;
 use crate::store::{
@@ -102,7 +104,8 @@ SELECT f.paused, f.visible, r.*
   LEFT JOIN LATERAL (
 SELECT i.n, e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
        e.payload::text AS payload, e.headers::text AS headers, e.sensitive_paths::text AS sensitive_paths,
-       e.created_at, e.attempts, e.next_attempt_at, e.created_at AS committed_at, now() AS read_at
+       e.created_at, e.attempts, e.next_attempt_at, e.created_at AS committed_at, now() AS read_at,
+       e.ctid::text AS row_version
   FROM UNNEST($1::uuid[]) WITH ORDINALITY AS i(id, n)
   JOIN outbox_events e ON e.id = i.id
  WHERE e.status = 'pending' AND f.visible AND NOT f.paused
@@ -132,6 +135,17 @@ SELECT outcome, count(*) AS n FROM (SELECT outcome FROM published UNION ALL SELE
         )
     };
 }
+
+/// Every row of `$1` published, the usual case: found where the read found it (`$2`), else by id
+/// ([`located_or_moved`]); only rows still pending change.
+macro_rules! all_published_by_id {
+    ($write:expr, $join:literal) => {
+        concat!("WITH ", located_or_moved!($write, $join, "$1", "$2", "true"), "\n", published_count!())
+    };
+}
+
+const MARK_ALL_BY_VERSION: &str = all_published_by_id!(mark_published!(), "  FROM");
+const DELETE_ALL_BY_VERSION: &str = all_published_by_id!(delete_published!(), " USING");
 
 const MARK_BY_ID: &str = settle_by_id!(
     "UPDATE outbox_events e SET status = 'published', published_at = now()
@@ -328,16 +342,32 @@ impl PgStore {
         if flag("visible")? == Some(false) {
             return Ok(PendingById::NotVisibleYet);
         }
-        Ok(PendingById::Rows(super::read::ReadColumns::read_rows(&rows)?))
+        let mut read = super::read::ReadColumns::read_rows(&rows)?;
+        // The statement returns them so; sorted only if it did not (by index: a row is large to move).
+        if !read.is_sorted_by_key(|row| row.range) {
+            read.sort_by_cached_key(|row| row.range);
+        }
+        Ok(PendingById::Rows(read))
     }
 
     /// Writes the outcomes of streamed events in one statement: published rows marked (or deleted with
-    /// `delete_published`), failures counted. Only rows still pending change.
+    /// `delete_published`), failures counted. Only rows still pending change. When every event was published, each
+    /// row is found where [`pending_by_id`](Self::pending_by_id) read it ([`Settlement::version`]), one tuple fetch
+    /// instead of a descent of the primary key; rows that moved since, or without a version, are found by id.
     ///
     /// # Errors
     ///
     /// [`Error::Database`](crate::Error::Database).
     pub async fn settle_by_id(&self, settlements: &[Settlement], delete_published: bool) -> Result<SettleReport> {
+        if settlements.iter().all(|settlement| settlement.outcome == SettleOutcome::Published) {
+            let ids: Vec<Uuid> = settlements.iter().map(|settlement| settlement.id).collect();
+            let versions: Vec<Option<&str>> =
+                settlements.iter().map(|settlement| settlement.version.as_ref().map(|v| v.0.as_str())).collect();
+            let sql = if delete_published { DELETE_ALL_BY_VERSION } else { MARK_ALL_BY_VERSION };
+            // Prepared once: a nested loop of tuple fetches by `ctid`, whatever the batch's size.
+            let rows = sqlx::query(sql).bind(ids).bind(versions).fetch_all(&self.pool).await?;
+            return report(&rows, settlements.len());
+        }
         let columns = columns(settlements);
         let sql = if delete_published { DELETE_BY_ID } else { MARK_BY_ID };
         let rows = sqlx::query(sql)
