@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::handover::Handover;
 use super::publish_settle::{publish, row_settlements, settle};
+use super::read_ahead::{rows_of, FirstRead};
 use super::statement::database;
 use crate::backoff::Backoff;
 use crate::error::Result;
@@ -63,13 +64,15 @@ pub(crate) enum Flushed {
 
 /// Publishes and settles `events`, in their order. Events of aggregates handed to the table's retry path are
 /// left to it (a message-mode event is written to the table for it); an event still failing after the in-place
-/// retry time is handed over with its aggregate.
+/// retry time is handed over with its aggregate. `first_read`: the read of the events' rows, started ahead
+/// ([`super::read_ahead`]); without it, the rows are read here.
 pub(crate) async fn flush(
     shared: &Shared,
     store: &PgStore,
     summary: &mut RunSummary,
     handover: &mut Handover,
     events: &[Streamed],
+    mut first_read: Option<FirstRead>,
     shutdown: &CancellationToken,
 ) -> Result<Flushed> {
     let mut todo: Vec<Streamed> = events.to_vec();
@@ -78,21 +81,16 @@ pub(crate) async fn flush(
     let visibility = Backoff::new(Duration::from_millis(1), Duration::from_millis(100)).unwrap_or_default();
     let mut invisible: u32 = 0;
     while !todo.is_empty() {
-        let mut row_ids: Vec<Uuid> = Vec::new();
-        let mut xids: Vec<u32> = Vec::new();
-        for event in &todo {
-            if let Streamed::Row { id, xid, .. } = event {
-                row_ids.push(*id);
-                if xids.last() != xid.as_ref() {
-                    xids.extend(xid);
-                }
-            }
-        }
+        let (row_ids, xids) = rows_of(&todo);
         // In the order of `row_ids`, each with its index there (`range`): matched by position, not moved twice.
         let mut rows: Vec<ReadRow> = Vec::new();
         if !row_ids.is_empty() {
             // The read says whether publishing is paused, as the table source's does: no round trip of its own.
-            let Some(read) = database(shutdown, || store.pending_by_id(&row_ids, &xids)).await? else {
+            let read = match first_read.take() {
+                Some(read) => read.wait().await?,
+                None => database(shutdown, || store.pending_by_id(&row_ids, &xids)).await?,
+            };
+            let Some(read) = read else {
                 return Ok(Flushed::Stopped);
             };
             match read {

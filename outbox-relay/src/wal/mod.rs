@@ -7,7 +7,8 @@
 //! - [`restart`]: how long the relay waits after a failed session, and when the wait starts over;
 //! - [`session`]: the slot and its snapshot, the rows pending then, the stream and its acknowledgements;
 //! - [`pgoutput`]: the two `pgoutput` messages decoded here; [`flush`]: publishing and settling by id, with
-//!   retries in place; [`publish_settle`]: one batch published and its rows settled;
+//!   retries in place; [`publish_settle`]: one batch published and its rows settled; [`read_ahead`]: the next
+//!   batch's rows read while a batch is published;
 //! - [`handover`]: events that keep failing leave the stream for the table's retry path;
 //! - [`slot_gauges`]: the slot's lag and confirmed age, from the stream;
 //! - [`statement`]: the database statements, retried while the database is unreachable.
@@ -18,6 +19,7 @@ mod leader;
 mod pgoutput;
 mod preflight;
 mod publish_settle;
+mod read_ahead;
 mod replication;
 mod restart;
 mod session;
@@ -176,6 +178,7 @@ impl WalRelay {
                 summary: &mut summary,
                 acknowledged: pgwire_replication::Lsn::ZERO,
                 settling: None,
+                ahead: None,
                 streaming_since: None,
             };
             let wait = match session.run(&shutdown).await {

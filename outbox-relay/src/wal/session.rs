@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::flush::{flush, Flushed, Streamed};
 use super::handover::Handover;
 use super::pgoutput::Relations;
+use super::read_ahead::ReadAhead;
 use super::replication::{classify, create_slot_sql, sqlstate, Target};
 use super::settling::{settling_ended, Settling};
 use super::slot_gauges::SlotGauges;
@@ -46,6 +47,8 @@ pub(crate) struct Session<'a> {
     pub(crate) acknowledged: Lsn,
     /// The last published batch's settle, while it runs.
     pub(crate) settling: Option<Settling>,
+    /// The next batch to publish, its rows being read meanwhile.
+    pub(crate) ahead: Option<ReadAhead>,
     /// When the server started streaming to this session.
     pub(crate) streaming_since: Option<std::time::Instant>,
 }
@@ -150,7 +153,8 @@ impl Session<'_> {
         for chunk in ids.chunks(size.max(1)) {
             let events: Vec<Streamed> =
                 chunk.iter().map(|&id| Streamed::Row { id, committed_at: None, xid: None }).collect();
-            let Flushed::Done(rows) = flush(self.shared, self.store, self.summary, handover, &events, shutdown).await?
+            let Flushed::Done(rows) =
+                flush(self.shared, self.store, self.summary, handover, &events, None, shutdown).await?
             else {
                 return Ok(false);
             };
@@ -165,10 +169,11 @@ impl Session<'_> {
         Ok(done.is_some())
     }
 
-    /// Reads the stream: the ids of each committed transaction join the batch, which is published when it is full
-    /// or when nothing more is waiting on the stream; its rows are settled while the next batch is read and
-    /// published ([`Settling`]), and the slot is acknowledged past it once they are. The table's retry path runs
-    /// in between when it is due.
+    /// Reads the stream: the ids of each committed transaction join the batch, which is complete when it is full
+    /// or when nothing more is waiting on the stream. A complete batch's rows are read while the batch before it is
+    /// published ([`ReadAhead`]); its rows are settled while the next batch is published ([`Settling`]), and the
+    /// slot is acknowledged past it once they are. The table's retry path runs in between when it is due, with no
+    /// batch read ahead.
     async fn stream(
         &mut self,
         client: &mut ReplicationClient,
@@ -185,8 +190,8 @@ impl Session<'_> {
         let size = self.shared.config.batch_size as usize;
         loop {
             if handover.is_due() {
-                // The table's retry path reads the table: no settle of this relay may be running.
-                if !self.settled(client).await? {
+                // The table's retry path reads the table: no batch of this relay may be read ahead or settling.
+                if !self.publish_ahead(client, handover, shutdown).await? || !self.settled(client).await? {
                     return Ok(Ended::Shutdown);
                 }
                 if !handover.run(self.shared, self.store, self.summary, shutdown).await? {
@@ -194,7 +199,7 @@ impl Session<'_> {
                 }
                 self.gauges.handed_over(handover.len());
             }
-            let event = if batch.is_empty() || in_transaction {
+            let event = if (batch.is_empty() && self.ahead.is_none()) || in_transaction {
                 let retry_at = handover.next_run();
                 let event = tokio::select! {
                     () = shutdown.cancelled() => return Ok(Ended::Shutdown),
@@ -249,8 +254,9 @@ impl Session<'_> {
                     }
                     batch.extend(transaction.drain(..).map(|event| event.committed(at)));
                     if batch.is_empty() {
-                        // A transaction without events: nothing waits for it, unless a settle still runs.
-                        if self.settling.is_none() {
+                        // A transaction without events: nothing waits for it, unless a batch is read ahead or
+                        // settling.
+                        if self.settling.is_none() && self.ahead.is_none() {
                             self.acknowledge(client, end_lsn);
                         }
                     } else {
@@ -266,7 +272,7 @@ impl Session<'_> {
                     // Every transaction that committed before `wal_end` was sent before this keepalive: with
                     // nothing unsettled, the slot may move past the WAL of other tables.
                     self.gauges.wal_end(wal_end);
-                    if batch.is_empty() && !in_transaction && self.settling.is_none() {
+                    if batch.is_empty() && !in_transaction && self.settling.is_none() && self.ahead.is_none() {
                         self.acknowledge(client, wal_end);
                     }
                 }
@@ -282,8 +288,9 @@ impl Session<'_> {
         }
     }
 
-    /// Publishes and settles `batch`, then acknowledges the stream through `end`; `false` when shutdown came
-    /// first (nothing of the batch is acknowledged: it is streamed again).
+    /// Starts reading the rows of `batch` (complete, ending on the stream at `end`; none when empty) and publishes
+    /// the batch read ahead before it, if any; `false` when shutdown came first (nothing of either batch is
+    /// acknowledged: both are streamed again).
     async fn publish(
         &mut self,
         batch: &mut Vec<Streamed>,
@@ -292,8 +299,23 @@ impl Session<'_> {
         handover: &mut Handover,
         shutdown: &CancellationToken,
     ) -> Result<bool> {
-        let flushed = flush(self.shared, self.store, self.summary, handover, batch, shutdown).await?;
-        batch.clear();
+        let next = (!batch.is_empty()).then(|| ReadAhead::start(self.store, std::mem::take(batch), end, shutdown));
+        let published = self.publish_ahead(client, handover, shutdown).await?;
+        self.ahead = next;
+        Ok(published)
+    }
+
+    /// Publishes the batch read ahead, if any, and settles it behind; `false` when shutdown came first (nothing of
+    /// the batch is acknowledged: it is streamed again).
+    async fn publish_ahead(
+        &mut self,
+        client: &ReplicationClient,
+        handover: &mut Handover,
+        shutdown: &CancellationToken,
+    ) -> Result<bool> {
+        let Some(ahead) = self.ahead.take() else { return Ok(true) };
+        let (events, end, read) = ahead.into_parts();
+        let flushed = flush(self.shared, self.store, self.summary, handover, &events, read, shutdown).await?;
         let Flushed::Done(rows) = flushed else { return Ok(false) };
         self.gauges.handed_over(handover.len());
         self.settle_behind(client, rows, Some(end), shutdown).await
