@@ -185,19 +185,7 @@ async fn a_settle_by_row_version_writes_only_the_events_it_read_still_pending() 
         .await
         .unwrap();
     assert_eq!(slot, rows[1].version.as_ref().unwrap().to_string(), "the new event did not reuse the slot");
-    sqlx::query("UPDATE outbox_events SET status = 'cancelled' WHERE id = $1")
-        .bind(cancelled)
-        .execute(&db.pool)
-        .await
-        .unwrap();
-
-    let moved: String = sqlx::query_scalar(
-        "UPDATE outbox_events SET attempts = attempts + 1, last_error = 'relay died' WHERE id = $1 RETURNING ctid::text",
-    )
-    .bind(rows[3].event.id)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let moved = common::cancel_one_and_move_another(&db.pool, cancelled, rows[3].event.id).await;
     assert_ne!(moved, rows[3].version.as_ref().unwrap().to_string(), "the counted attempt did not move the row");
 
     let marks: Vec<Settlement> =

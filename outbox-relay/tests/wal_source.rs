@@ -720,19 +720,7 @@ async fn a_wal_settle_finds_each_row_where_it_was_read_and_writes_only_the_event
         let PendingById::Rows(newcomer_row) = store.pending_by_id(&[newcomer], &[]).await.unwrap() else {
             panic!("the new event was not read");
         };
-        sqlx::query("UPDATE outbox_events SET status = 'cancelled' WHERE id = $1")
-            .bind(cancelled)
-            .execute(&db.pool)
-            .await
-            .unwrap();
-        let moved: String = sqlx::query_scalar(
-            "UPDATE outbox_events SET attempts = attempts + 1, last_error = 'retried' WHERE id = $1 \
-             RETURNING ctid::text",
-        )
-        .bind(counted)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+        let moved = common::cancel_one_and_move_another(&db.pool, cancelled, counted).await;
         assert_ne!(moved, rows[3].version.as_ref().unwrap().to_string(), "the counted attempt did not move the row");
 
         let mut marks: Vec<Settlement> =

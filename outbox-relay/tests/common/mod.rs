@@ -191,6 +191,23 @@ pub async fn count(pool: &PgPool, status: &str) -> i64 {
     counts(pool).await.get(status).copied().unwrap_or(0)
 }
 
+/// While a batch is out: an operator cancels `cancelled`, and `counted` gets an attempt counted (as for a dead
+/// relay's batch), which moves its row. Returns where `counted`'s row is now (its `ctid`).
+pub async fn cancel_one_and_move_another(pool: &PgPool, cancelled: Uuid, counted: Uuid) -> String {
+    sqlx::query("UPDATE outbox_events SET status = 'cancelled' WHERE id = $1")
+        .bind(cancelled)
+        .execute(pool)
+        .await
+        .expect("cancel");
+    sqlx::query_scalar(
+        "UPDATE outbox_events SET attempts = attempts + 1, last_error = 'relay died' WHERE id = $1 RETURNING ctid::text",
+    )
+    .bind(counted)
+    .fetch_one(pool)
+    .await
+    .expect("count an attempt")
+}
+
 pub async fn status_of(pool: &PgPool, id: Uuid) -> String {
     sqlx::query_scalar("SELECT status FROM outbox_events WHERE id = $1").bind(id).fetch_one(pool).await.expect("status")
 }
