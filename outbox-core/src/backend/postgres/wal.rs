@@ -334,7 +334,9 @@ impl PgStore {
     /// [`Error::Database`](crate::Error::Database).
     pub async fn pending_by_id(&self, ids: &[Uuid], xids: &[u32]) -> Result<PendingById> {
         let xids: Vec<i64> = xids.iter().map(|&xid| i64::from(xid)).collect();
-        let rows = sqlx::query(BY_ID).persistent(false).bind(ids).bind(xids).fetch_all(&self.pool).await?;
+        // Prepared once: its plan, a lookup by primary key per id, suits every batch size, and planning it at every
+        // call was half of a small batch's read (0.9 ms against 0.4 ms at 1,000 events/s).
+        let rows = sqlx::query(BY_ID).bind(ids).bind(xids).fetch_all(&self.pool).await?;
         let flag = |name: &str| rows.first().map(|row| row.try_get::<bool, _>(name)).transpose();
         if flag("paused")? == Some(true) {
             return Ok(PendingById::Paused);
