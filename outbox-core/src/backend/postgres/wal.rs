@@ -83,7 +83,8 @@ const PENDING_IDS: &str = concat!("WITH ", pending_rows!(), "\nSELECT id, seq FR
 const PENDING_IDS_THROUGH: &str =
     concat!("WITH ", pending_rows!(), "\nSELECT id FROM pending WHERE seq <= $1 ORDER BY seq");
 
-/// The streamed rows still pending, in the order of `$1` (`n`), with the columns [`super::read::read_row`] takes
+/// The streamed rows still pending, with their index in `$1` (`n`; the lookups return them in that order, which
+/// the caller checks instead of a sort of wide rows here), with the columns [`super::read::read_row`] takes
 /// (how long ago their transaction committed the relay knows from the stream), under one row of flags that is
 /// there also when no row matches: whether publishing is paused, and whether every transaction of `$2` is visible
 /// to this statement's snapshot. The stream names transactions by their 32-bit ids: each is widened to the full id nearest to the
@@ -109,8 +110,7 @@ SELECT i.n, e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregat
   FROM UNNEST($1::uuid[]) WITH ORDINALITY AS i(id, n)
   JOIN outbox_events e ON e.id = i.id
  WHERE e.status = 'pending' AND f.visible AND NOT f.paused
-  ) r ON true
- ORDER BY r.n"
+  ) r ON true"
 );
 
 macro_rules! settle_by_id {
@@ -345,7 +345,7 @@ impl PgStore {
             return Ok(PendingById::NotVisibleYet);
         }
         let mut read = super::read::ReadColumns::read_rows(&rows)?;
-        // The statement returns them so; sorted only if it did not (by index: a row is large to move).
+        // The statement's lookups return them so; sorted only if they did not (by index: a row is large to move).
         if !read.is_sorted_by_key(|row| row.range) {
             read.sort_by_cached_key(|row| row.range);
         }
