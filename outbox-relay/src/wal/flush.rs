@@ -1,10 +1,9 @@
 //! Publishing the events of committed transactions: read by id (only rows still pending), published in order
 //! ([`crate::relay::batch::publish`]: the same rounds, timeout and outcomes as the table source), settled in one
 //! statement, each row found where the read found it (the last round's by the caller, behind the next batch:
-//! [`super::settling`]). A transient
-//! failure is retried in place with the backoff policy, holding back the later events of its aggregate, for at most
-//! the in-place retry time; then the event and its aggregate go to the table's retry path ([`super::handover`]) and
-//! the stream goes on.
+//! [`super::settling`]). A transient failure is retried in place with the backoff policy, holding back the later
+//! events of its aggregate, for at most the in-place retry time; then the event and its aggregate go to the table's
+//! retry path ([`super::handover`]) and the stream goes on.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
@@ -87,7 +86,7 @@ pub(crate) async fn flush(
         if !row_ids.is_empty() {
             // The read says whether publishing is paused, as the table source's does: no round trip of its own.
             let read = match first_read.take() {
-                Some(read) => read.wait().await?,
+                Some(read) => read.finish().await?,
                 None => database(shutdown, || store.pending_by_id(&row_ids, &xids)).await?,
             };
             let Some(read) = read else {

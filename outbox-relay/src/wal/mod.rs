@@ -6,7 +6,7 @@
 //! - [`leader`]: one relay reads a slot, standbys wait to take over;
 //! - [`restart`]: how long the relay waits after a failed session, and when the wait starts over;
 //! - [`session`]: the slot and its snapshot, the rows pending then, the stream and its acknowledgements;
-//! - [`pgoutput`]: the two `pgoutput` messages decoded here; [`flush`]: publishing and settling by id, with
+//! - [`pgoutput`]: the two `pgoutput` messages decoded here; [`flush`]: reading by id, publishing and settling, with
 //!   retries in place; [`publish_settle`]: one batch published and its rows settled; [`read_ahead`]: the next
 //!   batch's rows read while a batch is published;
 //! - [`handover`]: events that keep failing leave the stream for the table's retry path;

@@ -9,16 +9,14 @@
 
 use outbox_core::store::{PendingById, PgStore};
 use pgwire_replication::Lsn;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::flush::Streamed;
-use super::statement::database;
-use crate::error::Result;
+use super::statement::{database, Background};
 
-/// What the read task returns: `None` when shutdown came first.
-type Read = Result<Option<PendingById>>;
+/// The first read of a batch's rows, started ahead.
+pub(crate) type FirstRead = Background<PendingById>;
 
 /// A batch of the stream, its rows being read.
 pub(crate) struct ReadAhead {
@@ -37,7 +35,7 @@ impl ReadAhead {
         let read = (!ids.is_empty()).then(|| {
             let store = store.clone();
             let shutdown = shutdown.clone();
-            FirstRead(tokio::spawn(async move { database(&shutdown, || store.pending_by_id(&ids, &xids)).await }))
+            Background::spawn(async move { database(&shutdown, || store.pending_by_id(&ids, &xids)).await })
         });
         Self { events, end, read }
     }
@@ -45,26 +43,6 @@ impl ReadAhead {
     /// The batch's events, where it ends on the stream, and the read of its rows: to publish.
     pub(crate) fn into_parts(self) -> (Vec<Streamed>, Lsn, Option<FirstRead>) {
         (self.events, self.end, self.read)
-    }
-}
-
-/// The first read of a batch's rows, started ahead.
-pub(crate) struct FirstRead(JoinHandle<Read>);
-
-impl FirstRead {
-    /// Waits for the read: what [`PgStore::pending_by_id`] returned for the batch's rows; `None` when shutdown came
-    /// first.
-    ///
-    /// # Errors
-    ///
-    /// The read's fatal database error.
-    pub(crate) async fn wait(self) -> Read {
-        match self.0.await {
-            Ok(read) => read,
-            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-            // Cancelled only when the runtime shuts down.
-            Err(_) => Ok(None),
-        }
     }
 }
 

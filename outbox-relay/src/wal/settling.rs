@@ -1,4 +1,4 @@
-//! The settle of a published batch, run while the next batch is read and published. The rows of one batch are
+//! The settle of a published batch, run while the next batch is published. The rows of one batch are
 //! marked published (or deleted with `--retention 0s`) by a task of their own; the stream is acknowledged past
 //! the batch only once that statement has committed, and at most one settle is in flight: the next batch's
 //! settle, the table's retry path, an acknowledgement of an idle stream and the end of the session all wait for
@@ -6,21 +6,15 @@
 
 use outbox_core::store::{PgStore, SettleReport, Settlement};
 use pgwire_replication::Lsn;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::statement::database;
+use super::statement::{database, Background};
 use crate::error::Result;
 use crate::relay::summary::RunSummary;
 
-/// What the settle task returns.
-type Outcome = Result<Result<Option<SettleReport>>, tokio::task::JoinError>;
-
 /// A batch's settle, running.
 pub(crate) struct Settling {
-    task: JoinHandle<Result<Option<SettleReport>>>,
-    /// The task's result, once [`ended`](Self::ended) has seen it.
-    outcome: Option<Outcome>,
+    statement: Background<SettleReport>,
     /// Where the batch ends on the stream; `None` for the rows pending when the slot was created.
     through: Option<Lsn>,
 }
@@ -36,15 +30,14 @@ impl Settling {
     ) -> Self {
         let store = store.clone();
         let shutdown = shutdown.clone();
-        let task = tokio::spawn(async move { database(&shutdown, || store.settle_by_id(&rows, delete)).await });
-        Self { task, outcome: None, through }
+        let statement =
+            Background::spawn(async move { database(&shutdown, || store.settle_by_id(&rows, delete)).await });
+        Self { statement, through }
     }
 
     /// Waits until the statement has ended, keeping its result for [`finish`](Self::finish). Cancel safe.
     pub(crate) async fn ended(&mut self) {
-        if self.outcome.is_none() {
-            self.outcome = Some((&mut self.task).await);
-        }
+        self.statement.ended().await;
     }
 
     /// Waits until the settle has committed and adds its report to `summary`. `Some(through)`: the stream may be
@@ -54,21 +47,14 @@ impl Settling {
     /// # Errors
     ///
     /// The settle's fatal database error.
-    pub(crate) async fn finish(mut self, summary: &mut RunSummary) -> Result<Option<Option<Lsn>>> {
-        self.ended().await;
-        let report = match self.outcome.take() {
-            Some(Ok(report)) => report?,
-            Some(Err(error)) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-            // Cancelled only when the runtime shuts down: nothing is known to be settled.
-            Some(Err(_)) | None => None,
-        };
+    pub(crate) async fn finish(self, summary: &mut RunSummary) -> Result<Option<Option<Lsn>>> {
+        let report = self.statement.finish().await?;
         Ok(report.map(|report| {
             summary.add(report);
             self.through
         }))
     }
 }
-
 /// Waits until `settling` has ended; forever when nothing is settling. Cancel safe.
 pub(crate) async fn settling_ended(settling: &mut Option<Settling>) {
     match settling {

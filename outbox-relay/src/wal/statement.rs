@@ -33,3 +33,39 @@ where
         }
     }
 }
+
+/// A statement run by [`database`] in a task of its own while the caller goes on.
+pub(crate) struct Background<T> {
+    task: tokio::task::JoinHandle<Result<Option<T>>>,
+    /// The task's result, once [`ended`](Self::ended) has seen it.
+    outcome: Option<std::result::Result<Result<Option<T>>, tokio::task::JoinError>>,
+}
+
+impl<T: Send + 'static> Background<T> {
+    /// Runs `statement` (a [`database`] call) in a task of its own.
+    pub(crate) fn spawn(statement: impl std::future::Future<Output = Result<Option<T>>> + Send + 'static) -> Self {
+        Self { task: tokio::spawn(statement), outcome: None }
+    }
+
+    /// Waits until the statement has ended, keeping its result for [`finish`](Self::finish). Cancel safe.
+    pub(crate) async fn ended(&mut self) {
+        if self.outcome.is_none() {
+            self.outcome = Some((&mut self.task).await);
+        }
+    }
+
+    /// The statement's result, once it has ended; `None` when shutdown came first (or the runtime shut down).
+    ///
+    /// # Errors
+    ///
+    /// The statement's fatal database error.
+    pub(crate) async fn finish(mut self) -> Result<Option<T>> {
+        self.ended().await;
+        match self.outcome.take() {
+            Some(Ok(result)) => result,
+            Some(Err(error)) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // Cancelled only when the runtime shuts down: nothing is known to have been done.
+            Some(Err(_)) | None => Ok(None),
+        }
+    }
+}

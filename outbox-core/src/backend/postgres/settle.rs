@@ -20,16 +20,16 @@ macro_rules! failure_set {
 }
 pub(super) use failure_set;
 
-/// The batch's leases are fenced (`held_leases!`). `$write` writes the published rows of `e` (an `UPDATE ... SET`
-/// or a `DELETE`), joined with the settlements `s` by `$join` (`FROM` or `USING`). The statement is planned at every
-/// call with the arrays' real lengths (unnamed statement): a cached generic plan does not know them and joins the
-/// rows with the arrays in a nested loop, far slower for a batch of 1000 than the hash join the real sizes give.
-macro_rules! settle_sql {
-    ($write:expr, $join:literal) => {
+/// Every outcome of a batch: the published rows of `e` written by `$write` (an `UPDATE ... SET` or a `DELETE`),
+/// joined with the settlements `s` by `$join` (`FROM` or `USING`), the others by [`failure_set`]; only rows still
+/// pending and `$fenced` change. The settlements come from the arrays `$arrays` (ids, outcome names, errors,
+/// delays, as [`columns`] makes them). Followed by [`outcome_counts`].
+macro_rules! outcomes_sql {
+    ($write:expr, $join:literal, $arrays:literal, $fenced:expr) => {
         concat!(
-            held_leases!(),
-            ",
-s AS (SELECT * FROM UNNEST($5::uuid[], $6::text[], $7::text[], $8::float8[]) AS s(id, outcome, error, delay_secs)),
+            "s AS (SELECT * FROM UNNEST(",
+            $arrays,
+            ") AS s(id, outcome, error, delay_secs)),
 published AS (
 ",
             $write,
@@ -38,23 +38,49 @@ published AS (
             $join,
             " s
  WHERE s.outcome = 'published' AND e.id = s.id AND e.status = 'pending' AND ",
-            in_held_partition!(),
+            $fenced,
             "
 RETURNING 'published'::text AS outcome
 ),
 others AS (
 UPDATE outbox_events e
 ",
-            failure_set!(),
+            $crate::backend::postgres::settle::failure_set!(),
             "  FROM s
  WHERE s.outcome <> 'published' AND e.id = s.id AND e.status = 'pending' AND ",
-            in_held_partition!(),
+            $fenced,
             "
 RETURNING s.outcome
-),
-record AS (DELETE FROM outbox_batches WHERE relay_id = $1 AND batch_id = $4)
-SELECT outcome, count(*) AS n FROM (SELECT outcome FROM published UNION ALL SELECT outcome FROM others) done
+)"
+        )
+    };
+}
+pub(super) use outcomes_sql;
+
+/// The report of [`outcomes_sql`]: how many rows it wrote, per outcome.
+macro_rules! outcome_counts {
+    () => {
+        "SELECT outcome, count(*) AS n FROM (SELECT outcome FROM published UNION ALL SELECT outcome FROM others) done
  GROUP BY outcome"
+    };
+}
+pub(super) use outcome_counts;
+
+/// A batch's outcomes ([`outcomes_sql`]), fenced by its leases (`held_leases!`), and its record deleted. The
+/// statement is planned at every call with the arrays' real lengths (unnamed statement): a cached generic plan does
+/// not know them and joins the rows with the arrays in a nested loop, far slower for a batch of 1000 than the hash
+/// join the real sizes give.
+macro_rules! settle_sql {
+    ($write:expr, $join:literal) => {
+        concat!(
+            held_leases!(),
+            ",
+",
+            outcomes_sql!($write, $join, "$5::uuid[], $6::text[], $7::text[], $8::float8[]", in_held_partition!()),
+            ",
+record AS (DELETE FROM outbox_batches WHERE relay_id = $1 AND batch_id = $4)
+",
+            outcome_counts!()
         )
     };
 }
@@ -193,12 +219,18 @@ pub(super) fn columns(settlements: &[Settlement]) -> Columns {
     columns
 }
 
+/// When every one of `settlements` was published, the usual case: their ids and the row versions the read gave
+/// them, as [`located_or_moved`] binds them.
+pub(super) fn all_published(settlements: &[Settlement]) -> Option<(Vec<uuid::Uuid>, Vec<Option<&str>>)> {
+    if !settlements.iter().all(|s| matches!(s.outcome, SettleOutcome::Published)) {
+        return None;
+    }
+    Some(settlements.iter().map(|s| (s.id, s.version.as_ref().map(|v| v.0.as_str()))).unzip())
+}
+
 pub(super) async fn settle(pool: &PgPool, batch: &SettleBatch) -> Result<SettleReport> {
     let (partitions, epochs) = lease_arrays(&batch.leases);
-    if batch.settlements.iter().all(|s| matches!(s.outcome, SettleOutcome::Published)) {
-        let ids: Vec<uuid::Uuid> = batch.settlements.iter().map(|s| s.id).collect();
-        let versions: Vec<Option<&str>> =
-            batch.settlements.iter().map(|s| s.version.as_ref().map(|v| v.0.as_str())).collect();
+    if let Some((ids, versions)) = all_published(&batch.settlements) {
         let sql = if batch.delete_published { DELETE_ALL_PUBLISHED } else { MARK_ALL_PUBLISHED };
         // Prepared once: a nested loop of tuple fetches by `ctid`, whatever the batch's size.
         let rows = sqlx::query(sql)

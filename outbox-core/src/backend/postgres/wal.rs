@@ -8,7 +8,8 @@ use super::jit::{jit_off, without_jit};
 use super::pending::pending_rows;
 use super::read::widened_xid;
 use super::settle::{
-    columns, delete_published, failure_set, located_or_moved, mark_published, published_count, report,
+    all_published, columns, delete_published, located_or_moved, mark_published, outcome_counts, outcomes_sql,
+    published_count, report,
 };
 use crate::error::Result;
 use crate::store::wal_message::WAL_EMIT_LOCK;
@@ -83,8 +84,8 @@ const PENDING_IDS: &str = concat!("WITH ", pending_rows!(), "\nSELECT id, seq FR
 const PENDING_IDS_THROUGH: &str =
     concat!("WITH ", pending_rows!(), "\nSELECT id FROM pending WHERE seq <= $1 ORDER BY seq");
 
-/// The streamed rows still pending, with their index in `$1` (`n`; the lookups return them in that order, which
-/// the caller checks instead of a sort of wide rows here), with the columns [`super::read::read_row`] takes
+/// The streamed rows still pending, each with its index in `$1` (`n`; the lookups return them in that order, which
+/// the caller checks instead of a sort of wide rows here) and the columns [`super::read::read_row`] takes
 /// (how long ago their transaction committed the relay knows from the stream), under one row of flags that is
 /// there also when no row matches: whether publishing is paused, and whether every transaction of `$2` is visible
 /// to this statement's snapshot. The stream names transactions by their 32-bit ids: each is widened to the full id nearest to the
@@ -113,25 +114,14 @@ SELECT i.n, e.id, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregat
   ) r ON true"
 );
 
+/// The outcomes of streamed events ([`outcomes_sql`]): no fence, as one relay reads a slot.
 macro_rules! settle_by_id {
-    ($published:literal) => {
+    ($write:expr, $join:literal) => {
         concat!(
-            "WITH s AS (
-SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::float8[]) AS s(id, outcome, error, delay_secs)
-),
-published AS (",
-            $published,
-            "),
-others AS (
-UPDATE outbox_events e
-",
-            failure_set!(),
-            "  FROM s
- WHERE s.outcome <> 'published' AND e.id = s.id AND e.status = 'pending'
-RETURNING s.outcome
-)
-SELECT outcome, count(*) AS n FROM (SELECT outcome FROM published UNION ALL SELECT outcome FROM others) done
- GROUP BY outcome"
+            "WITH ",
+            outcomes_sql!($write, $join, "$1::uuid[], $2::text[], $3::text[], $4::float8[]", "true"),
+            "\n",
+            outcome_counts!()
         )
     };
 }
@@ -147,19 +137,8 @@ macro_rules! all_published_by_id {
 const MARK_ALL_BY_VERSION: &str = all_published_by_id!(mark_published!(), "  FROM");
 const DELETE_ALL_BY_VERSION: &str = all_published_by_id!(delete_published!(), " USING");
 
-const MARK_BY_ID: &str = settle_by_id!(
-    "UPDATE outbox_events e SET status = 'published', published_at = now()
-  FROM s
- WHERE s.outcome = 'published' AND e.id = s.id AND e.status = 'pending'
-RETURNING 'published'::text AS outcome"
-);
-
-const DELETE_BY_ID: &str = settle_by_id!(
-    "DELETE FROM outbox_events e
- USING s
- WHERE s.outcome = 'published' AND e.id = s.id AND e.status = 'pending'
-RETURNING 'published'::text AS outcome"
-);
+const MARK_BY_ID: &str = settle_by_id!(mark_published!(), "  FROM");
+const DELETE_BY_ID: &str = settle_by_id!(delete_published!(), " USING");
 
 fn source(name: &str) -> Source {
     if name == "wal" {
@@ -361,10 +340,7 @@ impl PgStore {
     ///
     /// [`Error::Database`](crate::Error::Database).
     pub async fn settle_by_id(&self, settlements: &[Settlement], delete_published: bool) -> Result<SettleReport> {
-        if settlements.iter().all(|settlement| settlement.outcome == SettleOutcome::Published) {
-            let ids: Vec<Uuid> = settlements.iter().map(|settlement| settlement.id).collect();
-            let versions: Vec<Option<&str>> =
-                settlements.iter().map(|settlement| settlement.version.as_ref().map(|v| v.0.as_str())).collect();
+        if let Some((ids, versions)) = all_published(settlements) {
             let sql = if delete_published { DELETE_ALL_BY_VERSION } else { MARK_ALL_BY_VERSION };
             // Prepared once: a nested loop of tuple fetches by `ctid`, whatever the batch's size.
             let rows = sqlx::query(sql).bind(ids).bind(versions).fetch_all(&self.pool).await?;
