@@ -429,7 +429,9 @@ async fn enqueue_overhead(pool: &PgPool, sizes: Sizes, yard: Yardstick, report: 
             ratio_of: "overhead: tx/s without / with",
             target: "(reported)",
         });
-        if let Some((floor_plain, floor_event)) = pgbench_floor(pool, clients, sizes.seconds).await {
+        if let Some(&[floor_plain, floor_event]) =
+            pgbench_floor(pool, clients, sizes.seconds, &[FLOOR_ROW]).await.as_deref()
+        {
             report.add(Figure {
                 scenario: "enqueue",
                 case: format!(
@@ -1100,10 +1102,11 @@ async fn takeover(admin: &str, sizes: Sizes, report: &mut Report) {
     db.pool.close().await;
 }
 
-/// The database's own share of the enqueue overhead: pgbench sends the bench's domain transaction with and without
-/// one outbox row (its INSERT in the same message as the COMMIT, as `OutboxTransaction` sends it); returns the
-/// transactions/s of both, or `None` without pgbench.
-async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64) -> Option<(f64, f64)> {
+/// The database's own share of the enqueue overhead: pgbench sends the bench's domain transaction without an event,
+/// and then with each of `events` (one statement, sent in the same message as the COMMIT, as `OutboxTransaction`
+/// sends it; `:id` is the account); returns the transactions/s of the plain transaction and of each event's, or
+/// `None` without pgbench.
+pub(crate) async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64, events: &[&str]) -> Option<Vec<f64>> {
     let pgbench = ["pgbench".to_owned()]
         .into_iter()
         .chain(glob_bin("pgbench"))
@@ -1118,17 +1121,13 @@ async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64) -> Option<(f
     );
     // Removed when dropped, also on the early returns below.
     let dir = tempfile::Builder::new().prefix("outbox-pgbench-").tempdir().ok()?;
-    let plain =
-        "\\set id random(1, 100000)\nBEGIN;\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\nCOMMIT;\n";
-    let event = "\\set id random(1, 100000)\nBEGIN;\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\n\
-        INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload) \
-        SELECT (lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || '7' \
-        || substr(md5(random()::text), 1, 19))::uuid, 'account', :id, 'account.credited', \
-        jsonb_build_object('account_id', :id, 'amount_cents', 1250, 'reference', 'ref-' || :id) \
-        WHERE pg_current_xact_id() IS NOT NULL \\; COMMIT;\n";
+    const DOMAIN: &str =
+        "\\set id random(1, 100000)\nBEGIN;\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\n";
+    let scripts = std::iter::once(format!("{DOMAIN}COMMIT;\n"))
+        .chain(events.iter().map(|event| format!("{DOMAIN}{event} \\; COMMIT;\n")));
     let mut rates = Vec::new();
-    for (name, script) in [("plain", plain), ("event", event)] {
-        let file = dir.path().join(format!("{name}.sql"));
+    for (n, script) in scripts.enumerate() {
+        let file = dir.path().join(format!("script-{n}.sql"));
         std::fs::write(&file, script).ok()?;
         let clients = clients.to_string();
         let output = tokio::process::Command::new(&pgbench)
@@ -1145,8 +1144,15 @@ async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64) -> Option<(f
             .find_map(|line| line.strip_prefix("tps = ")?.split_whitespace().next()?.parse::<f64>().ok())?;
         rates.push(tps);
     }
-    Some((rates[0], rates[1]))
+    Some(rates)
 }
+
+/// The table scenario's event for [`pgbench_floor`]: one outbox row, as `OutboxTransaction` writes it.
+const FLOOR_ROW: &str = "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload) \
+    SELECT (lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || '7' \
+    || substr(md5(random()::text), 1, 19))::uuid, 'account', :id, 'account.credited', \
+    jsonb_build_object('account_id', :id, 'amount_cents', 1250, 'reference', 'ref-' || :id) \
+    WHERE pg_current_xact_id() IS NOT NULL";
 
 /// `name` in the PostgreSQL installations of this machine (`/usr/lib/postgresql/*/bin`).
 fn glob_bin(name: &str) -> Vec<String> {

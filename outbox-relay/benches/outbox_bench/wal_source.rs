@@ -14,7 +14,7 @@ use outbox_tests::pg::TestDatabase;
 use sqlx::PgPool;
 use tokio::task::JoinHandle;
 
-use crate::{credit, profile, rate, BoxFuture, Figure, NoopSink, Produce, Report, Sizes, Yardstick};
+use crate::{credit, pgbench_floor, profile, rate, BoxFuture, Figure, NoopSink, Produce, Report, Sizes, Yardstick};
 
 /// How the events reach the write-ahead log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,9 +274,47 @@ async fn enqueue_overhead(admin: &str, sizes: Sizes, report: &mut Report) {
                 target: if *mode == "message with the commit" { "<= 1.10" } else { "(reported)" },
             });
         }
+        let floors = [("without the guard", FLOOR_MESSAGE), ("after the guard", FLOOR_GUARDED_MESSAGE)];
+        let events: Vec<&str> = floors.iter().map(|(_, statement)| *statement).collect();
+        match pgbench_floor(&db.pool, clients, sizes.seconds, &events).await {
+            Some(floor) => {
+                for ((label, _), with) in floors.iter().zip(&floor[1..]) {
+                    report.add(Figure {
+                        scenario: "wal",
+                        case: format!(
+                            "floor: the same statements sent by pgbench, message with the COMMIT {label}, \
+                             {clients} client(s)"
+                        ),
+                        value: *with,
+                        unit: "tx/s",
+                        ratio: Some(floor[0] / with),
+                        ratio_of: "overhead: tx/s without / with",
+                        target: "(the database's own share)",
+                    });
+                }
+            }
+            None => report.note("wal enqueue: pgbench not found; no floor measured".into()),
+        }
     }
     drop_the_slot(&db).await;
 }
+
+/// The message-mode event for [`pgbench_floor`], as `OutboxTransaction` sends it without the guard: one message of
+/// the size the library writes for the bench's event.
+macro_rules! floor_message {
+    () => {
+        "SELECT pg_logical_emit_message(true, 'outbox', $o0${\"id\":\"0192f5c2-7a3b-7cc0-9a41-3b2f6d1e8c11\",\
+         \"type\":\"account.credited\",\"aggregate_type\":\"account\",\"aggregate_id\":\":id\",\"version\":1,\
+         \"payload\":{\"account_id\":1,\"amount_cents\":1250,\"reference\":\"ref-:id\"},\"headers\":{},\
+         \"sensitive_paths\":[]}$o0$)"
+    };
+}
+
+const FLOOR_MESSAGE: &str = floor_message!();
+
+/// [`FLOOR_MESSAGE`] after migration 6's guard, as `OutboxTransaction` sends them (on a lock key no one holds: the
+/// same work as the library's).
+const FLOOR_GUARDED_MESSAGE: &str = concat!("SELECT outbox_wal_emit_guard(0) \\; ", floor_message!());
 
 /// The enqueue scenario's domain transaction, with the event `mode` says.
 fn domain_transaction(pool: PgPool, mode: &'static str, account: i64) -> BoxFuture<()> {

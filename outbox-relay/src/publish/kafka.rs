@@ -30,7 +30,11 @@ use crate::masked_url::masked_url as masked;
 ///
 /// The producer is idempotent with `acks=all`: an event is published once every in-sync replica has it, and
 /// librdkafka's own retries never duplicate or reorder a partition. (A relay crash between publish and mark
-/// still republishes the event: consumers deduplicate by `ce_id`.)
+/// still republishes the event: consumers deduplicate by `ce_id`.) It does not declare
+/// [`keeps_order`](Publisher::keeps_order): after a message fails (a delivery timeout, or a permanent error
+/// without librdkafka's experimental `enable.gapless.guarantee`), librdkafka goes on with the messages behind it,
+/// so a later event of the same aggregate could be delivered before the failed one. The relay therefore sends an
+/// aggregate's next event only once the previous one is acknowledged (rounds).
 ///
 /// Outcomes: too large a message, an invalid topic name or a refused authorization is permanent; a delivery
 /// timeout (`message_timeout_ms`, default 10 s), an unknown topic (it may be being created), a full queue or an
