@@ -5,6 +5,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+#[cfg(any(feature = "nats", feature = "kafka", feature = "rabbitmq", feature = "redis", feature = "sqs"))]
 use outbox_tests::brokers::{Broker, Kind};
 use tokio::process::Command;
 
