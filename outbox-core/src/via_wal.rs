@@ -14,16 +14,14 @@ use crate::transaction::InTransaction;
 
 /// One statement for the whole batch: one message per event, in the array's order, each committed or rolled back
 /// with the transaction (`transactional = true`), and only while the WAL relay's slot exists to keep them. The
-/// guard runs once, before any message: it takes the emit lock shared (never waiting: `outbox wal disable` or
-/// `drop-slot` holds it while it moves the slot's unpublished messages to the table), then looks the slot up in
-/// `pg_replication_slots`, which is read from shared memory and so current even in an older snapshot.
+/// check runs once, before any message (`outbox_wal_slot_ready`, migration 8): it takes the emit lock shared
+/// (never waiting: `outbox wal disable` or `drop-slot` holds it while it moves the slot's unpublished messages to
+/// the table), then finds the recorded slot in `pg_replication_slots` (read from shared memory, so current even in
+/// an older snapshot), or remembers that this session found it less than a second ago. It returns false, and
+/// nothing is written, without the slot.
 const EMIT: &str = "\
 SELECT pg_logical_emit_message(true, $1, m.content) FROM UNNEST($2::text[]) AS m(content)
- WHERE (SELECT CASE WHEN pg_try_advisory_xact_lock_shared($3) THEN EXISTS (
-               SELECT 1 FROM outbox_control c
-                 JOIN pg_replication_slots s ON s.slot_name = c.wal_slot AND s.database = current_database()
-                WHERE c.id AND c.source = 'wal')
-             ELSE false END)";
+ WHERE (SELECT outbox_wal_slot_ready($3))";
 
 /// Writes events into PostgreSQL's write-ahead log inside a transaction you own, with no table row
 /// ([`Outbox::via_wal`]).
@@ -44,7 +42,9 @@ SELECT pg_logical_emit_message(true, $1, m.content) FROM UNNEST($2::text[]) AS m
 /// the first enqueue; without the slot the enqueue writes nothing and returns [`Error::WalSourceOff`]. When the
 /// slot goes (`outbox wal disable` or `outbox wal drop-slot`), the messages it had not published yet are moved
 /// to the table as pending rows first, and enqueues running meanwhile fail the same way: no event is ever lost
-/// between the two sources.
+/// between the two sources. A session remembers a check that found the slot for a second (the two commands wait
+/// that long before they drop it), so a slot dropped by hand rather than with `outbox wal drop-slot` loses the
+/// messages of sessions that checked it in the second before.
 ///
 /// # Example
 ///

@@ -358,6 +358,20 @@ async fn wait_for_the_slot(db: &TestDatabase) {
     .await;
 }
 
+/// `outbox wal enable`, then a WAL relay (defaults) into a file sink in a new directory, once it has recorded its
+/// slot: the sink's directory (removed when dropped), the sink and the relay.
+async fn wal_relay_with_its_slot(
+    db: &TestDatabase,
+    name: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, outbox_tests::process::OutboxProcess) {
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let (sink_dir, sink) = sink_in(name);
+    let sink_url = format!("file:{}", sink.display());
+    let relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
+    wait_for_the_slot(db).await;
+    (sink_dir, sink, relay)
+}
+
 /// Enqueues one message-mode event in its own committed transaction.
 async fn via_wal(db: &TestDatabase, aggregate: &str, n: u32) -> Uuid {
     let mut tx = db.pool.begin().await.unwrap();
@@ -430,11 +444,7 @@ async fn message_mode_events_publish_in_commit_order_with_no_table_row_and_never
 #[tokio::test]
 async fn switching_back_to_the_table_moves_the_unpublished_message_mode_events_to_pending_rows() {
     let db = TestDatabase::migrated().await;
-    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let (_sink_dir, sink) = sink_in("switch-back");
-    let sink_url = format!("file:{}", sink.display());
-    let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
-    wait_for_the_slot(&db).await;
+    let (_sink_dir, sink, mut relay) = wal_relay_with_its_slot(&db, "switch-back").await;
     let published = via_wal(&db, "s", 0).await;
     assert_eq!(wait_for_lines(&sink, 1), [published]);
     assert_eq!(relay.terminate().await.code(), Some(0));
@@ -455,9 +465,89 @@ async fn switching_back_to_the_table_moves_the_unpublished_message_mode_events_t
     assert!(matches!(refused, Err(outbox_core::Error::WalSourceOff)), "no slot any more: {refused:?}");
     tx.rollback().await.unwrap();
 
+    let sink_url = format!("file:{}", sink.display());
     let mut relay = bad_input_support::start(&db.url, &["relay", "--sink", &sink_url], &[]);
     let ids = wait_for_lines(&sink, 3);
     assert_eq!(ids[1..], unpublished, "the table relay publishes them");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
+#[tokio::test]
+async fn producers_enqueueing_while_wal_disable_runs_lose_nothing_and_are_refused_once_it_returned() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use sqlx::Connection;
+
+    let db = TestDatabase::migrated().await;
+    let (_sink_dir, _sink, mut relay) = wal_relay_with_its_slot(&db, "disable-race").await;
+    assert_eq!(relay.terminate().await.code(), Some(0));
+
+    // Each producer keeps one session, which remembers its check of the slot between transactions.
+    let returned = Arc::new(AtomicBool::new(false));
+    let enqueued = Arc::new(AtomicUsize::new(0));
+    let producers: Vec<_> = (0..4)
+        .map(|producer| {
+            let (pool, returned, enqueued) = (db.pool.clone(), returned.clone(), enqueued.clone());
+            tokio::spawn(async move {
+                let mut session = pool.acquire().await.unwrap();
+                let mut accepted = Vec::new();
+                for n in 0.. {
+                    let after = returned.load(Ordering::SeqCst);
+                    let mut tx = session.begin().await.unwrap();
+                    let event = common::event(format!("p{producer}"), n);
+                    match Outbox::new().via_wal().enqueue(&mut tx, &event).await {
+                        Ok(id) => {
+                            tx.commit().await.unwrap();
+                            assert!(!after, "an enqueue begun after `outbox wal disable` returned was accepted");
+                            accepted.push(id);
+                            enqueued.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(outbox_core::Error::WalSourceOff) if after => break,
+                        Err(outbox_core::Error::WalSourceOff) => {
+                            tx.rollback().await.unwrap();
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                        }
+                        Err(error) => panic!("enqueue: {error}"),
+                    }
+                }
+                accepted
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    while enqueued.load(Ordering::SeqCst) < 40 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the producers enqueued nothing within 30 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let url = db.url.clone();
+    let disabled = tokio::task::spawn_blocking(move || outbox(&url, &["wal", "disable"])).await.unwrap();
+    returned.store(true, Ordering::SeqCst);
+    assert!(disabled.status.success(), "{}", String::from_utf8_lossy(&disabled.stderr));
+
+    let mut accepted = Vec::new();
+    for producer in producers {
+        accepted.extend(producer.await.expect("a producer"));
+    }
+    assert!(accepted.len() >= 4, "the producers enqueued while the slot was there: {}", accepted.len());
+    let mut pending: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM outbox_events WHERE status = 'pending'").fetch_all(&db.pool).await.unwrap();
+    pending.sort();
+    accepted.sort();
+    assert_eq!(pending, accepted, "every accepted event was moved to the table, and nothing else");
+    let said = String::from_utf8_lossy(&disabled.stdout);
+    assert!(said.contains(&format!("{} unpublished message-mode events", accepted.len())), "{said}");
+}
+
+#[tokio::test]
+async fn a_closing_mark_left_by_a_command_that_died_does_not_refuse_producers() {
+    let db = TestDatabase::migrated().await;
+    let (_sink_dir, sink, mut relay) = wal_relay_with_its_slot(&db, "dead-mark").await;
+    // What `outbox wal disable` leaves when it dies after marking the slot closing: the mark, and no session
+    // holding the close lock.
+    sqlx::query("UPDATE outbox_control SET wal_closing_at = now() WHERE id").execute(&db.pool).await.unwrap();
+    let id = via_wal(&db, "d", 0).await;
+    assert_eq!(wait_for_lines(&sink, 1), [id], "accepted and published");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
@@ -474,11 +564,7 @@ async fn a_message_mode_transaction_sends_its_events_with_the_commit_and_without
     assert!(matches!(refused, Err(outbox_core::Error::WalSourceOff)), "no slot yet: {refused:?}");
     assert!(orders().await.is_empty(), "the domain change is rolled back with the events");
 
-    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let (_sink_dir, sink) = sink_in("with-the-commit");
-    let sink_url = format!("file:{}", sink.display());
-    let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
-    wait_for_the_slot(&db).await;
+    let (_sink_dir, sink, mut relay) = wal_relay_with_its_slot(&db, "with-the-commit").await;
     let mut tx = Outbox::new().via_wal().begin(&db.pool).await.unwrap();
     sqlx::query("INSERT INTO orders VALUES (2)").execute(&mut *tx).await.unwrap();
     let first = tx.enqueue(&common::event("t", 1)).unwrap();
@@ -493,11 +579,7 @@ async fn a_message_mode_transaction_sends_its_events_with_the_commit_and_without
 #[tokio::test]
 async fn a_paused_wal_relay_publishes_no_row_and_no_message_until_resumed() {
     let db = TestDatabase::migrated().await;
-    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let (_sink_dir, sink) = sink_in("paused");
-    let sink_url = format!("file:{}", sink.display());
-    let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
-    wait_for_the_slot(&db).await;
+    let (_sink_dir, sink, mut relay) = wal_relay_with_its_slot(&db, "paused").await;
     let before = common::enqueue(&db.pool, &[common::event("p", 0)]).await;
     assert_eq!(wait_for_lines(&sink, 1), before);
 

@@ -16,6 +16,7 @@ mod retention;
 mod settle;
 mod store;
 mod wal;
+mod wal_close;
 mod wal_handover;
 
 use sqlx::migrate::Migrator;

@@ -1,7 +1,7 @@
 //! The statements of the WAL source: the control row's source and slot, the rows pending when the slot was
 //! created, reading streamed events by id and settling them by id (one relay reads a slot: no partition fence).
 
-use sqlx::{PgPool, Row};
+use sqlx::{Connection, PgConnection, PgPool, Row};
 use uuid::Uuid;
 
 use super::jit::{jit_off, without_jit};
@@ -11,6 +11,7 @@ use super::settle::{
     all_published, columns, delete_published, located_or_moved, mark_published, outcome_counts, outcomes_sql,
     published_count, report,
 };
+use super::wal_close::{ClosedToProducers, ProducersShut};
 use crate::error::Result;
 use crate::store::wal_message::WAL_EMIT_LOCK;
 use crate::store::{
@@ -185,58 +186,42 @@ impl PgStore {
     /// Makes `to` the source that publishes the table, if no relay of the other source is live; the check and the
     /// change hold [`SOURCE_SWITCH_LOCK`], which a starting table relay waits for. Switching to
     /// [`Source::Table`] also drops the WAL relay's slot, so that a later switch back starts from a fresh
-    /// snapshot and never replays what the table source published.
+    /// snapshot and never replays what the table source published; the slot is first closed to message-mode
+    /// producers, which takes a second (their sessions remember a check of the slot that long).
     ///
     /// # Errors
     ///
     /// [`Error::Database`](crate::Error::Database).
     pub async fn switch_source(&self, to: Source) -> Result<SourceSwitch> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(LOCK_SWITCH).bind(SOURCE_SWITCH_LOCK).execute(&mut *tx).await?;
-        let state = wal_state_in(&mut tx).await?;
-        if state.source == to {
-            return Ok(SourceSwitch::Unchanged);
-        }
-        let mut moved = 0;
-        let mut lost = false;
-        match to {
-            Source::Wal => {
-                if sqlx::query(TO_WAL).execute(&mut *tx).await?.rows_affected() == 0 {
-                    let live: Vec<Uuid> = sqlx::query_scalar(LIVE_TABLE_RELAYS).fetch_all(&mut *tx).await?;
-                    return Ok(SourceSwitch::TableRelaysLive(live));
-                }
+        if to == Source::Wal || wal_state(&self.pool).await?.slot.is_none() {
+            let mut connection = self.pool.acquire().await?;
+            if let Some(switched) = switch_source_on(&mut connection, to, None).await? {
+                return Ok(switched);
             }
-            Source::Table => {
-                if let Some(slot) = &state.slot {
-                    match drop_slot_in(&mut tx, slot).await? {
-                        SourceSwitch::Switched { moved_to_table, slot_lost } => {
-                            moved = moved_to_table;
-                            lost = slot_lost;
-                        }
-                        refused => return Ok(refused),
-                    }
-                }
-                sqlx::query(TO_TABLE).execute(&mut *tx).await?;
-            }
+            // A WAL relay recorded its slot meanwhile: it is closed to producers first, as below.
         }
-        tx.commit().await?;
-        Ok(SourceSwitch::Switched { moved_to_table: moved, slot_lost: lost })
+        let (mut closed, shut) = ClosedToProducers::close(&self.pool).await?;
+        let switched = switch_source_on(closed.connection(), to, Some(&shut)).await;
+        // Failing, the connection's end releases the close lock all the same.
+        closed.reopen().await.ok();
+        Ok(switched?.unwrap_or(SourceSwitch::Unchanged))
     }
 
     /// Drops the WAL relay's slot (the next WAL relay creates a new one, publishing first what is pending), unless
-    /// a session reads it. `Ok(None)` when there was no slot to drop.
+    /// a session reads it; the slot is first closed to message-mode producers, as [`switch_source`](Self::switch_source)
+    /// does. `Ok(None)` when there was no slot to drop.
     ///
     /// # Errors
     ///
     /// [`Error::Database`](crate::Error::Database).
     pub async fn drop_wal_slot(&self) -> Result<Option<SourceSwitch>> {
-        let mut tx = self.pool.begin().await?;
-        let Some(slot) = wal_state_in(&mut tx).await?.slot else { return Ok(None) };
-        let dropped = drop_slot_in(&mut tx, &slot).await?;
-        if matches!(dropped, SourceSwitch::Switched { .. }) {
-            tx.commit().await?;
+        if wal_state(&self.pool).await?.slot.is_none() {
+            return Ok(None);
         }
-        Ok(Some(dropped))
+        let (mut closed, shut) = ClosedToProducers::close(&self.pool).await?;
+        let dropped = drop_wal_slot_on(closed.connection(), &shut).await;
+        closed.reopen().await.ok();
+        dropped
     }
 
     /// Records the slot the WAL relay created and the highest `seq` pending at its snapshot (`None`: nothing
@@ -396,6 +381,57 @@ async fn slot_messages(tx: &mut sqlx::PgConnection, slot: &str) -> Result<Vec<(S
         .collect())
 }
 
+/// [`PgStore::switch_source`] in a transaction on `connection`. `None`, and nothing changed, when the switch
+/// would drop a slot that `shut` does not say is closed to producers.
+async fn switch_source_on(
+    connection: &mut PgConnection,
+    to: Source,
+    shut: Option<&ProducersShut>,
+) -> Result<Option<SourceSwitch>> {
+    let mut tx = connection.begin().await?;
+    sqlx::query(LOCK_SWITCH).bind(SOURCE_SWITCH_LOCK).execute(&mut *tx).await?;
+    let state = wal_state_in(&mut tx).await?;
+    if state.source == to {
+        return Ok(Some(SourceSwitch::Unchanged));
+    }
+    let mut moved = 0;
+    let mut lost = false;
+    match to {
+        Source::Wal => {
+            if sqlx::query(TO_WAL).execute(&mut *tx).await?.rows_affected() == 0 {
+                let live: Vec<Uuid> = sqlx::query_scalar(LIVE_TABLE_RELAYS).fetch_all(&mut *tx).await?;
+                return Ok(Some(SourceSwitch::TableRelaysLive(live)));
+            }
+        }
+        Source::Table => {
+            if let Some(slot) = &state.slot {
+                let Some(shut) = shut else { return Ok(None) };
+                match drop_slot_in(&mut tx, slot, shut).await? {
+                    SourceSwitch::Switched { moved_to_table, slot_lost } => {
+                        moved = moved_to_table;
+                        lost = slot_lost;
+                    }
+                    refused => return Ok(Some(refused)),
+                }
+            }
+            sqlx::query(TO_TABLE).execute(&mut *tx).await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(Some(SourceSwitch::Switched { moved_to_table: moved, slot_lost: lost }))
+}
+
+/// [`PgStore::drop_wal_slot`] in a transaction on `connection`, the slot closed to producers.
+async fn drop_wal_slot_on(connection: &mut PgConnection, shut: &ProducersShut) -> Result<Option<SourceSwitch>> {
+    let mut tx = connection.begin().await?;
+    let Some(slot) = wal_state_in(&mut tx).await?.slot else { return Ok(None) };
+    let dropped = drop_slot_in(&mut tx, &slot, shut).await?;
+    if matches!(dropped, SourceSwitch::Switched { .. }) {
+        tx.commit().await?;
+    }
+    Ok(Some(dropped))
+}
+
 /// The state, locked until `tx` ends: two switches never interleave.
 async fn wal_state_in(tx: &mut sqlx::PgConnection) -> Result<WalState> {
     state_from(sqlx::query(STATE_FOR_UPDATE).fetch_optional(&mut *tx).await?)
@@ -404,8 +440,8 @@ async fn wal_state_in(tx: &mut sqlx::PgConnection) -> Result<WalState> {
 /// Drops `slot` and forgets it in `tx`: `Switched` with the number of message-mode events moved to the table, or
 /// `SlotActive` when a session reads it (nothing changed; roll `tx` back). The message-mode events the slot still
 /// holds are written to the table as pending rows first, in `tx`: they have no row of their own, and the slot is
-/// the only place that keeps them.
-async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str) -> Result<SourceSwitch> {
+/// the only place that keeps them. `_shut`: no producer can write for the slot any more ([`ClosedToProducers`]).
+async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str, _shut: &ProducersShut) -> Result<SourceSwitch> {
     let led: bool = sqlx::query_scalar(SLOT_LED).bind(WAL_LEADER_LOCK_CLASS).bind(slot).fetch_one(&mut *tx).await?;
     let found: Option<(bool, Option<bool>)> = sqlx::query_as(SLOT_ACTIVE).bind(slot).fetch_optional(&mut *tx).await?;
     if led || found.is_some_and(|(active, _)| active) {

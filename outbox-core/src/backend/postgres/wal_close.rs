@@ -1,0 +1,57 @@
+//! Closing the WAL source's slot to message-mode producers before it is dropped (migration 8). A producer's session
+//! remembers a check that found the slot for a while (`outbox_wal_check_lifetime()`, one second), so a drop first
+//! marks the slot as closing while it holds the close lock, which makes every new check fail, and waits until every
+//! remembered check has expired. Only then does it take the emit lock and drop the slot: no producer can still
+//! write a message for it.
+
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres};
+
+use crate::error::Result;
+use crate::store::wal_message::WAL_CLOSE_LOCK;
+
+/// Held by this session until it ends or releases it: a mark whose holder died closes nothing.
+const HOLD_CLOSE_LOCK: &str = "SELECT pg_advisory_lock($1)";
+const RELEASE_CLOSE_LOCK: &str = "SELECT pg_advisory_unlock($1)";
+/// Committed on its own, so that every check from now on sees it.
+const MARK_CLOSING: &str = "UPDATE outbox_control SET wal_closing_at = clock_timestamp() WHERE id";
+const CLEAR_MARK: &str = "UPDATE outbox_control SET wal_closing_at = NULL WHERE id";
+/// Counted from the mark's commit: a check that missed the mark began its transaction before it.
+const WAIT_FOR_CHECKS_TO_EXPIRE: &str = "SELECT pg_sleep(date_part('epoch', outbox_wal_check_lifetime()))";
+
+/// Proof that the slot is closed to producers, for the statements that drop it ([`ClosedToProducers::close`]).
+pub(super) struct ProducersShut(());
+
+/// A connection of its own on which the slot is closed to producers; the statements that drop the slot run on it.
+/// Whatever happens, the connection is closed when this is dropped, never returned to the pool holding the close
+/// lock.
+pub(super) struct ClosedToProducers {
+    connection: PoolConnection<Postgres>,
+}
+
+impl ClosedToProducers {
+    /// Takes the close lock (waiting for another drop of the slot to finish), marks the slot as closing, and waits
+    /// until every check that producers made before the mark has expired.
+    pub(super) async fn close(pool: &PgPool) -> Result<(Self, ProducersShut)> {
+        let mut connection = pool.acquire().await?;
+        connection.close_on_drop();
+        sqlx::query(HOLD_CLOSE_LOCK).bind(WAL_CLOSE_LOCK).execute(&mut *connection).await?;
+        sqlx::query(MARK_CLOSING).execute(&mut *connection).await?;
+        sqlx::query(WAIT_FOR_CHECKS_TO_EXPIRE).execute(&mut *connection).await?;
+        Ok((Self { connection }, ProducersShut(())))
+    }
+
+    /// The connection to drop the slot on.
+    pub(super) fn connection(&mut self) -> &mut PgConnection {
+        &mut self.connection
+    }
+
+    /// Clears the mark and releases the close lock: producers check the slot again (and find it gone, or find it
+    /// still there when the drop was refused). On an error the connection's end releases the lock, and the mark,
+    /// with no holder, closes nothing.
+    pub(super) async fn reopen(mut self) -> Result<()> {
+        sqlx::query(CLEAR_MARK).execute(&mut *self.connection).await?;
+        sqlx::query(RELEASE_CLOSE_LOCK).bind(WAL_CLOSE_LOCK).execute(&mut *self.connection).await?;
+        Ok(())
+    }
+}
