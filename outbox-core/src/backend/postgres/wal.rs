@@ -193,7 +193,11 @@ impl PgStore {
     ///
     /// [`Error::Database`](crate::Error::Database).
     pub async fn switch_source(&self, to: Source) -> Result<SourceSwitch> {
-        if to == Source::Wal || wal_state(&self.pool).await?.slot.is_none() {
+        let recorded = if to == Source::Table { recorded_slot(&self.pool).await? } else { None };
+        if let Some((slot, true)) = recorded {
+            return Ok(SourceSwitch::SlotActive(slot));
+        }
+        if recorded.is_none() {
             let mut connection = self.pool.acquire().await?;
             if let Some(switched) = switch_source_on(&mut connection, to, None).await? {
                 return Ok(switched);
@@ -215,8 +219,10 @@ impl PgStore {
     ///
     /// [`Error::Database`](crate::Error::Database).
     pub async fn drop_wal_slot(&self) -> Result<Option<SourceSwitch>> {
-        if wal_state(&self.pool).await?.slot.is_none() {
-            return Ok(None);
+        match recorded_slot(&self.pool).await? {
+            None => return Ok(None),
+            Some((slot, true)) => return Ok(Some(SourceSwitch::SlotActive(slot))),
+            Some((_, false)) => {}
         }
         let (mut closed, shut) = ClosedToProducers::close(&self.pool).await?;
         let dropped = drop_wal_slot_on(closed.connection(), &shut).await;
@@ -437,14 +443,32 @@ async fn wal_state_in(tx: &mut sqlx::PgConnection) -> Result<WalState> {
     state_from(sqlx::query(STATE_FOR_UPDATE).fetch_optional(&mut *tx).await?)
 }
 
+/// Whether a WAL relay reads or leads `slot` (a drop is refused then), and, when the slot exists, whether it is
+/// active and whether the server invalidated it.
+async fn slot_use(connection: &mut PgConnection, slot: &str) -> Result<(bool, Option<(bool, Option<bool>)>)> {
+    let led: bool =
+        sqlx::query_scalar(SLOT_LED).bind(WAL_LEADER_LOCK_CLASS).bind(slot).fetch_one(&mut *connection).await?;
+    let found: Option<(bool, Option<bool>)> =
+        sqlx::query_as(SLOT_ACTIVE).bind(slot).fetch_optional(&mut *connection).await?;
+    Ok((led || found.is_some_and(|(active, _)| active), found))
+}
+
+/// The recorded slot, and whether a WAL relay reads or leads it: a drop that would be refused is refused before
+/// it closes the slot to producers, which would refuse their enqueues for a second for nothing.
+async fn recorded_slot(pool: &PgPool) -> Result<Option<(String, bool)>> {
+    let Some(slot) = wal_state(pool).await?.slot else { return Ok(None) };
+    let mut connection = pool.acquire().await?;
+    let (in_use, _) = slot_use(&mut connection, &slot).await?;
+    Ok(Some((slot, in_use)))
+}
+
 /// Drops `slot` and forgets it in `tx`: `Switched` with the number of message-mode events moved to the table, or
 /// `SlotActive` when a session reads it (nothing changed; roll `tx` back). The message-mode events the slot still
 /// holds are written to the table as pending rows first, in `tx`: they have no row of their own, and the slot is
 /// the only place that keeps them. `_shut`: no producer can write for the slot any more ([`ClosedToProducers`]).
 async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str, _shut: &ProducersShut) -> Result<SourceSwitch> {
-    let led: bool = sqlx::query_scalar(SLOT_LED).bind(WAL_LEADER_LOCK_CLASS).bind(slot).fetch_one(&mut *tx).await?;
-    let found: Option<(bool, Option<bool>)> = sqlx::query_as(SLOT_ACTIVE).bind(slot).fetch_optional(&mut *tx).await?;
-    if led || found.is_some_and(|(active, _)| active) {
+    let (in_use, found) = slot_use(&mut *tx, slot).await?;
+    if in_use {
         return Ok(SourceSwitch::SlotActive(slot.to_owned()));
     }
     // An invalidated slot can decode nothing: its messages went with its WAL.
