@@ -26,20 +26,16 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT interval '1 second' $$;
 CREATE OR REPLACE FUNCTION outbox_wal_slot_ready(emit_lock BIGINT) RETURNS BOOLEAN
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    checked_at TEXT;
-    now_epoch FLOAT8;
+    -- NULL when this session has not found the slot yet.
+    checked_at FLOAT8 := NULLIF(current_setting('outbox.wal_slot_checked_at', true), '')::float8;
+    now_epoch FLOAT8 := date_part('epoch', clock_timestamp());
 BEGIN
     IF NOT pg_try_advisory_xact_lock_shared(emit_lock) THEN
         RETURN false;
     END IF;
-    checked_at := current_setting('outbox.wal_slot_checked_at', true);
-    IF checked_at IS NOT NULL AND checked_at <> '' THEN
-        now_epoch := date_part('epoch', clock_timestamp());
-        -- A clock set back makes the check expire rather than last longer.
-        IF checked_at::float8 <= now_epoch
-           AND now_epoch < checked_at::float8 + date_part('epoch', outbox_wal_check_lifetime()) THEN
-            RETURN true;
-        END IF;
+    -- A clock set back makes the check expire rather than last longer.
+    IF checked_at <= now_epoch AND now_epoch < checked_at + date_part('epoch', outbox_wal_check_lifetime()) THEN
+        RETURN true;
     END IF;
     IF EXISTS (SELECT 1 FROM outbox_control c
                  JOIN pg_replication_slots s ON s.slot_name = c.wal_slot AND s.database = current_database()

@@ -456,8 +456,10 @@ async fn slot_use(connection: &mut PgConnection, slot: &str) -> Result<(bool, Op
 /// The recorded slot, and whether a WAL relay reads or leads it: a drop that would be refused is refused before
 /// it closes the slot to producers, which would refuse their enqueues for a second for nothing.
 async fn recorded_slot(pool: &PgPool) -> Result<Option<(String, bool)>> {
-    let Some(slot) = wal_state(pool).await?.slot else { return Ok(None) };
     let mut connection = pool.acquire().await?;
+    let Some(slot) = state_from(sqlx::query(STATE).fetch_optional(&mut *connection).await?)?.slot else {
+        return Ok(None);
+    };
     let (in_use, _) = slot_use(&mut connection, &slot).await?;
     Ok(Some((slot, in_use)))
 }
