@@ -217,7 +217,7 @@ impl Drop for OutboxTransaction {
     }
 }
 
-/// The SQLSTATE of `outbox_wal_emit_guard` (migration 6) when the WAL source has no slot to keep the messages.
+/// The SQLSTATE of `outbox_wal_emit` (migration 9, raised by migration 6's guard) when the WAL source has no slot to keep the messages.
 const WAL_SOURCE_OFF: &str = "OXW01";
 
 /// `INSERT` of `events` (values as dollar-quoted literals, so the statement needs no parameters and can travel
@@ -277,11 +277,11 @@ fn commit_sql(events: &[NewEvent], notify: Option<&str>) -> String {
     sql
 }
 
-/// The guard of migration 6 (it raises when no slot keeps the messages), then one transactional logical decoding
-/// message per event, in order, then `COMMIT`; literals dollar-quoted as in [`commit_sql`]. Each is a statement of
-/// its own: a call without a `FROM` is planned in microseconds, where one statement of the messages with the guard
-/// as its subquery cost the server 10-20 µs more per commit to plan. An error stops the rest of the string, so no
-/// message is written, nor the transaction committed, after a guard that raised.
+/// One transactional logical decoding message per event, in order, then `COMMIT`; literals dollar-quoted as in
+/// [`commit_sql`]. The first is written by `outbox_wal_emit` (migration 9): the emit lock and the check that a slot
+/// keeps the messages, then the message, in one call that raises when no slot keeps them; the others follow as
+/// plain calls, under the lock the first took. Each is a statement of its own: a call without a `FROM` is planned
+/// in microseconds. An error stops the rest of the string, so nothing is committed after a check that raised.
 fn emit_sql(events: &[NewEvent]) -> String {
     if events.is_empty() {
         return "COMMIT".to_owned();
@@ -289,9 +289,13 @@ fn emit_sql(events: &[NewEvent]) -> String {
     let contents: Vec<String> = events.iter().map(crate::store::wal_message::encode).collect();
     let tag = quote_tag(&contents);
     let mut sql = String::with_capacity(64 + contents.iter().map(|c| c.len() + 64).sum::<usize>());
-    sql.push_str(&format!("SELECT outbox_wal_emit_guard({WAL_EMIT_LOCK});\n"));
-    for content in &contents {
-        sql.push_str(&format!("SELECT pg_logical_emit_message(true, '{WAL_MESSAGE_PREFIX}', {tag}{content}{tag});\n"));
+    for (n, content) in contents.iter().enumerate() {
+        if n == 0 {
+            sql.push_str(&format!("SELECT outbox_wal_emit({WAL_EMIT_LOCK}, "));
+        } else {
+            sql.push_str("SELECT pg_logical_emit_message(true, ");
+        }
+        sql.push_str(&format!("'{WAL_MESSAGE_PREFIX}', {tag}{content}{tag});\n"));
     }
     sql.push_str("COMMIT");
     sql
@@ -343,20 +347,25 @@ mod tests {
     }
 
     #[test]
-    fn the_guard_runs_before_the_first_message_and_each_event_is_one_message_in_order() {
-        let notes: Vec<NewEvent> = ["first", "second"]
+    fn the_first_message_is_written_after_the_check_and_each_event_is_one_message_in_order() {
+        let notes: Vec<NewEvent> = ["first", "second", "third"]
             .into_iter()
             .map(|text| NewEvent::new(&Note { id: "n-1".into(), text: text.into() }).unwrap())
             .collect();
         let sql = emit_sql(&notes);
         let statements: Vec<&str> = sql.split(";\n").collect();
         assert_eq!(statements.len(), 4, "{sql}");
-        assert!(statements[0].starts_with("SELECT outbox_wal_emit_guard("), "{sql}");
         assert!(
-            statements[1].starts_with("SELECT pg_logical_emit_message(true, 'outbox', ")
-                && statements[1].contains("first")
+            statements[0].starts_with("SELECT outbox_wal_emit(") && statements[0].contains(", 'outbox', "),
+            "{sql}"
         );
-        assert!(statements[2].contains("second") && !statements[2].contains("first"), "{sql}");
+        for (statement, text) in statements[..3].iter().zip(["first", "second", "third"]) {
+            assert!(statement.contains(text), "{sql}");
+        }
+        for statement in &statements[1..3] {
+            assert!(statement.starts_with("SELECT pg_logical_emit_message(true, 'outbox', "), "{sql}");
+            assert!(!statement.contains("first"), "{sql}");
+        }
         assert_eq!(statements[3], "COMMIT");
     }
 

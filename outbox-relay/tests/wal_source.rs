@@ -483,7 +483,8 @@ async fn producers_enqueueing_while_wal_disable_runs_lose_nothing_and_are_refuse
     let (_sink_dir, _sink, mut relay) = wal_relay_with_its_slot(&db, "disable-race").await;
     assert_eq!(relay.terminate().await.code(), Some(0));
 
-    // Each producer keeps one session, which remembers its check of the slot between transactions.
+    // Two producers enqueue in a transaction of theirs, each on one session, which remembers its check of the slot
+    // between transactions; two send their event with the commit (`OutboxTransaction`), on the pool's sessions.
     let returned = Arc::new(AtomicBool::new(false));
     let enqueued = Arc::new(AtomicUsize::new(0));
     let producers: Vec<_> = (0..4)
@@ -494,18 +495,29 @@ async fn producers_enqueueing_while_wal_disable_runs_lose_nothing_and_are_refuse
                 let mut accepted = Vec::new();
                 for n in 0.. {
                     let after = returned.load(Ordering::SeqCst);
-                    let mut tx = session.begin().await.unwrap();
                     let event = common::event(format!("p{producer}"), n);
-                    match Outbox::new().via_wal().enqueue(&mut tx, &event).await {
+                    let outcome = if producer % 2 == 0 {
+                        let mut tx = session.begin().await.unwrap();
+                        match Outbox::new().via_wal().enqueue(&mut tx, &event).await {
+                            Ok(id) => tx.commit().await.map(|()| id).map_err(outbox_core::Error::from),
+                            Err(error) => {
+                                tx.rollback().await.unwrap();
+                                Err(error)
+                            }
+                        }
+                    } else {
+                        let mut tx = Outbox::new().via_wal().begin(&pool).await.unwrap();
+                        let id = tx.enqueue(&event).unwrap();
+                        tx.commit().await.map(|_| id)
+                    };
+                    match outcome {
                         Ok(id) => {
-                            tx.commit().await.unwrap();
                             assert!(!after, "an enqueue begun after `outbox wal disable` returned was accepted");
                             accepted.push(id);
                             enqueued.fetch_add(1, Ordering::SeqCst);
                         }
                         Err(outbox_core::Error::WalSourceOff) if after => break,
                         Err(outbox_core::Error::WalSourceOff) => {
-                            tx.rollback().await.unwrap();
                             tokio::time::sleep(Duration::from_millis(1)).await;
                         }
                         Err(error) => panic!("enqueue: {error}"),

@@ -4,6 +4,7 @@
 //! cargo bench -p outbox-relay --bench outbox-bench                                             # every scenario
 //! cargo bench -p outbox-relay --no-default-features --bench outbox-bench -- drain latency       # some scenarios
 //! cargo bench -p outbox-relay --no-default-features --features wal --bench outbox-bench -- wal  # the WAL source
+//! cargo bench -p outbox-relay --no-default-features --features wal --bench outbox-bench -- wal-enqueue  # its enqueue
 //! OUTBOX_BENCH_SMOKE=1 cargo test -p outbox-relay --all-features --bench outbox-bench           # tiny sizes
 //! OUTBOX_BENCH_DRAIN_EVENTS=200000 cargo bench ... -- drain                                          # smaller drains
 //! ```
@@ -210,9 +211,13 @@ async fn main() {
     if wanted("takeover") {
         takeover(&admin, sizes, &mut report).await;
     }
-    if wanted("wal") {
+    if wanted("wal") || wanted("wal-enqueue") {
         #[cfg(feature = "wal")]
-        wal_source::scenarios(&admin, sizes, yard, &mut report).await;
+        if wanted("wal") {
+            wal_source::scenarios(&admin, sizes, yard, &mut report).await;
+        } else {
+            wal_source::enqueue_overhead(&admin, sizes, &mut report).await;
+        }
         #[cfg(not(feature = "wal"))]
         report.note("wal: skipped (build the bench with the `wal` feature)".into());
     }
@@ -267,6 +272,44 @@ where
         task.await.expect("a bench client panicked");
     }
     done.load(AtomicOrdering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Runs `clients` loops for `seconds`, each calling `work(client, n, kind)` for the `kinds` in turn, and returns each
+/// kind's mean time per call in µs. Interleaved call by call, the kinds share the machine's noise, where kinds
+/// measured one after the other differ by whatever the machine did in between.
+async fn mean_times_interleaved<F, Fut>(clients: usize, seconds: f64, kinds: usize, work: F) -> Vec<f64>
+where
+    F: Fn(usize, u64, usize) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let tasks: Vec<_> = (0..clients)
+        .map(|client| {
+            let work = work.clone();
+            tokio::spawn(async move {
+                let mut spent = vec![(Duration::ZERO, 0_u32); kinds];
+                let mut n = 0;
+                while Instant::now() < deadline {
+                    for (kind, (time, calls)) in spent.iter_mut().enumerate() {
+                        let started = Instant::now();
+                        work(client, n, kind).await;
+                        *time += started.elapsed();
+                        *calls += 1;
+                    }
+                    n += 1;
+                }
+                spent
+            })
+        })
+        .collect();
+    let mut total = vec![(Duration::ZERO, 0_u32); kinds];
+    for task in tasks {
+        for (total, (time, calls)) in total.iter_mut().zip(task.await.expect("a bench client panicked")) {
+            total.0 += time;
+            total.1 += calls;
+        }
+    }
+    total.into_iter().map(|(time, calls)| time.as_secs_f64() * 1e6 / f64::from(calls.max(1))).collect()
 }
 
 async fn yardstick(pool: &PgPool, sizes: Sizes, report: &mut Report) -> Yardstick {
@@ -438,9 +481,9 @@ async fn enqueue_overhead(pool: &PgPool, sizes: Sizes, yard: Yardstick, report: 
                     "floor: the same statements sent by pgbench, INSERT with the COMMIT, {clients} client(s)"
                 ),
                 value: floor_event,
-                unit: "tx/s",
-                ratio: Some(floor_plain / floor_event),
-                ratio_of: "overhead: tx/s without / with",
+                unit: "µs per tx",
+                ratio: Some(floor_event / floor_plain),
+                ratio_of: "overhead: latency with / without, interleaved",
                 target: "(the database's own share)",
             });
         } else {
@@ -1102,10 +1145,12 @@ async fn takeover(admin: &str, sizes: Sizes, report: &mut Report) {
     db.pool.close().await;
 }
 
-/// The database's own share of the enqueue overhead: pgbench sends the bench's domain transaction without an event,
-/// and then with each of `events` (one statement, sent in the same message as the COMMIT, as `OutboxTransaction`
-/// sends it; `:id` is the account); returns the transactions/s of the plain transaction and of each event's, or
-/// `None` without pgbench.
+/// The database's own share of an event's cost: pgbench (from `PATH` or `/usr/lib/postgresql/*/bin`) runs
+/// `clients` clients for `seconds`, each transaction the bench's domain transaction (`BEGIN`, the `UPDATE`,
+/// `COMMIT`), either plain or with one of `events` (one statement, sent in the same message as the `COMMIT`, as
+/// `OutboxTransaction` sends it; `:id` is the account). The kinds are drawn at random for every transaction of one
+/// run, so that they share the machine's noise. Returns the mean latency in µs of the plain transaction and of each
+/// event's, or `None` without pgbench.
 pub(crate) async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64, events: &[&str]) -> Option<Vec<f64>> {
     let pgbench = ["pgbench".to_owned()]
         .into_iter()
@@ -1125,26 +1170,41 @@ pub(crate) async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64, e
         "\\set id random(1, 100000)\nBEGIN;\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\n";
     let scripts = std::iter::once(format!("{DOMAIN}COMMIT;\n"))
         .chain(events.iter().map(|event| format!("{DOMAIN}{event} \\; COMMIT;\n")));
-    let mut rates = Vec::new();
+    let mut command = tokio::process::Command::new(&pgbench);
+    command.arg("-n");
     for (n, script) in scripts.enumerate() {
         let file = dir.path().join(format!("script-{n}.sql"));
         std::fs::write(&file, script).ok()?;
-        let clients = clients.to_string();
-        let output = tokio::process::Command::new(&pgbench)
-            .args(["-n", "-f"])
-            .arg(&file)
-            .args(["-c", &clients, "-j", &clients, "-T", &format!("{}", seconds.ceil() as u64)])
-            .arg(&conninfo)
-            .output()
-            .await
-            .ok()?;
-        let text = String::from_utf8_lossy(&output.stdout);
-        let tps = text
-            .lines()
-            .find_map(|line| line.strip_prefix("tps = ")?.split_whitespace().next()?.parse::<f64>().ok())?;
-        rates.push(tps);
+        // Equal weights: each transaction draws its script.
+        command.arg("-f").arg(format!("{}@1", file.display()));
     }
-    Some(rates)
+    let clients = clients.to_string();
+    let output = command
+        .args(["-c", &clients, "-j", &clients, "-T", &format!("{}", seconds.ceil() as u64)])
+        .arg(&conninfo)
+        .output()
+        .await
+        .ok()?;
+    let latencies = script_latencies(&String::from_utf8_lossy(&output.stdout));
+    (latencies.len() == events.len() + 1).then_some(latencies)
+}
+
+/// The per-script mean latencies (µs) of a pgbench report of several scripts, in the scripts' order (the report's
+/// overall latency, printed before the first script, is left out).
+fn script_latencies(report: &str) -> Vec<f64> {
+    let mut in_script = false;
+    let mut latencies = Vec::new();
+    for line in report.lines() {
+        if line.starts_with("SQL script ") {
+            in_script = true;
+        } else if let Some(rest) = line.trim_start_matches([' ', '-']).strip_prefix("latency average = ") {
+            if in_script {
+                latencies
+                    .extend(rest.split_whitespace().next().and_then(|ms| ms.parse::<f64>().ok()).map(|ms| ms * 1e3));
+            }
+        }
+    }
+    latencies
 }
 
 /// The table scenario's event for [`pgbench_floor`]: one outbox row, as `OutboxTransaction` writes it.

@@ -14,7 +14,10 @@ use outbox_tests::pg::TestDatabase;
 use sqlx::PgPool;
 use tokio::task::JoinHandle;
 
-use crate::{credit, pgbench_floor, profile, rate, BoxFuture, Figure, NoopSink, Produce, Report, Sizes, Yardstick};
+use crate::{
+    credit, mean_times_interleaved, pgbench_floor, profile, BoxFuture, Figure, NoopSink, Produce, Report, Sizes,
+    Yardstick,
+};
 
 /// How the events reach the write-ahead log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,10 +236,11 @@ fn one_event(pool: PgPool, mode: Mode, account: i64) -> BoxFuture<uuid::Uuid> {
 }
 
 /// The bench's domain transaction (one `UPDATE`) without an event, with one message (in the commit's round trip,
-/// and in its own), and with one table row in the commit's round trip, at 1 and 8 producers, in [`ROUNDS`]
-/// alternated rounds: each figure is the median of its rounds, each overhead the median of the rounds' ratios. The slot exists (so
-/// messages may be written) and no relay runs, as in the table's enqueue scenario.
-async fn enqueue_overhead(admin: &str, sizes: Sizes, report: &mut Report) {
+/// and in its own), and with one table row in the commit's round trip, at 1 and 8 producers: each producer runs the
+/// modes in turn, one transaction each ([`mean_times_interleaved`]), and each overhead is a mode's mean latency over
+/// the plain transaction's. The database's own share is measured the same way, with pgbench ([`pgbench_floor`]).
+/// The slot exists (so messages may be written) and no relay runs, as in the table's enqueue scenario.
+pub(crate) async fn enqueue_overhead(admin: &str, sizes: Sizes, report: &mut Report) {
     let db = wal_database(admin).await;
     let sink = NoopSink::default();
     let shutdown = CancellationToken::new();
@@ -254,35 +258,35 @@ async fn enqueue_overhead(admin: &str, sizes: Sizes, report: &mut Report) {
     const MODES: [&str; 4] =
         ["none", "message with the commit", "message in its own round trip", "row with the commit"];
     for clients in [1, 8] {
-        // `rates[mode][round]`: the modes alternate, round after round, so that a burst of the machine's noise
-        // lands in one round's figures, not in one mode's.
-        let mut rates = vec![Vec::new(); MODES.len()];
-        for _ in 0..ROUNDS {
-            for (mode, rates) in MODES.into_iter().zip(&mut rates) {
-                let pool = db.pool.clone();
-                let tx_rate = rate(clients, sizes.seconds / ROUNDS as f64, 1, move |client, n| {
-                    let account = ((client as i64) * 10_007 + n as i64 * 7) % 100_000 + 1;
-                    domain_transaction(pool.clone(), mode, account)
-                })
-                .await;
-                rates.push(tx_rate);
-            }
-        }
-        for (mode, with) in MODES.iter().zip(&rates).skip(1) {
-            let overheads: Vec<f64> = rates[0].iter().zip(with).map(|(without, with)| without / with).collect();
+        let pool = db.pool.clone();
+        let latencies = mean_times_interleaved(clients, sizes.seconds * 2.0, MODES.len(), move |client, n, mode| {
+            let account = ((client as i64) * 10_007 + n as i64 * 7) % 100_000 + 1;
+            domain_transaction(pool.clone(), MODES[mode], account)
+        })
+        .await;
+        report.add(Figure {
+            scenario: "wal",
+            case: format!("domain UPDATE without event, {clients} producer(s)"),
+            value: latencies[0],
+            unit: "µs per tx",
+            ratio: None,
+            ratio_of: "",
+            target: "",
+        });
+        for (mode, with) in MODES.iter().zip(&latencies).skip(1) {
             report.add(Figure {
                 scenario: "wal",
                 case: format!("domain UPDATE + 1 event, {mode}, {clients} producer(s)"),
-                value: median(with),
-                unit: "tx/s",
-                ratio: Some(median(&overheads)),
-                ratio_of: "overhead: tx/s without / with, median of the rounds",
+                value: *with,
+                unit: "µs per tx",
+                ratio: Some(with / latencies[0]),
+                ratio_of: "overhead: latency with / without, interleaved",
                 target: if *mode == "message with the commit" { "<= 1.10" } else { "(reported)" },
             });
         }
-        let floors = [("without the guard", FLOOR_MESSAGE), ("after the guard", FLOOR_GUARDED_MESSAGE)];
+        let floors = [("without the check", FLOOR_MESSAGE), ("after the check", FLOOR_GUARDED_MESSAGE)];
         let events: Vec<&str> = floors.iter().map(|(_, statement)| *statement).collect();
-        match pgbench_floor(&db.pool, clients, sizes.seconds, &events).await {
+        match pgbench_floor(&db.pool, clients, sizes.seconds * 2.0, &events).await {
             Some(floor) => {
                 for ((label, _), with) in floors.iter().zip(&floor[1..]) {
                     report.add(Figure {
@@ -292,9 +296,9 @@ async fn enqueue_overhead(admin: &str, sizes: Sizes, report: &mut Report) {
                              {clients} client(s)"
                         ),
                         value: *with,
-                        unit: "tx/s",
-                        ratio: Some(floor[0] / with),
-                        ratio_of: "overhead: tx/s without / with",
+                        unit: "µs per tx",
+                        ratio: Some(with / floor[0]),
+                        ratio_of: "overhead: latency with / without, interleaved",
                         target: "(the database's own share)",
                     });
                 }
@@ -305,37 +309,27 @@ async fn enqueue_overhead(admin: &str, sizes: Sizes, report: &mut Report) {
     drop_the_slot(&db).await;
 }
 
-/// The message-mode event for [`pgbench_floor`], as `OutboxTransaction` sends it without the guard: one message of
-/// the size the library writes for the bench's event.
+/// The message-mode event for [`pgbench_floor`]: one message of the size the library writes for the bench's event,
+/// written by the SQL call that opens with `$call` (its arguments before the prefix and the content).
 macro_rules! floor_message {
-    () => {
-        "SELECT pg_logical_emit_message(true, 'outbox', $o0${\"id\":\"0192f5c2-7a3b-7cc0-9a41-3b2f6d1e8c11\",\
-         \"type\":\"account.credited\",\"aggregate_type\":\"account\",\"aggregate_id\":\":id\",\"version\":1,\
-         \"payload\":{\"account_id\":1,\"amount_cents\":1250,\"reference\":\"ref-:id\"},\"headers\":{},\
-         \"sensitive_paths\":[]}$o0$)"
+    ($call:literal) => {
+        concat!(
+            "SELECT ",
+            $call,
+            "'outbox', $o0${\"id\":\"0192f5c2-7a3b-7cc0-9a41-3b2f6d1e8c11\",\
+             \"type\":\"account.credited\",\"aggregate_type\":\"account\",\"aggregate_id\":\":id\",\"version\":1,\
+             \"payload\":{\"account_id\":1,\"amount_cents\":1250,\"reference\":\"ref-:id\"},\"headers\":{},\
+             \"sensitive_paths\":[]}$o0$)"
+        )
     };
 }
 
-const FLOOR_MESSAGE: &str = floor_message!();
+/// The message alone, without the check that a slot keeps it.
+const FLOOR_MESSAGE: &str = floor_message!("pg_logical_emit_message(true, ");
 
-/// [`FLOOR_MESSAGE`] after migration 6's guard, as `OutboxTransaction` sends them (on a lock key no one holds: the
-/// same work as the library's).
-const FLOOR_GUARDED_MESSAGE: &str = concat!("SELECT outbox_wal_emit_guard(0) \\; ", floor_message!());
-
-/// How many rounds the enqueue scenario's modes alternate in, each a fifth of the scenario's time.
-const ROUNDS: usize = 5;
-
-/// The median of `values` (not empty).
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let middle = sorted.len() / 2;
-    if sorted.len() % 2 == 1 {
-        sorted[middle]
-    } else {
-        (sorted[middle - 1] + sorted[middle]) / 2.0
-    }
-}
+/// The message as `OutboxTransaction` writes it: after migration 9's check, in the same call (on a lock key no one
+/// holds: the same work as the library's).
+const FLOOR_GUARDED_MESSAGE: &str = floor_message!("outbox_wal_emit(0, ");
 
 /// The enqueue scenario's domain transaction, with the event `mode` says.
 fn domain_transaction(pool: PgPool, mode: &'static str, account: i64) -> BoxFuture<()> {
