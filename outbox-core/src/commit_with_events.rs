@@ -220,58 +220,50 @@ impl Drop for OutboxTransaction {
 /// The SQLSTATE of `outbox_wal_emit` (migration 9, raised by migration 6's guard) when the WAL source has no slot to keep the messages.
 const WAL_SOURCE_OFF: &str = "OXW01";
 
-/// `INSERT` of `events` (values as dollar-quoted literals, so the statement needs no parameters and can travel
-/// with the `COMMIT` in one simple-protocol message), the optional `pg_notify`, and `COMMIT`.
+/// `outbox_insert_events` (migration 9: the parameterized enqueue's `INSERT`, planned once per session) of
+/// `events`, one array per column, or `outbox_insert_event` of the one event, with dollar-quoted literals so that
+/// the statement needs no parameters and can travel with the `COMMIT` in one simple-protocol message; the optional
+/// `pg_notify`, and `COMMIT`.
 fn commit_sql(events: &[NewEvent], notify: Option<&str>) -> String {
     if events.is_empty() {
         return "COMMIT".to_owned();
     }
-    let texts: Vec<String> = events
-        .iter()
-        .flat_map(|event| {
-            [
-                event.aggregate_type.to_owned(),
-                event.aggregate_id.clone(),
-                event.event_type.to_owned(),
-                event.payload.clone(),
-                crate::backend::json_text(&event.headers),
-                crate::backend::json_text(&event.sensitive_paths),
-            ]
-        })
-        .collect();
-    let tag = quote_tag(&texts);
-    let quote = |text: &str| format!("{tag}{text}{tag}");
-    let mut sql = String::with_capacity(256 + events.iter().map(|e| e.payload.len() + 160).sum::<usize>());
-    sql.push_str(
-        "INSERT INTO outbox_events \
-         (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths)\n\
-         SELECT v.id::uuid, v.aggregate_type, v.aggregate_id, v.event_type, v.schema_version::int4, v.payload::jsonb, \
-         v.headers::jsonb, v.sensitive_paths::jsonb FROM (VALUES ",
-    );
-    for (n, (event, texts)) in events.iter().zip(texts.chunks(6)).enumerate() {
-        if n > 0 {
-            sql.push_str(", ");
+    let columns: [Vec<String>; 7] = [
+        events.iter().map(|event| event.id.to_string()).collect(),
+        events.iter().map(|event| event.aggregate_type.to_owned()).collect(),
+        events.iter().map(|event| event.aggregate_id.clone()).collect(),
+        events.iter().map(|event| event.event_type.to_owned()).collect(),
+        events.iter().map(|event| event.payload.clone()).collect(),
+        events.iter().map(|event| crate::backend::json_text(&event.headers)).collect(),
+        events.iter().map(|event| crate::backend::json_text(&event.sensitive_paths)).collect(),
+    ];
+    let tag = quote_tag(&columns.concat());
+    let single = events.len() == 1;
+    // A column's values as literals: the value itself for one event, an array of them for several.
+    let literals = |column: Vec<String>| {
+        let quoted: Vec<String> = column.iter().map(|text| format!("{tag}{text}{tag}")).collect();
+        if single {
+            quoted.concat()
+        } else {
+            format!("ARRAY[{}]", quoted.join(", "))
         }
-        sql.push_str(&format!(
-            "({}, {}, {}, {}, {}, {}, {}, {}, {n})",
-            quote(&event.id.to_string()),
-            quote(&texts[0]),
-            quote(&texts[1]),
-            quote(&texts[2]),
-            event.version,
-            quote(&texts[3]),
-            quote(&texts[4]),
-            quote(&texts[5]),
-        ));
-    }
-    // As the parameterized insert: the transaction has its id before its first row takes a `seq`.
-    sql.push_str(
-        ") AS v(id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, n)\n\
-         WHERE pg_current_xact_id() IS NOT NULL ORDER BY v.n;\n",
-    );
+    };
+    let [ids, aggregate_types, aggregate_ids, event_types, payloads, headers, sensitive_paths] = columns.map(literals);
+    let versions = events.iter().map(|event| event.version.to_string()).collect::<Vec<_>>().join(", ");
+    let mut sql = if single {
+        format!(
+            "SELECT outbox_insert_event({ids}::uuid, {aggregate_types}, {aggregate_ids}, {event_types}, {versions}, \
+             {payloads}, {headers}, {sensitive_paths});\n"
+        )
+    } else {
+        format!(
+            "SELECT outbox_insert_events({ids}::uuid[], {aggregate_types}, {aggregate_ids}, {event_types}, \
+             ARRAY[{versions}], {payloads}, {headers}, {sensitive_paths});\n"
+        )
+    };
     if let Some(channel) = notify {
         // A checked identifier ([`Outbox::with_notify_channel`]): quoting it as a literal is enough.
-        sql.push_str(&format!("SELECT pg_notify({}, '');\n", quote(channel)));
+        sql.push_str(&format!("SELECT pg_notify({tag}{channel}{tag}, '');\n"));
     }
     sql.push_str("COMMIT");
     sql
@@ -344,6 +336,22 @@ mod tests {
         let sql = emit_sql(&events);
         assert!(sql.ends_with("COMMIT"));
         assert_eq!(sql.matches("$o3$").count(), 2, "one literal, opened and closed once");
+    }
+
+    #[test]
+    fn one_event_is_inserted_from_plain_values_and_several_from_arrays_in_order() {
+        let notes: Vec<NewEvent> = ["first", "second"]
+            .into_iter()
+            .map(|text| NewEvent::new(&Note { id: "n-1".into(), text: text.into() }).unwrap())
+            .collect();
+        let one = commit_sql(&notes[..1], None);
+        assert!(one.starts_with("SELECT outbox_insert_event($o0$"), "{one}");
+        assert!(!one.contains("ARRAY["), "{one}");
+        let several = commit_sql(&notes, Some("outbox_events"));
+        assert!(several.starts_with("SELECT outbox_insert_events(ARRAY[$o0$"), "{several}");
+        assert!(several.find("first").unwrap() < several.find("second").unwrap(), "{several}");
+        assert!(several.contains("ARRAY[1, 1]"), "one version per event: {several}");
+        assert!(several.ends_with(";\nSELECT pg_notify($o0$outbox_events$o0$, '');\nCOMMIT"), "{several}");
     }
 
     #[test]
