@@ -35,15 +35,16 @@ END
 $$;
 
 -- Inserts one pending event, as `outbox_insert_events` does.
-CREATE OR REPLACE FUNCTION outbox_insert_event(event_id UUID, event_aggregate_type TEXT, event_aggregate_id TEXT,
-                                               event_event_type TEXT, event_schema_version INT4, event_payload TEXT,
-                                               event_headers TEXT, event_sensitive_paths TEXT) RETURNS VOID
+CREATE OR REPLACE FUNCTION outbox_insert_event(id UUID, aggregate_type TEXT, aggregate_id TEXT, event_type TEXT,
+                                               schema_version INT4, payload TEXT, headers TEXT,
+                                               sensitive_paths TEXT) RETURNS VOID
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     INSERT INTO outbox_events
         (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths)
-    SELECT event_id, event_aggregate_type, event_aggregate_id, event_event_type, event_schema_version,
-           event_payload::jsonb, event_headers::jsonb, event_sensitive_paths::jsonb
+    SELECT outbox_insert_event.id, outbox_insert_event.aggregate_type, outbox_insert_event.aggregate_id,
+           outbox_insert_event.event_type, outbox_insert_event.schema_version, outbox_insert_event.payload::jsonb,
+           outbox_insert_event.headers::jsonb, outbox_insert_event.sensitive_paths::jsonb
      WHERE pg_current_xact_id() IS NOT NULL;
 END
 $$;
