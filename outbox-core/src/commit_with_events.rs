@@ -115,7 +115,7 @@ impl OutboxTransaction {
     /// The serialization and validation errors of [`NewEvent::new`]; the event is not buffered.
     pub fn enqueue<E: OutboxEvent + ?Sized>(&mut self, event: &E) -> Result<Uuid> {
         let event = NewEvent::new(event)?;
-        Ok(self.enqueue_event(event))
+        self.enqueue_event(event)
     }
 
     /// Buffers events of one type and returns their ids; if one fails, none is buffered.
@@ -129,14 +129,20 @@ impl OutboxTransaction {
         I: IntoIterator<Item = &'e E>,
     {
         let events = events.into_iter().map(NewEvent::new).collect::<Result<Vec<_>>>()?;
-        Ok(events.into_iter().map(|event| self.enqueue_event(event)).collect())
+        events.into_iter().map(|event| self.enqueue_event(event)).collect()
     }
 
     /// Buffers an already built event (of any type, with headers) and returns its id.
-    pub fn enqueue_event(&mut self, event: NewEvent) -> Uuid {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidEvent`](crate::Error::InvalidEvent) when a header was refused ([`NewEvent::check`]); the
+    /// event is not buffered.
+    pub fn enqueue_event(&mut self, event: NewEvent) -> Result<Uuid> {
+        event.check()?;
         let id = event.id();
         self.events.push(event);
-        id
+        Ok(id)
     }
 
     /// The events buffered so far.
@@ -293,12 +299,14 @@ fn emit_sql(events: &[NewEvent]) -> String {
     sql
 }
 
-/// A dollar-quote tag that occurs in none of `texts`, so no value can end its literal early.
+/// A dollar-quote tag that occurs in none of `texts`, nor across the end of one and its closing tag (a text that
+/// ends in `$o0` would close `$o0$` early: the tag's `$` both ends and begins it), so no value can end its literal
+/// early.
 fn quote_tag(texts: &[String]) -> String {
     let mut n: u64 = 0;
     loop {
         let tag = format!("$o{n:x}$");
-        if texts.iter().all(|text| !text.contains(&tag)) {
+        if texts.iter().all(|text| !format!("{text}$").contains(&tag)) {
             return tag;
         }
         n += 1;
@@ -381,6 +389,14 @@ mod tests {
     fn the_tag_is_the_first_that_no_text_contains() {
         assert_eq!(quote_tag(&["$o0$ $o1$".to_owned(), "$o2$".to_owned()]), "$o3$");
         assert_eq!(quote_tag(&["plain".to_owned()]), "$o0$");
+    }
+
+    #[test]
+    fn no_text_can_close_the_tag_with_the_tags_own_closing_dollar() {
+        assert_eq!(quote_tag(&["x$o0".to_owned()]), "$o1$");
+        assert_eq!(quote_tag(&["x$o0".to_owned(), "$o1".to_owned()]), "$o2$");
+        // Only the tag's own `$` can complete it: these close nothing.
+        assert_eq!(quote_tag(&["x$o".to_owned(), "o0$x".to_owned()]), "$o0$");
     }
 
     #[test]

@@ -109,11 +109,50 @@ async fn hostile_values_are_stored_exactly() {
     let hostile = "$o0$ '); DROP TABLE outbox_events; -- \\ $$ \u{e9}";
     let event = NewEvent::new(&payment(4)).unwrap().with_header("x-note", hostile);
     let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
-    tx.enqueue_event(event);
+    tx.enqueue_event(event).unwrap();
     tx.commit().await.unwrap();
     let headers: serde_json::Value =
         sqlx::query_scalar("SELECT headers FROM outbox_events").fetch_one(&db.pool).await.unwrap();
     assert_eq!(headers, json!({"x-note": hostile}));
+}
+
+#[tokio::test]
+async fn aggregate_ids_that_end_like_the_quote_tag_are_stored_exactly_alone_and_together() {
+    #[derive(serde::Serialize)]
+    struct Noted {
+        key: String,
+    }
+    impl outbox_core::OutboxEvent for Noted {
+        const EVENT_TYPE: &'static str = "note.written";
+        const AGGREGATE_TYPE: &'static str = "note";
+        const VERSION: u32 = 1;
+        fn aggregate_id(&self) -> String {
+            self.key.clone()
+        }
+    }
+    let db = TestDatabase::migrated().await;
+    let keys = ["x$o0", "$o1", "y$", "z$o2$o3"];
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    tx.enqueue(&Noted { key: keys[0].to_owned() }).unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    tx.enqueue_all(&keys[1..].iter().map(|key| Noted { key: (*key).to_owned() }).collect::<Vec<_>>()).unwrap();
+    tx.commit().await.unwrap();
+    let stored: Vec<String> =
+        sqlx::query_scalar("SELECT aggregate_id FROM outbox_events ORDER BY seq").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(stored, keys);
+}
+
+#[tokio::test]
+async fn an_event_with_a_refused_header_is_not_buffered() {
+    let db = TestDatabase::migrated().await;
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    let refused = tx.enqueue_event(NewEvent::new(&payment(5)).unwrap().with_header("Tenant ID", "acme"));
+    let error = refused.unwrap_err().to_string();
+    assert!(error.contains("header `Tenant ID`") && !error.contains("acme"), "{error}");
+    assert_eq!(tx.buffered(), 0);
+    tx.commit().await.unwrap();
+    assert_eq!(count_events(&db.pool).await, 0);
 }
 
 #[tokio::test]
