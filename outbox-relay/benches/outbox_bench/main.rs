@@ -274,9 +274,10 @@ where
     done.load(AtomicOrdering::Relaxed) as f64 / started.elapsed().as_secs_f64()
 }
 
-/// Runs `clients` loops for `seconds`, each calling `work(client, n, kind)` for the `kinds` in turn, and returns each
-/// kind's mean time per call in µs. Interleaved call by call, the kinds share the machine's noise, where kinds
-/// measured one after the other differ by whatever the machine did in between.
+/// Runs `clients` loops for `seconds`, each calling `work(client, n, kind)` for the `kinds` in turn (cycle `n`
+/// starting at kind `n % kinds`), and returns each kind's mean time per call in µs. Interleaved call by call, the
+/// kinds share the machine's noise, where kinds measured one after the other differ by whatever the machine did
+/// in between.
 async fn mean_times_interleaved<F, Fut>(clients: usize, seconds: f64, kinds: usize, work: F) -> Vec<f64>
 where
     F: Fn(usize, u64, usize) -> Fut + Clone + Send + Sync + 'static,
@@ -290,11 +291,12 @@ where
                 let mut spent = vec![(Duration::ZERO, 0_u32); kinds];
                 let mut n = 0;
                 while Instant::now() < deadline {
-                    for (kind, (time, calls)) in spent.iter_mut().enumerate() {
+                    // Each cycle starts one kind later, so that no kind always follows the same one.
+                    for kind in (0..kinds).map(|k| (k + n as usize) % kinds) {
                         let started = Instant::now();
                         work(client, n, kind).await;
-                        *time += started.elapsed();
-                        *calls += 1;
+                        spent[kind].0 += started.elapsed();
+                        spent[kind].1 += 1;
                     }
                     n += 1;
                 }
