@@ -1,6 +1,6 @@
 -- `OutboxTransaction`'s commit in one call per transaction. Its statements travel with the `COMMIT` in one
 -- simple-protocol message, so the server parses and plans them at every commit; a PL/pgSQL function's statements
--- are planned once per session. Both functions do what the commit sent before, no more.
+-- are prepared once per session and keep their plans. The functions do what the commit sent before, no more.
 --
 -- Rows: the `INSERT` of the buffered events, with literal values, cost the server about as much to parse and plan
 -- as to run. `outbox_insert_events` runs the same `INSERT` as the parameterized enqueue, from arrays;

@@ -223,7 +223,8 @@ impl Drop for OutboxTransaction {
     }
 }
 
-/// The SQLSTATE of `outbox_wal_emit` (migration 9, raised by migration 6's guard) when the WAL source has no slot to keep the messages.
+/// The SQLSTATE of `outbox_wal_emit` (migration 9, raised by migration 6's guard) when the WAL source has no slot
+/// to keep the messages.
 const WAL_SOURCE_OFF: &str = "OXW01";
 
 /// `outbox_insert_events` (migration 9: the parameterized enqueue's `INSERT`, planned once per session) of
@@ -243,7 +244,7 @@ fn commit_sql(events: &[NewEvent], notify: Option<&str>) -> String {
         events.iter().map(|event| crate::backend::json_text(&event.headers)).collect(),
         events.iter().map(|event| crate::backend::json_text(&event.sensitive_paths)).collect(),
     ];
-    let tag = quote_tag(&columns.concat());
+    let tag = quote_tag(&columns.iter().flatten());
     let single = events.len() == 1;
     // A column's values as literals: the value itself for one event, an array of them for several.
     let literals = |column: Vec<String>| {
@@ -285,7 +286,7 @@ fn emit_sql(events: &[NewEvent]) -> String {
         return "COMMIT".to_owned();
     }
     let contents: Vec<String> = events.iter().map(crate::store::wal_message::encode).collect();
-    let tag = quote_tag(&contents);
+    let tag = quote_tag(&contents.iter());
     let mut sql = String::with_capacity(64 + contents.iter().map(|c| c.len() + 64).sum::<usize>());
     for (n, content) in contents.iter().enumerate() {
         if n == 0 {
@@ -302,11 +303,12 @@ fn emit_sql(events: &[NewEvent]) -> String {
 /// A dollar-quote tag that occurs in none of `texts`, nor across the end of one and its closing tag (a text that
 /// ends in `$o0` would close `$o0$` early: the tag's `$` both ends and begins it), so no value can end its literal
 /// early.
-fn quote_tag(texts: &[String]) -> String {
+fn quote_tag<'t>(texts: &(impl Iterator<Item = &'t String> + Clone)) -> String {
     let mut n: u64 = 0;
     loop {
         let tag = format!("$o{n:x}$");
-        if texts.iter().all(|text| !format!("{text}$").contains(&tag)) {
+        let open = &tag[..tag.len() - 1];
+        if texts.clone().all(|text| !text.contains(&tag) && !text.ends_with(open)) {
             return tag;
         }
         n += 1;
@@ -387,16 +389,16 @@ mod tests {
 
     #[test]
     fn the_tag_is_the_first_that_no_text_contains() {
-        assert_eq!(quote_tag(&["$o0$ $o1$".to_owned(), "$o2$".to_owned()]), "$o3$");
-        assert_eq!(quote_tag(&["plain".to_owned()]), "$o0$");
+        assert_eq!(quote_tag(&["$o0$ $o1$".to_owned(), "$o2$".to_owned()].iter()), "$o3$");
+        assert_eq!(quote_tag(&["plain".to_owned()].iter()), "$o0$");
     }
 
     #[test]
     fn no_text_can_close_the_tag_with_the_tags_own_closing_dollar() {
-        assert_eq!(quote_tag(&["x$o0".to_owned()]), "$o1$");
-        assert_eq!(quote_tag(&["x$o0".to_owned(), "$o1".to_owned()]), "$o2$");
+        assert_eq!(quote_tag(&["x$o0".to_owned()].iter()), "$o1$");
+        assert_eq!(quote_tag(&["x$o0".to_owned(), "$o1".to_owned()].iter()), "$o2$");
         // Only the tag's own `$` can complete it: these close nothing.
-        assert_eq!(quote_tag(&["x$o".to_owned(), "o0$x".to_owned()]), "$o0$");
+        assert_eq!(quote_tag(&["x$o".to_owned(), "o0$x".to_owned()].iter()), "$o0$");
     }
 
     #[test]

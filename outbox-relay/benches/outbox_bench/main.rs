@@ -274,8 +274,9 @@ where
     done.load(AtomicOrdering::Relaxed) as f64 / started.elapsed().as_secs_f64()
 }
 
-/// Runs `clients` loops for `seconds`, each calling `work(client, n, kind)` for the `kinds` in turn (cycle `n`
-/// starting at kind `n % kinds`), and returns each kind's mean time per call in µs. Interleaved call by call, the
+/// Runs `clients` loops for `seconds`, each calling `work(client, call, kind)` for the `kinds` in turn (`call`
+/// counts the client's calls; cycle `n` starts at kind `n % kinds`), and returns each kind's mean time per call in
+/// µs. Interleaved call by call, the
 /// kinds share the machine's noise, where kinds measured one after the other differ by whatever the machine did
 /// in between.
 async fn mean_times_interleaved<F, Fut>(clients: usize, seconds: f64, kinds: usize, work: F) -> Vec<f64>
@@ -292,9 +293,10 @@ where
                 let mut n = 0;
                 while Instant::now() < deadline {
                     // Each cycle starts one kind later, so that no kind always follows the same one.
-                    for kind in (0..kinds).map(|k| (k + n as usize) % kinds) {
+                    for k in 0..kinds {
+                        let kind = (k + n as usize) % kinds;
                         let started = Instant::now();
-                        work(client, n, kind).await;
+                        work(client, n * kinds as u64 + k as u64, kind).await;
                         spent[kind].0 += started.elapsed();
                         spent[kind].1 += 1;
                     }
@@ -312,6 +314,12 @@ where
         }
     }
     total.into_iter().map(|(time, calls)| time.as_secs_f64() * 1e6 / f64::from(calls.max(1))).collect()
+}
+
+/// The account of a [`mean_times_interleaved`] call: a different one for each transaction of a client, so that
+/// no transaction finds its row warmed by the one before it.
+fn interleaved_account(client: usize, call: u64) -> i64 {
+    ((client as i64) * 10_007 + call as i64 * 7) % 100_000 + 1
 }
 
 async fn yardstick(pool: &PgPool, sizes: Sizes, report: &mut Report) -> Yardstick {
@@ -416,12 +424,10 @@ async fn enqueue_overhead(pool: &PgPool, sizes: Sizes, yard: Yardstick, report: 
     for clients in [1, 8] {
         let each = pool.clone();
         // Each producer runs the modes in turn, one transaction each: they share the machine's noise.
-        let latencies = mean_times_interleaved(clients, sizes.seconds * 2.0, MODES.len(), move |client, n, mode| {
+        let latencies = mean_times_interleaved(clients, sizes.seconds * 2.0, MODES.len(), move |client, call, mode| {
             let pool = each.clone();
             async move {
-                // A different account for each transaction of the cycle: none finds its row warmed by another.
-                let account =
-                    ((client as i64) * 10_007 + (n as i64 * MODES.len() as i64 + mode as i64) * 7) % 100_000 + 1;
+                let account = interleaved_account(client, call);
                 let outbox = if MODES[mode] == "event+notify" { Outbox::new().with_notify() } else { Outbox::new() };
                 const UPDATE: &str = "UPDATE accounts SET balance = balance + 1 WHERE id = $1";
                 if MODES[mode] == "event with the commit" {

@@ -15,8 +15,8 @@ use sqlx::PgPool;
 use tokio::task::JoinHandle;
 
 use crate::{
-    credit, mean_times_interleaved, pgbench_floor, profile, BoxFuture, Figure, NoopSink, Produce, Report, Sizes,
-    Yardstick,
+    credit, interleaved_account, mean_times_interleaved, pgbench_floor, profile, BoxFuture, Figure, NoopSink, Produce,
+    Report, Sizes, Yardstick,
 };
 
 /// How the events reach the write-ahead log.
@@ -259,10 +259,8 @@ pub(crate) async fn enqueue_overhead(admin: &str, sizes: Sizes, report: &mut Rep
         ["none", "message with the commit", "message in its own round trip", "row with the commit"];
     for clients in [1, 8] {
         let pool = db.pool.clone();
-        let latencies = mean_times_interleaved(clients, sizes.seconds * 2.0, MODES.len(), move |client, n, mode| {
-            // A different account for each transaction of the cycle: none finds its row warmed by another.
-            let account = ((client as i64) * 10_007 + (n as i64 * MODES.len() as i64 + mode as i64) * 7) % 100_000 + 1;
-            domain_transaction(pool.clone(), MODES[mode], account)
+        let latencies = mean_times_interleaved(clients, sizes.seconds * 2.0, MODES.len(), move |client, call, mode| {
+            domain_transaction(pool.clone(), MODES[mode], interleaved_account(client, call))
         })
         .await;
         report.add(Figure {

@@ -204,11 +204,11 @@ impl PgStore {
             }
             // A WAL relay recorded its slot meanwhile: it is closed to producers first, as below.
         }
-        let (mut closed, shut) = ClosedToProducers::close(&self.pool).await?;
-        let switched = switch_source_on(closed.connection(), to, Some(&shut)).await;
-        // Failing, the connection's end releases the close lock all the same.
-        closed.reopen().await.ok();
-        Ok(switched?.unwrap_or(SourceSwitch::Unchanged))
+        let switched = ClosedToProducers::run(&self.pool, async |connection, shut| {
+            switch_source_on(connection, to, Some(shut)).await
+        })
+        .await?;
+        Ok(switched.unwrap_or(SourceSwitch::Unchanged))
     }
 
     /// Drops the WAL relay's slot (the next WAL relay creates a new one, publishing first what is pending), unless
@@ -224,10 +224,7 @@ impl PgStore {
             Some((slot, true)) => return Ok(Some(SourceSwitch::SlotActive(slot))),
             Some((_, false)) => {}
         }
-        let (mut closed, shut) = ClosedToProducers::close(&self.pool).await?;
-        let dropped = drop_wal_slot_on(closed.connection(), &shut).await;
-        closed.reopen().await.ok();
-        dropped
+        ClosedToProducers::run(&self.pool, async |connection, shut| drop_wal_slot_on(connection, shut).await).await
     }
 
     /// Records the slot the WAL relay created and the highest `seq` pending at its snapshot (`None`: nothing

@@ -19,7 +19,7 @@ const CLEAR_MARK: &str = "UPDATE outbox_control SET wal_closing_at = NULL WHERE 
 /// Counted from the mark's commit: a check that missed the mark began its transaction before it.
 const WAIT_FOR_CHECKS_TO_EXPIRE: &str = "SELECT pg_sleep(date_part('epoch', outbox_wal_check_lifetime()))";
 
-/// Proof that the slot is closed to producers, for the statements that drop it ([`ClosedToProducers::close`]).
+/// Proof that the slot is closed to producers, for the statements that drop it ([`ClosedToProducers::run`]).
 pub(super) struct ProducersShut(());
 
 /// A connection of its own on which the slot is closed to producers; the statements that drop the slot run on it.
@@ -30,9 +30,22 @@ pub(super) struct ClosedToProducers {
 }
 
 impl ClosedToProducers {
+    /// Closes the slot to producers ([`close`](Self::close)), runs `work` on the connection that holds it closed,
+    /// and reopens it ([`reopen`](Self::reopen)) whatever `work` returned.
+    pub(super) async fn run<T>(
+        pool: &PgPool,
+        work: impl AsyncFnOnce(&mut PgConnection, &ProducersShut) -> Result<T>,
+    ) -> Result<T> {
+        let (mut closed, shut) = Self::close(pool).await?;
+        let done = work(&mut closed.connection, &shut).await;
+        // Failing, the connection's end releases the close lock all the same.
+        closed.reopen().await.ok();
+        done
+    }
+
     /// Takes the close lock (waiting for another drop of the slot to finish), marks the slot as closing, and waits
     /// until every check that producers made before the mark has expired.
-    pub(super) async fn close(pool: &PgPool) -> Result<(Self, ProducersShut)> {
+    async fn close(pool: &PgPool) -> Result<(Self, ProducersShut)> {
         let mut connection = pool.acquire().await?;
         connection.close_on_drop();
         sqlx::query(HOLD_CLOSE_LOCK).bind(WAL_CLOSE_LOCK).execute(&mut *connection).await?;
@@ -41,15 +54,10 @@ impl ClosedToProducers {
         Ok((Self { connection }, ProducersShut(())))
     }
 
-    /// The connection to drop the slot on.
-    pub(super) fn connection(&mut self) -> &mut PgConnection {
-        &mut self.connection
-    }
-
     /// Clears the mark and releases the close lock: producers check the slot again (and find it gone, or find it
     /// still there when the drop was refused). On an error the connection's end releases the lock, and the mark,
     /// with no holder, closes nothing.
-    pub(super) async fn reopen(mut self) -> Result<()> {
+    async fn reopen(mut self) -> Result<()> {
         sqlx::query(CLEAR_MARK).execute(&mut *self.connection).await?;
         sqlx::query(RELEASE_CLOSE_LOCK).bind(WAL_CLOSE_LOCK).execute(&mut *self.connection).await?;
         Ok(())
