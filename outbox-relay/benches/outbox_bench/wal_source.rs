@@ -38,14 +38,17 @@ impl Mode {
 }
 
 pub(crate) async fn scenarios(admin: &str, sizes: Sizes, yard: Yardstick, report: &mut Report) {
+    drains(admin, sizes, yard, report).await;
+    latencies(admin, sizes, report).await;
+    enqueue_overhead(admin, sizes, report).await;
+    idle(admin, sizes, report).await;
+}
+
+/// The drains of both modes ([`drain`]).
+pub(crate) async fn drains(admin: &str, sizes: Sizes, yard: Yardstick, report: &mut Report) {
     for mode in [Mode::Rows, Mode::Messages] {
         drain(admin, sizes, yard, mode, report).await;
     }
-    for mode in [Mode::Rows, Mode::Messages] {
-        latency(admin, sizes, mode, report).await;
-    }
-    enqueue_overhead(admin, sizes, report).await;
-    idle(admin, sizes, report).await;
 }
 
 /// A migrated database whose table the WAL source publishes.
@@ -200,6 +203,13 @@ async fn drain(admin: &str, sizes: Sizes, yard: Yardstick, mode: Mode, report: &
         target: ">= 1.0",
     });
     drop_the_slot(&db).await;
+}
+
+/// The commit-to-publish latency of both modes ([`latency`]).
+pub(crate) async fn latencies(admin: &str, sizes: Sizes, report: &mut Report) {
+    for mode in [Mode::Rows, Mode::Messages] {
+        latency(admin, sizes, mode, report).await;
+    }
 }
 
 /// A running WAL relay (defaults) and 8 producers at the latency rate, each event in its own transaction

@@ -103,33 +103,52 @@ async fn a_failing_event_write_rolls_the_domain_change_back() {
     assert_eq!((count_events(&db.pool).await, payment_status(&db.pool, 3).await.as_str()), (0, "pending"));
 }
 
+/// An event whose aggregate id and payload are one text of the test's choosing.
+#[derive(serde::Serialize)]
+struct Noted {
+    key: String,
+}
+
+impl outbox_core::OutboxEvent for Noted {
+    const EVENT_TYPE: &'static str = "note.written";
+    const AGGREGATE_TYPE: &'static str = "note";
+    const VERSION: u32 = 1;
+    fn aggregate_id(&self) -> String {
+        self.key.clone()
+    }
+}
+
+/// Quotes of SQL, of dollar quoting and of array literals, a backslash, braces, commas, an unquoted `NULL`, spaces.
+const HOSTILE: &str = "$o0$ '); DROP TABLE outbox_events; -- \\ \\\" \"{a,b}\" NULL $$ \u{e9} ";
+
 #[tokio::test]
-async fn hostile_values_are_stored_exactly() {
+async fn hostile_values_are_stored_exactly_alone_and_together() {
     let db = TestDatabase::migrated().await;
-    let hostile = "$o0$ '); DROP TABLE outbox_events; -- \\ $$ \u{e9}";
-    let event = NewEvent::new(&payment(4)).unwrap().with_header("x-note", hostile);
+    let event = NewEvent::new(&payment(4)).unwrap().with_header("x-note", HOSTILE);
     let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
     tx.enqueue_event(event).unwrap();
     tx.commit().await.unwrap();
-    let headers: serde_json::Value =
-        sqlx::query_scalar("SELECT headers FROM outbox_events").fetch_one(&db.pool).await.unwrap();
-    assert_eq!(headers, json!({"x-note": hostile}));
+    let keys = [HOSTILE, "NULL", " ", "\\", "\""];
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    for key in keys {
+        tx.enqueue_event(NewEvent::new(&Noted { key: key.to_owned() }).unwrap().with_header("x-note", key)).unwrap();
+    }
+    tx.commit().await.unwrap();
+    let rows = sqlx::query("SELECT aggregate_id, payload, headers FROM outbox_events ORDER BY seq")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(rows[0].get::<serde_json::Value, _>("headers"), json!({"x-note": HOSTILE}));
+    assert_eq!(rows.len(), 1 + keys.len());
+    for (row, key) in rows[1..].iter().zip(keys) {
+        assert_eq!(row.get::<String, _>("aggregate_id"), key);
+        assert_eq!(row.get::<serde_json::Value, _>("payload"), json!({"key": key}));
+        assert_eq!(row.get::<serde_json::Value, _>("headers"), json!({"x-note": key}));
+    }
 }
 
 #[tokio::test]
 async fn aggregate_ids_that_end_like_the_quote_tag_are_stored_exactly_alone_and_together() {
-    #[derive(serde::Serialize)]
-    struct Noted {
-        key: String,
-    }
-    impl outbox_core::OutboxEvent for Noted {
-        const EVENT_TYPE: &'static str = "note.written";
-        const AGGREGATE_TYPE: &'static str = "note";
-        const VERSION: u32 = 1;
-        fn aggregate_id(&self) -> String {
-            self.key.clone()
-        }
-    }
     let db = TestDatabase::migrated().await;
     let keys = ["x$o0", "$o1", "y$", "z$o2$o3"];
     let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
