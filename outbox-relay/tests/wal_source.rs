@@ -10,6 +10,7 @@ mod bad_input_support;
 mod common;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outbox_core::Outbox;
@@ -832,4 +833,131 @@ async fn a_wal_settle_finds_each_row_where_it_was_read_and_writes_only_the_event
             "an operator's cancel was overwritten"
         );
     }
+}
+
+/// Acknowledges every message at once, except the first it is given, which it holds until `release` gets a
+/// permit; keeps the ids it acknowledged.
+#[derive(Clone)]
+struct HoldsTheFirst {
+    given_first: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Semaphore>,
+    holding: Arc<std::sync::atomic::AtomicBool>,
+    acknowledged: Arc<std::sync::Mutex<Vec<Uuid>>>,
+}
+
+impl outbox_relay::Publisher for HoldsTheFirst {
+    async fn publish(&self, batch: &[outbox_relay::Message]) -> Vec<outbox_relay::Outcome> {
+        if !self.holding.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            self.given_first.notify_one();
+            self.release.acquire().await.expect("the test keeps the semaphore open").forget();
+        }
+        self.acknowledged.lock().unwrap().extend(batch.iter().map(|message| message.id));
+        batch.iter().map(|_| outbox_relay::Outcome::Published).collect()
+    }
+}
+
+impl HoldsTheFirst {
+    fn new() -> Self {
+        Self {
+            given_first: Arc::default(),
+            release: Arc::new(tokio::sync::Semaphore::new(0)),
+            holding: Arc::default(),
+            acknowledged: Arc::default(),
+        }
+    }
+
+    fn acknowledged(&self) -> Vec<Uuid> {
+        self.acknowledged.lock().unwrap().clone()
+    }
+}
+
+#[tokio::test]
+async fn a_settle_that_waits_for_a_lock_holds_back_no_later_publish_and_each_batch_is_acknowledged_once_settled() {
+    use outbox_core::store::{PgStore, Source};
+    let db = TestDatabase::migrated().await;
+    PgStore::new(db.pool.clone()).switch_source(Source::Wal).await.unwrap();
+    let publisher = HoldsTheFirst::new();
+    let shutdown = outbox_relay::CancellationToken::new();
+    let config = outbox_relay::RelayConfig::builder().build().unwrap();
+    let relay = outbox_relay::WalRelay::new(db.pool.clone(), &db.url, publisher.clone(), config).unwrap();
+    let relay = tokio::spawn(relay.run(shutdown.clone()));
+    wait_for_the_slot(&db).await;
+
+    // The first event's row is locked while the publisher holds it, so its settle waits for the lock.
+    let held = common::enqueue(&db.pool, &[common::event("held", 0)]).await[0];
+    // Where the next WAL record goes: past the commit of every transaction that returned (the test server
+    // commits without waiting for the flush).
+    let wal_lsn = || async {
+        sqlx::query_scalar::<_, String>("SELECT pg_current_wal_insert_lsn()::text").fetch_one(&db.pool).await.unwrap()
+    };
+    let after_held = wal_lsn().await;
+    tokio::time::timeout(Duration::from_secs(30), publisher.given_first.notified()).await.expect("never published");
+    let mut lock = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM outbox_events WHERE id = $1 FOR UPDATE").bind(held).execute(&mut *lock).await.unwrap();
+    publisher.release.add_permits(1);
+    common::wait_until(Duration::from_secs(30), "the settle waits for the row's lock", || async {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                             WHERE datname = current_database() AND wait_event_type = 'Lock'
+                               AND query ILIKE '%outbox_events%')",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    })
+    .await;
+
+    // Later events, one transaction each, are published while it waits.
+    let mut later = Vec::new();
+    let mut before_the_last = String::new();
+    for n in 0..3 {
+        before_the_last = wal_lsn().await;
+        let id = common::enqueue(&db.pool, &[common::event(format!("later-{n}"), 0)]).await[0];
+        let what = format!("later event {n} published while the first one's settle waits");
+        common::wait_until(Duration::from_secs(10), &what, || async { publisher.acknowledged().contains(&id) }).await;
+        later.push(id);
+    }
+    let acknowledged_lsn = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots s JOIN outbox_control c ON s.slot_name = c.wal_slot",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    };
+    let lsn_below = |lower: String, upper: String| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, bool>("SELECT $1::pg_lsn < $2::pg_lsn")
+                .bind(lower)
+                .bind(upper)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    // The relay reports what it acknowledged every 100 ms.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        lsn_below(acknowledged_lsn().await, after_held.clone()).await,
+        "the slot was acknowledged past events whose settle has not committed"
+    );
+    assert_eq!(common::status_of(&db.pool, held).await, "pending", "the held settle committed through the lock");
+    for id in &later {
+        assert_eq!(common::status_of(&db.pool, *id).await, "pending", "a later batch settled before the first");
+    }
+
+    // Once the lock goes, every batch is settled, and the slot moves past the last of them.
+    lock.rollback().await.unwrap();
+    common::wait_until(Duration::from_secs(30), "every event settled", || async {
+        common::count(&db.pool, "published").await == 4
+    })
+    .await;
+    common::wait_until(Duration::from_secs(30), "the slot acknowledged past the last event", || async {
+        lsn_below(before_the_last.clone(), acknowledged_lsn().await).await
+    })
+    .await;
+    shutdown.cancel();
+    relay.await.unwrap().unwrap();
+    assert_eq!(publisher.acknowledged().len(), 4, "an event was published twice");
 }

@@ -178,6 +178,7 @@ impl WalRelay {
                 summary: &mut summary,
                 acknowledged: pgwire_replication::Lsn::ZERO,
                 settling: None,
+                queued: settling::Queued::default(),
                 ahead: None,
                 streaming_since: None,
             };

@@ -15,7 +15,7 @@ use super::handover::Handover;
 use super::pgoutput::Relations;
 use super::read_ahead::ReadAhead;
 use super::replication::{classify, create_slot_sql, sqlstate, Target};
-use super::settling::{settling_ended, Settling};
+use super::settling::{settling_ended, Queued, Settling};
 use super::slot_gauges::SlotGauges;
 use super::statement::database;
 use crate::error::{Error, Result};
@@ -45,8 +45,10 @@ pub(crate) struct Session<'a> {
     pub(crate) summary: &'a mut RunSummary,
     /// The highest position acknowledged to the client in this session.
     pub(crate) acknowledged: Lsn,
-    /// The last published batch's settle, while it runs.
+    /// The settle of published batches, while it runs.
     pub(crate) settling: Option<Settling>,
+    /// The batches published while it runs, settled by the next statement.
+    pub(crate) queued: Queued,
     /// The next batch to publish, its rows being read meanwhile.
     pub(crate) ahead: Option<ReadAhead>,
     /// When the server started streaming to this session.
@@ -82,7 +84,7 @@ impl Session<'_> {
         }
         let mut ended = self.stream(&mut client, &mut handover, shutdown).await;
         // The last batch's settle ends before the stream does, so a graceful stop acknowledges it.
-        match self.settled(&client).await {
+        match self.settled(&client, shutdown).await {
             Ok(true) => {}
             Ok(false) => ended = ended.map(|_| Ended::Shutdown),
             Err(error) => ended = ended.and(Err(error)),
@@ -162,7 +164,7 @@ impl Session<'_> {
                 return Ok(false);
             }
         }
-        if !self.settled(client).await? {
+        if !self.settled(client, shutdown).await? {
             return Ok(false);
         }
         let done = database(shutdown, || self.store.wal_backlog_done(through)).await?;
@@ -191,7 +193,7 @@ impl Session<'_> {
         loop {
             if handover.is_due() {
                 // The table's retry path reads the table: no batch of this relay may be read ahead or settling.
-                if !self.publish_ahead(client, handover, shutdown).await? || !self.settled(client).await? {
+                if !self.publish_ahead(client, handover, shutdown).await? || !self.settled(client, shutdown).await? {
                     return Ok(Ended::Shutdown);
                 }
                 if !handover.run(self.shared, self.store, self.summary, shutdown).await? {
@@ -208,8 +210,9 @@ impl Session<'_> {
                     () = settling_ended(&mut self.settling) => None,
                 };
                 let Some(event) = event else {
-                    // The last batch's settle committed while the stream was quiet: acknowledge it now.
-                    if !self.settled(client).await? {
+                    // A settle committed while the stream was quiet: acknowledge it now, and settle what was
+                    // published meanwhile.
+                    if !self.settle_queued(client, shutdown).await? {
                         return Ok(Ended::Shutdown);
                     }
                     continue;
@@ -256,7 +259,7 @@ impl Session<'_> {
                     if batch.is_empty() {
                         // A transaction without events: nothing waits for it, unless a batch is read ahead or
                         // settling.
-                        if self.settling.is_none() && self.ahead.is_none() {
+                        if self.all_settled() && self.ahead.is_none() {
                             self.acknowledge(client, end_lsn);
                         }
                     } else {
@@ -272,7 +275,7 @@ impl Session<'_> {
                     // Every transaction that committed before `wal_end` was sent before this keepalive: with
                     // nothing unsettled, the slot may move past the WAL of other tables.
                     self.gauges.wal_end(wal_end);
-                    if batch.is_empty() && !in_transaction && self.settling.is_none() && self.ahead.is_none() {
+                    if batch.is_empty() && !in_transaction && self.all_settled() && self.ahead.is_none() {
                         self.acknowledge(client, wal_end);
                     }
                 }
@@ -321,9 +324,10 @@ impl Session<'_> {
         self.settle_behind(client, rows, Some(end), shutdown).await
     }
 
-    /// Settles `rows` (all published) while the next batch is read and published, once the previous settle has
-    /// committed and been acknowledged; a batch without rows to settle is acknowledged through `through` then.
-    /// `false` when shutdown came first.
+    /// Settles `rows` (all published) while the next batches are read and published: at once when no settle is
+    /// running, otherwise by the next statement, with every batch published meanwhile (when more than a batch's
+    /// worth of rows would wait, this waits for the running settle first). A batch without rows to settle is
+    /// acknowledged through `through` once every batch before it is. `false` when shutdown came first.
     async fn settle_behind(
         &mut self,
         client: &ReplicationClient,
@@ -331,9 +335,26 @@ impl Session<'_> {
         through: Option<Lsn>,
         shutdown: &CancellationToken,
     ) -> Result<bool> {
-        if !self.settled(client).await? {
-            return Ok(false);
+        self.queued.add(rows, through);
+        let running = self.settling.as_ref().is_some_and(|settling| !settling.has_ended());
+        if running && self.queued.rows() <= self.shared.config.batch_size as usize {
+            return Ok(true);
         }
+        self.settle_queued(client, shutdown).await
+    }
+
+    /// Finishes the running settle, if any (waiting for it), acknowledges the stream past its batches, and starts
+    /// settling those queued meanwhile (or acknowledges them when none has rows). `false` when shutdown came
+    /// first (nothing of those batches is acknowledged: they are streamed again).
+    async fn settle_queued(&mut self, client: &ReplicationClient, shutdown: &CancellationToken) -> Result<bool> {
+        if let Some(settling) = self.settling.take() {
+            match settling.finish(self.summary).await? {
+                Some(Some(lsn)) => self.acknowledge(client, lsn),
+                Some(None) => {}
+                None => return Ok(false),
+            }
+        }
+        let (rows, through) = self.queued.take();
         if rows.is_empty() {
             if let Some(lsn) = through {
                 self.acknowledge(client, lsn);
@@ -345,16 +366,20 @@ impl Session<'_> {
         Ok(true)
     }
 
-    /// Waits for the running settle, if any, and acknowledges the stream past its batch; `false` when shutdown
-    /// came first (nothing of that batch is acknowledged: it is streamed again).
-    async fn settled(&mut self, client: &ReplicationClient) -> Result<bool> {
-        let Some(settling) = self.settling.take() else { return Ok(true) };
-        match settling.finish(self.summary).await? {
-            Some(Some(lsn)) => self.acknowledge(client, lsn),
-            Some(None) => {}
-            None => return Ok(false),
+    /// Waits until every published batch is settled and acknowledged; `false` when shutdown came first (nothing
+    /// of the batches not settled then is acknowledged: they are streamed again).
+    async fn settled(&mut self, client: &ReplicationClient, shutdown: &CancellationToken) -> Result<bool> {
+        while !self.all_settled() {
+            if !self.settle_queued(client, shutdown).await? {
+                return Ok(false);
+            }
         }
         Ok(true)
+    }
+
+    /// No settle is running and none waits.
+    fn all_settled(&self) -> bool {
+        self.settling.is_none() && self.queued.is_empty()
     }
 
     /// Everything streamed through `lsn` is settled: the client reports it to the server at its next status

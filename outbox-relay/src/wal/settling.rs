@@ -1,8 +1,11 @@
-//! The settle of a published batch, run while the next batch is published. The rows of one batch are
-//! marked published (or deleted with `--retention 0s`) by a task of their own; the stream is acknowledged past
-//! the batch only once that statement has committed, and at most one settle is in flight: the next batch's
-//! settle, the table's retry path, an acknowledgement of an idle stream and the end of the session all wait for
-//! it first, so acknowledgements stay in stream order and nothing reads a row whose settle is still running.
+//! The settle of published batches, run while the next batches are published. The rows of a batch are marked
+//! published (or deleted with `--retention 0s`) by a task of their own; the stream is acknowledged past the batch
+//! only once that statement has committed. At most one settle is in flight: the batches published while it runs
+//! wait in [`Queued`] and are settled together by the next statement, so a slow commit delays no publish (up to a
+//! batch's worth of rows waiting; then publishing waits for the settle, as it did for every batch before). The
+//! table's retry path, an acknowledgement of an idle stream and the end of the session wait until every published
+//! batch is settled, so acknowledgements stay in stream order and nothing reads a row whose settle is still to
+//! come.
 
 use outbox_core::store::{PgStore, SettleReport, Settlement};
 use pgwire_replication::Lsn;
@@ -35,6 +38,11 @@ impl Settling {
         Self { statement, through }
     }
 
+    /// Whether the statement has ended (its result waits for [`finish`](Self::finish)).
+    pub(crate) fn has_ended(&self) -> bool {
+        self.statement.is_done()
+    }
+
     /// Waits until the statement has ended, keeping its result for [`finish`](Self::finish). Cancel safe.
     pub(crate) async fn ended(&mut self) {
         self.statement.ended().await;
@@ -55,6 +63,39 @@ impl Settling {
         }))
     }
 }
+/// Published batches waiting for the running settle to end, to be settled together by the next statement.
+#[derive(Default)]
+pub(crate) struct Queued {
+    rows: Vec<Settlement>,
+    /// Where the last of them ends on the stream; `None` when none does (nothing queued, or only rows pending
+    /// when the slot was created).
+    through: Option<Lsn>,
+}
+
+impl Queued {
+    /// Adds a batch's `rows`, which ends on the stream at `through`.
+    pub(crate) fn add(&mut self, rows: Vec<Settlement>, through: Option<Lsn>) {
+        self.rows.extend(rows);
+        self.through = self.through.max(through);
+    }
+
+    /// The rows waiting.
+    pub(crate) fn rows(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Nothing waits: no rows, and no position to acknowledge.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.through.is_none()
+    }
+
+    /// The rows waiting and where the last of their batches ends, leaving nothing queued.
+    pub(crate) fn take(&mut self) -> (Vec<Settlement>, Option<Lsn>) {
+        let Self { rows, through } = std::mem::take(self);
+        (rows, through)
+    }
+}
+
 /// Waits until `settling` has ended; forever when nothing is settling. Cancel safe.
 pub(crate) async fn settling_ended(settling: &mut Option<Settling>) {
     match settling {

@@ -54,6 +54,11 @@ impl<T: Send + 'static> Background<T> {
         }
     }
 
+    /// Whether the statement has ended (its result waits for [`finish`](Self::finish)).
+    pub(crate) fn is_done(&self) -> bool {
+        self.outcome.is_some() || self.task.is_finished()
+    }
+
     /// The statement's result, once it has ended; `None` when shutdown came first (or the runtime shut down).
     ///
     /// # Errors
