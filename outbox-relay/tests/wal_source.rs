@@ -871,93 +871,208 @@ impl HoldsTheFirst {
     }
 }
 
+/// A WAL relay (batches of `batch_size`) whose first event is published while a test transaction holds its
+/// row's lock, so that the event's settle waits for the lock.
+struct HeldSettle {
+    db: TestDatabase,
+    publisher: HoldsTheFirst,
+    shutdown: outbox_relay::CancellationToken,
+    relay: tokio::task::JoinHandle<outbox_relay::Result<outbox_relay::RunSummary>>,
+    /// The held event.
+    held: Uuid,
+    /// The WAL insert position once the held event committed.
+    after_held: String,
+    /// The transaction holding the lock.
+    lock: sqlx::Transaction<'static, sqlx::Postgres>,
+}
+
+impl HeldSettle {
+    async fn start(batch_size: u32) -> Self {
+        use outbox_core::store::{PgStore, Source};
+        let db = TestDatabase::migrated().await;
+        PgStore::new(db.pool.clone()).switch_source(Source::Wal).await.unwrap();
+        let publisher = HoldsTheFirst::new();
+        let shutdown = outbox_relay::CancellationToken::new();
+        let config = outbox_relay::RelayConfig::builder().batch_size(batch_size).build().unwrap();
+        let relay = outbox_relay::WalRelay::new(db.pool.clone(), &db.url, publisher.clone(), config).unwrap();
+        let relay = tokio::spawn(relay.run(shutdown.clone()));
+        wait_for_the_slot(&db).await;
+        let held = common::enqueue(&db.pool, &[common::event("held", 0)]).await[0];
+        let after_held = wal_insert_lsn(&db).await;
+        tokio::time::timeout(Duration::from_secs(30), publisher.given_first.notified()).await.expect("never published");
+        let mut lock = db.pool.begin().await.unwrap();
+        sqlx::query("SELECT 1 FROM outbox_events WHERE id = $1 FOR UPDATE")
+            .bind(held)
+            .execute(&mut *lock)
+            .await
+            .unwrap();
+        publisher.release.add_permits(1);
+        common::wait_until(Duration::from_secs(30), "the settle waits for the row's lock", || async {
+            waiting_settle(&db).await.is_some()
+        })
+        .await;
+        Self { db, publisher, shutdown, relay, held, after_held, lock }
+    }
+
+    /// Enqueues an event in a transaction of its own, and waits until it is published when `published` says.
+    async fn later(&self, n: u32, published: bool) -> Uuid {
+        let id = common::enqueue(&self.db.pool, &[common::event(format!("later-{n}"), 0)]).await[0];
+        if published {
+            let what = format!("later event {n} published while the first one's settle waits");
+            common::wait_until(Duration::from_secs(10), &what, || async {
+                self.publisher.acknowledged().contains(&id)
+            })
+            .await;
+        }
+        id
+    }
+
+    /// Whether the slot is acknowledged below the held event's commit, once the relay has reported (every 100 ms).
+    async fn acknowledged_below_the_held_event(&self) -> bool {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        lsn_below(&self.db, &acknowledged_lsn(&self.db).await, &self.after_held).await
+    }
+}
+
+/// Where the next WAL record goes: past the commit of every transaction that returned (the test server commits
+/// without waiting for the flush).
+async fn wal_insert_lsn(db: &TestDatabase) -> String {
+    sqlx::query_scalar("SELECT pg_current_wal_insert_lsn()::text").fetch_one(&db.pool).await.unwrap()
+}
+
+/// The position the WAL relay's slot is confirmed through.
+async fn acknowledged_lsn(db: &TestDatabase) -> String {
+    sqlx::query_scalar(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots s JOIN outbox_control c ON s.slot_name = c.wal_slot",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+async fn lsn_below(db: &TestDatabase, lower: &str, upper: &str) -> bool {
+    sqlx::query_scalar("SELECT $1::pg_lsn < $2::pg_lsn").bind(lower).bind(upper).fetch_one(&db.pool).await.unwrap()
+}
+
+/// The backend of a settle (an `UPDATE` of the outbox table) that waits for a lock.
+async fn waiting_settle(db: &TestDatabase) -> Option<i32> {
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity
+          WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%UPDATE outbox_events%'",
+    )
+    .fetch_optional(&db.pool)
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
-async fn a_settle_that_waits_for_a_lock_holds_back_no_later_publish_and_each_batch_is_acknowledged_once_settled() {
-    use outbox_core::store::{PgStore, Source};
-    let db = TestDatabase::migrated().await;
-    PgStore::new(db.pool.clone()).switch_source(Source::Wal).await.unwrap();
+async fn a_settle_that_waits_for_a_lock_holds_back_at_most_a_batch_and_each_batch_is_acknowledged_once_settled() {
+    // With the default batch size every later event is published while the settle waits; with batches of one
+    // event, one batch waits for it and the next publish waits too.
+    for (batch_size, published_while_held) in [(2000, 3), (1, 2)] {
+        let held = HeldSettle::start(batch_size).await;
+        let mut later = Vec::new();
+        let mut before_the_last = String::new();
+        for n in 0..3 {
+            before_the_last = wal_insert_lsn(&held.db).await;
+            later.push(held.later(n, (n as usize) < published_while_held).await);
+        }
+        assert!(
+            held.acknowledged_below_the_held_event().await,
+            "the slot was acknowledged past events whose settle has not committed (batch {batch_size})"
+        );
+        for id in &later[published_while_held..] {
+            assert!(!held.publisher.acknowledged().contains(id), "more than a batch was published behind the settle");
+        }
+        for id in std::iter::once(&held.held).chain(&later) {
+            assert_eq!(common::status_of(&held.db.pool, *id).await, "pending", "settled before the held event");
+        }
+
+        // Once the lock goes, every event is published and settled, and the slot moves past the last of them.
+        let HeldSettle { db, publisher, shutdown, relay, lock, .. } = held;
+        lock.rollback().await.unwrap();
+        common::wait_until(Duration::from_secs(30), "every event settled", || async {
+            common::count(&db.pool, "published").await == 4
+        })
+        .await;
+        common::wait_until(Duration::from_secs(30), "the slot acknowledged past the last event", || async {
+            lsn_below(&db, &before_the_last, &acknowledged_lsn(&db).await).await
+        })
+        .await;
+        shutdown.cancel();
+        relay.await.unwrap().unwrap();
+        assert_eq!(publisher.acknowledged().len(), 4, "an event was published twice (batch {batch_size})");
+    }
+}
+
+#[tokio::test]
+async fn a_settle_that_fails_for_good_leaves_the_batches_behind_it_unsettled_and_unacknowledged() {
+    let held = HeldSettle::start(2000).await;
+    let later = [held.later(0, true).await, held.later(1, true).await];
+    // The held event's settle is refused for good (an error of class 42) once it tries again; the batches queued
+    // behind it would settle.
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_the_held_event() RETURNS trigger LANGUAGE plpgsql AS
+         $$ BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'insufficient_privilege'; END $$",
+    )
+    .execute(&held.db.pool)
+    .await
+    .unwrap();
+    let trigger = format!(
+        "CREATE TRIGGER refuse_the_held_event BEFORE UPDATE ON outbox_events FOR EACH ROW
+          WHEN (OLD.id = '{}') EXECUTE FUNCTION refuse_the_held_event()",
+        held.held
+    );
+    let pool = held.db.pool.clone();
+    // Waits behind the settle's table lock, and is granted as soon as the settle's connection is gone.
+    let created = tokio::spawn(async move { sqlx::raw_sql(&trigger).execute(&pool).await.map(|_| ()) });
+    common::wait_until(Duration::from_secs(30), "the trigger waits for the settle", || async {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+                             AND wait_event_type = 'Lock' AND query ILIKE 'CREATE TRIGGER%')",
+        )
+        .fetch_one(&held.db.pool)
+        .await
+        .unwrap()
+    })
+    .await;
+    let pid = waiting_settle(&held.db).await.expect("the settle waits for the lock");
+    assert!(sqlx::query_scalar::<_, bool>("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .fetch_one(&held.db.pool)
+        .await
+        .unwrap());
+    created.await.unwrap().expect("the trigger is created");
+    let HeldSettle { db, relay, held: held_event, after_held, lock, .. } = held;
+    lock.rollback().await.unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(30), relay).await.expect("the relay stops").unwrap();
+    let error = ended.expect_err("the refused settle stops the relay").to_string();
+    assert!(error.contains("refused by the test"), "{error}");
+    assert!(
+        lsn_below(&db, &acknowledged_lsn(&db).await, &after_held).await,
+        "the slot was acknowledged past a batch whose settle never committed"
+    );
+    for id in std::iter::once(&held_event).chain(&later) {
+        assert_eq!(common::status_of(&db.pool, *id).await, "pending", "settled behind an unsettled batch");
+    }
+
+    // Without the trigger, the next relay publishes them again and settles them.
+    sqlx::raw_sql("DROP TRIGGER refuse_the_held_event ON outbox_events").execute(&db.pool).await.unwrap();
     let publisher = HoldsTheFirst::new();
+    publisher.release.add_permits(1);
     let shutdown = outbox_relay::CancellationToken::new();
     let config = outbox_relay::RelayConfig::builder().build().unwrap();
     let relay = outbox_relay::WalRelay::new(db.pool.clone(), &db.url, publisher.clone(), config).unwrap();
     let relay = tokio::spawn(relay.run(shutdown.clone()));
-    wait_for_the_slot(&db).await;
-
-    // The first event's row is locked while the publisher holds it, so its settle waits for the lock.
-    let held = common::enqueue(&db.pool, &[common::event("held", 0)]).await[0];
-    // Where the next WAL record goes: past the commit of every transaction that returned (the test server
-    // commits without waiting for the flush).
-    let wal_lsn = || async {
-        sqlx::query_scalar::<_, String>("SELECT pg_current_wal_insert_lsn()::text").fetch_one(&db.pool).await.unwrap()
-    };
-    let after_held = wal_lsn().await;
-    tokio::time::timeout(Duration::from_secs(30), publisher.given_first.notified()).await.expect("never published");
-    let mut lock = db.pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM outbox_events WHERE id = $1 FOR UPDATE").bind(held).execute(&mut *lock).await.unwrap();
-    publisher.release.add_permits(1);
-    common::wait_until(Duration::from_secs(30), "the settle waits for the row's lock", || async {
-        sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-                             WHERE datname = current_database() AND wait_event_type = 'Lock'
-                               AND query ILIKE '%outbox_events%')",
-        )
-        .fetch_one(&db.pool)
-        .await
-        .unwrap()
-    })
-    .await;
-
-    // Later events, one transaction each, are published while it waits.
-    let mut later = Vec::new();
-    let mut before_the_last = String::new();
-    for n in 0..3 {
-        before_the_last = wal_lsn().await;
-        let id = common::enqueue(&db.pool, &[common::event(format!("later-{n}"), 0)]).await[0];
-        let what = format!("later event {n} published while the first one's settle waits");
-        common::wait_until(Duration::from_secs(10), &what, || async { publisher.acknowledged().contains(&id) }).await;
-        later.push(id);
-    }
-    let acknowledged_lsn = || async {
-        sqlx::query_scalar::<_, String>(
-            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots s JOIN outbox_control c ON s.slot_name = c.wal_slot",
-        )
-        .fetch_one(&db.pool)
-        .await
-        .unwrap()
-    };
-    let lsn_below = |lower: String, upper: String| {
-        let pool = db.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, bool>("SELECT $1::pg_lsn < $2::pg_lsn")
-                .bind(lower)
-                .bind(upper)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-        }
-    };
-    // The relay reports what it acknowledged every 100 ms.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(
-        lsn_below(acknowledged_lsn().await, after_held.clone()).await,
-        "the slot was acknowledged past events whose settle has not committed"
-    );
-    assert_eq!(common::status_of(&db.pool, held).await, "pending", "the held settle committed through the lock");
-    for id in &later {
-        assert_eq!(common::status_of(&db.pool, *id).await, "pending", "a later batch settled before the first");
-    }
-
-    // Once the lock goes, every batch is settled, and the slot moves past the last of them.
-    lock.rollback().await.unwrap();
-    common::wait_until(Duration::from_secs(30), "every event settled", || async {
-        common::count(&db.pool, "published").await == 4
-    })
-    .await;
-    common::wait_until(Duration::from_secs(30), "the slot acknowledged past the last event", || async {
-        lsn_below(before_the_last.clone(), acknowledged_lsn().await).await
+    common::wait_until(Duration::from_secs(30), "every event published and settled", || async {
+        common::count(&db.pool, "published").await == 3
     })
     .await;
     shutdown.cancel();
     relay.await.unwrap().unwrap();
-    assert_eq!(publisher.acknowledged().len(), 4, "an event was published twice");
+    let mut published = publisher.acknowledged();
+    published.sort();
+    let mut expected = vec![held_event, later[0], later[1]];
+    expected.sort();
+    assert_eq!(published, expected, "the unsettled events were not published again, once each");
 }

@@ -5,6 +5,8 @@
 //! cargo bench -p outbox-relay --no-default-features --bench outbox-bench -- drain latency       # some scenarios
 //! cargo bench -p outbox-relay --no-default-features --features wal --bench outbox-bench -- wal  # the WAL source
 //! cargo bench -p outbox-relay --no-default-features --features wal --bench outbox-bench -- wal-enqueue  # its enqueue
+//! cargo bench -p outbox-relay --no-default-features --features wal --bench outbox-bench -- wal-drain    # its drains
+//! cargo bench -p outbox-relay --no-default-features --features wal --bench outbox-bench -- wal-latency  # its latency
 //! OUTBOX_BENCH_SMOKE=1 cargo test -p outbox-relay --all-features --bench outbox-bench           # tiny sizes
 //! OUTBOX_BENCH_DRAIN_EVENTS=200000 cargo bench ... -- drain                                          # smaller drains
 //! ```
@@ -1227,7 +1229,7 @@ fn script_latencies(report: &str) -> Vec<f64> {
 
 /// The table scenario's event for [`pgbench_floor`]: one outbox row, as `OutboxTransaction` writes it (migration 9's
 /// `outbox_insert_event`), its id a literal as the library's is. pgbench has no clock, so the id is drawn at random
-/// (27 random digits: no two transactions of a run draw the same) rather than ordered by time; a random key costs
+/// (18 random digits: no two transactions of a run draw the same) rather than ordered by time; a random key costs
 /// the primary key a descent that the library's time-ordered ids skip, so this floor errs high, not low. (An id
 /// made by SQL functions costs more: about 30 µs of parsing and planning per statement, measured with pgbench.)
 const FLOOR_ROW: &str =

@@ -345,13 +345,19 @@ impl Session<'_> {
 
     /// Finishes the running settle, if any (waiting for it), acknowledges the stream past its batches, and starts
     /// settling those queued meanwhile (or acknowledges them when none has rows). `false` when shutdown came
-    /// first (nothing of those batches is acknowledged: they are streamed again).
+    /// first; then, as after an error, nothing of the running settle's batches or of those queued is acknowledged
+    /// (they are streamed again).
     async fn settle_queued(&mut self, client: &ReplicationClient, shutdown: &CancellationToken) -> Result<bool> {
         if let Some(settling) = self.settling.take() {
-            match settling.finish(self.summary).await? {
-                Some(Some(lsn)) => self.acknowledge(client, lsn),
-                Some(None) => {}
-                None => return Ok(false),
+            match settling.finish(self.summary).await {
+                Ok(Some(Some(lsn))) => self.acknowledge(client, lsn),
+                Ok(Some(None)) => {}
+                unsettled => {
+                    // The batches queued behind it are not settled either: settling them now would acknowledge
+                    // the stream past the batch whose settle did not commit. They are streamed again.
+                    self.queued = Queued::default();
+                    return unsettled.map(|_| false);
+                }
             }
         }
         let (rows, through) = self.queued.take();
