@@ -79,7 +79,7 @@ impl NewEvent {
     ///
     /// [`Error::Serialize`] or [`Error::NonFiniteNumber`] when the payload is not representable as JSON, and
     /// [`Error::InvalidEvent`] when it is not a JSON object (a struct or a map: the relay fails any other payload as
-    /// a corrupted row), the aggregate id is empty or the version is 0 or too large.
+    /// a corrupted row), the aggregate id is empty or holds a NUL character, or the version is 0 or too large.
     pub fn new<E: OutboxEvent + ?Sized>(event: &E) -> Result<Self> {
         let invalid =
             |reason: &str| Error::InvalidEvent { event_type: E::EVENT_TYPE.to_owned(), reason: reason.to_owned() };
@@ -93,6 +93,9 @@ impl NewEvent {
         let aggregate_id = event.aggregate_id();
         if aggregate_id.is_empty() {
             return Err(invalid("the aggregate id must not be empty"));
+        }
+        if aggregate_id.contains('\0') {
+            return Err(invalid("the aggregate id must not contain a NUL character (a database text cannot hold one)"));
         }
         let payload = payload::to_json(E::EVENT_TYPE, event)?;
         if !payload.starts_with('{') {
@@ -328,6 +331,26 @@ mod tests {
         }
         let error = NewEvent::new(&Nameless).unwrap_err();
         assert_eq!(error.to_string(), "invalid event `thing.happened`: the aggregate id must not be empty");
+    }
+
+    #[test]
+    fn an_aggregate_id_with_a_nul_character_is_refused_without_showing_it() {
+        struct Nul;
+        impl serde::Serialize for Nul {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                serde::Serialize::serialize(&std::collections::BTreeMap::<String, u8>::new(), s)
+            }
+        }
+        impl OutboxEvent for Nul {
+            const EVENT_TYPE: &'static str = "thing.happened";
+            const AGGREGATE_TYPE: &'static str = "thing";
+            const VERSION: u32 = 1;
+            fn aggregate_id(&self) -> String {
+                "secret-7\0x".to_owned()
+            }
+        }
+        let error = NewEvent::new(&Nul).unwrap_err().to_string();
+        assert!(error.contains("must not contain a NUL character") && !error.contains("secret-7"), "{error}");
     }
 
     #[test]

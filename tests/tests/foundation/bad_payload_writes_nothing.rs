@@ -71,3 +71,34 @@ async fn one_bad_event_fails_the_whole_batch_and_writes_none() {
     tx.commit().await.unwrap();
     assert_eq!(count_events(&db.pool).await, 1);
 }
+
+#[tokio::test]
+async fn an_aggregate_id_with_a_nul_character_is_refused_before_anything_is_written() {
+    #[derive(Serialize)]
+    struct Keyed {
+        key: String,
+    }
+    impl OutboxEvent for Keyed {
+        const EVENT_TYPE: &'static str = "keyed.changed";
+        const AGGREGATE_TYPE: &'static str = "keyed";
+        const VERSION: u32 = 1;
+        fn aggregate_id(&self) -> String {
+            self.key.clone()
+        }
+    }
+    let db = TestDatabase::migrated().await;
+    create_payments(&db.pool, &[1]).await;
+    let nul = Keyed { key: "k\0".into() };
+    let mut tx = db.pool.begin().await.unwrap();
+    let error = outbox_core::enqueue(&mut tx, &nul).await.unwrap_err();
+    assert!(matches!(&error, Error::InvalidEvent { event_type, .. } if event_type == "keyed.changed"), "{error:?}");
+    tx.commit().await.unwrap();
+    // With the commit: refused when buffered, and the rest commits.
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    sqlx::query("UPDATE payments SET status = 'paid' WHERE id = 1").execute(&mut *tx).await.unwrap();
+    assert!(tx.enqueue(&nul).is_err());
+    tx.enqueue(&payment(1)).unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(payment_status(&db.pool, 1).await, "paid");
+    assert_eq!(count_events(&db.pool).await, 1);
+}
