@@ -892,10 +892,7 @@ impl HeldSettle {
         let db = TestDatabase::migrated().await;
         PgStore::new(db.pool.clone()).switch_source(Source::Wal).await.unwrap();
         let publisher = HoldsTheFirst::new();
-        let shutdown = outbox_relay::CancellationToken::new();
-        let config = outbox_relay::RelayConfig::builder().batch_size(batch_size).build().unwrap();
-        let relay = outbox_relay::WalRelay::new(db.pool.clone(), &db.url, publisher.clone(), config).unwrap();
-        let relay = tokio::spawn(relay.run(shutdown.clone()));
+        let (shutdown, relay) = spawn_wal_relay(&db, &publisher, batch_size);
         wait_for_the_slot(&db).await;
         let held = common::enqueue(&db.pool, &[common::event("held", 0)]).await[0];
         let after_held = wal_insert_lsn(&db).await;
@@ -932,6 +929,18 @@ impl HeldSettle {
         tokio::time::sleep(Duration::from_secs(1)).await;
         lsn_below(&self.db, &acknowledged_lsn(&self.db).await, &self.after_held).await
     }
+}
+
+/// A WAL relay in this process, batches of `batch_size`, publishing to `publisher`: its shutdown and its task.
+fn spawn_wal_relay(
+    db: &TestDatabase,
+    publisher: &HoldsTheFirst,
+    batch_size: u32,
+) -> (outbox_relay::CancellationToken, tokio::task::JoinHandle<outbox_relay::Result<outbox_relay::RunSummary>>) {
+    let shutdown = outbox_relay::CancellationToken::new();
+    let config = outbox_relay::RelayConfig::builder().batch_size(batch_size).build().unwrap();
+    let relay = outbox_relay::WalRelay::new(db.pool.clone(), &db.url, publisher.clone(), config).unwrap();
+    (shutdown.clone(), tokio::spawn(relay.run(shutdown)))
 }
 
 /// Where the next WAL record goes: past the commit of every transaction that returned (the test server commits
@@ -1060,10 +1069,7 @@ async fn a_settle_that_fails_for_good_leaves_the_batches_behind_it_unsettled_and
     sqlx::raw_sql("DROP TRIGGER refuse_the_held_event ON outbox_events").execute(&db.pool).await.unwrap();
     let publisher = HoldsTheFirst::new();
     publisher.release.add_permits(1);
-    let shutdown = outbox_relay::CancellationToken::new();
-    let config = outbox_relay::RelayConfig::builder().build().unwrap();
-    let relay = outbox_relay::WalRelay::new(db.pool.clone(), &db.url, publisher.clone(), config).unwrap();
-    let relay = tokio::spawn(relay.run(shutdown.clone()));
+    let (shutdown, relay) = spawn_wal_relay(&db, &publisher, 2000);
     common::wait_until(Duration::from_secs(30), "every event published and settled", || async {
         common::count(&db.pool, "published").await == 3
     })
