@@ -835,6 +835,58 @@ async fn a_wal_settle_finds_each_row_where_it_was_read_and_writes_only_the_event
     }
 }
 
+/// `(seq_scan, idx_scan)` of `outbox_events`, as the statistics system has them.
+async fn table_scans(pool: &sqlx::PgPool) -> (i64, i64) {
+    sqlx::query_as("SELECT seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'outbox_events'")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_read_of_streamed_rows_looks_each_id_up_in_the_primary_key_with_a_plan_made_on_an_empty_table() {
+    use outbox_core::store::{PendingById, PgStore};
+    let db = TestDatabase::migrated().await;
+    // One connection: every read runs the statement prepared, and planned, while the table was empty.
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&db.url).await.unwrap();
+    let store = PgStore::new(pool.clone());
+    sqlx::query("VACUUM ANALYZE outbox_events").execute(&db.pool).await.unwrap();
+    // Past the five calls after which PostgreSQL keeps a plan made for any parameters.
+    for _ in 0..8 {
+        let PendingById::Rows(rows) = store.pending_by_id(&[Uuid::now_v7()], &[]).await.unwrap() else {
+            panic!("a read of an empty table was not answered with rows");
+        };
+        assert!(rows.is_empty());
+    }
+    let mut ids = Vec::new();
+    for round in 0..10 {
+        let events: Vec<_> = (0..300).map(|n| common::event(format!("agg-{round}"), n)).collect();
+        ids.extend(common::enqueue(&db.pool, &events).await);
+    }
+    let (seq_before, idx_before) = table_scans(&db.pool).await;
+    let mut read = 0;
+    for batch in ids.chunks(100) {
+        let PendingById::Rows(rows) = store.pending_by_id(batch, &[]).await.unwrap() else {
+            panic!("the committed rows were not read");
+        };
+        assert_eq!(rows.iter().map(|row| row.event.id).collect::<Vec<_>>(), batch, "every row read, in order");
+        read += rows.len();
+    }
+    assert_eq!(read, ids.len());
+    // The session's counts reach the statistics system when it ends.
+    pool.close().await;
+    let reads = i64::try_from(ids.len() / 100).unwrap();
+    common::wait_until(Duration::from_secs(30), "the reads' scans are counted", || async {
+        let (seq, idx) = table_scans(&db.pool).await;
+        seq - seq_before + idx - idx_before >= reads
+    })
+    .await;
+    let (seq, idx) = table_scans(&db.pool).await;
+    let scans = (seq - seq_before, idx - idx_before);
+    assert_eq!(scans.0, 0, "the reads scanned the whole table {} times ({} index scans)", scans.0, scans.1);
+    assert!(scans.1 >= i64::try_from(ids.len()).unwrap(), "one primary-key lookup per id: {scans:?}");
+}
+
 /// Acknowledges every message at once, except the first it is given, which it holds until `release` gets a
 /// permit; keeps the ids it acknowledged.
 #[derive(Clone)]
