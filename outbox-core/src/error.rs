@@ -26,6 +26,16 @@ pub enum Error {
         path: String,
     },
 
+    /// The payload holds a NUL character (`\u0000`) in a string or a map key, which PostgreSQL's `jsonb` cannot
+    /// store. Nothing was written.
+    #[error("event `{event_type}` has a NUL character (\\u0000) at `{path}`: PostgreSQL's jsonb cannot store one")]
+    NulCharacter {
+        /// The event type whose payload failed.
+        event_type: &'static str,
+        /// The JSON pointer of the string, or of the map whose key holds it.
+        path: String,
+    },
+
     /// An event's metadata is not valid (empty aggregate id, version 0, a malformed event type, ...). Nothing was
     /// written.
     #[error("invalid event `{event_type}`: {reason}")]

@@ -77,7 +77,8 @@ impl NewEvent {
     ///
     /// # Errors
     ///
-    /// [`Error::Serialize`] or [`Error::NonFiniteNumber`] when the payload is not representable as JSON, and
+    /// [`Error::Serialize`] or [`Error::NonFiniteNumber`] when the payload is not representable as JSON,
+    /// [`Error::NulCharacter`] when one of its strings or keys holds a NUL character, and
     /// [`Error::InvalidEvent`] when it is not a JSON object (a struct or a map: the relay fails any other payload as
     /// a corrupted row), the aggregate id is empty or holds a NUL character, or the version is 0 or too large.
     pub fn new<E: OutboxEvent + ?Sized>(event: &E) -> Result<Self> {

@@ -1,4 +1,5 @@
-//! Serializing payloads to JSON text, with NaN and infinities rejected instead of silently written as `null`.
+//! Serializing payloads to JSON text, with NaN and infinities rejected instead of silently written as `null`, and
+//! NUL characters rejected before the database refuses them.
 
 use std::fmt::{self, Display};
 
@@ -7,29 +8,44 @@ use serde::ser::{self, Serialize};
 use crate::error::{Error, Result};
 
 /// Serializes `value` to JSON text. Fails, before anything is written anywhere, when the value holds a map with
-/// non-string keys (serde_json's own check) or a NaN or infinite float (which serde_json would turn into `null`).
+/// non-string keys (serde_json's own check), a NaN or infinite float (which serde_json would turn into `null`), or
+/// a string or key with a NUL character (`\u0000`, which PostgreSQL's `jsonb` refuses).
 pub(crate) fn to_json<T: Serialize + ?Sized>(event_type: &'static str, value: &T) -> Result<String> {
     let mut finite = FiniteCheck { path: Vec::new() };
-    // A `Serialize` impl that fails on its own (`NonFinite(None)`) reports the same failure below, with
+    // A `Serialize` impl that fails on its own (`NonFinite::Custom`) reports the same failure below, with
     // serde_json's message.
-    if let Err(NonFinite(Some(path))) = value.serialize(&mut finite) {
-        return Err(Error::NonFiniteNumber { event_type, path });
+    match value.serialize(&mut finite) {
+        Err(NonFinite::Number(path)) => return Err(Error::NonFiniteNumber { event_type, path }),
+        Err(NonFinite::Nul(path)) => return Err(Error::NulCharacter { event_type, path }),
+        Ok(()) | Err(NonFinite::Custom) => {}
     }
     serde_json::to_string(value).map_err(|source| Error::Serialize { event_type, source })
 }
 
-/// Walks a value the way a serializer sees it and stops at the first non-finite float, keeping its JSON pointer.
+/// Walks a value the way a serializer sees it and stops at the first value JSON or `jsonb` cannot hold (a
+/// non-finite float, a string with a NUL character), keeping its JSON pointer.
 struct FiniteCheck {
     path: Vec<String>,
 }
 
-/// The walk's outcome when it stopped: `Some(pointer)` for a non-finite float, `None` for a custom error.
+/// Why the walk stopped.
 #[derive(Debug)]
-struct NonFinite(Option<String>);
+enum NonFinite {
+    /// A non-finite float, at this pointer.
+    Number(String),
+    /// A string or map key with a NUL character, at this pointer (a key's is its map's).
+    Nul(String),
+    /// The value's own `Serialize` impl failed.
+    Custom,
+}
 
 impl Display for NonFinite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("non-finite number")
+        f.write_str(match self {
+            Self::Number(_) => "non-finite number",
+            Self::Nul(_) => "NUL character",
+            Self::Custom => "serialization failed",
+        })
     }
 }
 
@@ -37,7 +53,7 @@ impl std::error::Error for NonFinite {}
 
 impl ser::Error for NonFinite {
     fn custom<T: Display>(_msg: T) -> Self {
-        Self(None)
+        Self::Custom
     }
 }
 
@@ -50,7 +66,15 @@ impl FiniteCheck {
         if finite {
             Ok(())
         } else {
-            Err(NonFinite(Some(self.pointer())))
+            Err(NonFinite::Number(self.pointer()))
+        }
+    }
+
+    fn text(&self, text: &str) -> Result<(), NonFinite> {
+        if text.contains('\0') {
+            Err(NonFinite::Nul(self.pointer()))
+        } else {
+            Ok(())
         }
     }
 
@@ -127,11 +151,11 @@ impl<'a> ser::Serializer for &'a mut FiniteCheck {
     fn serialize_f64(self, v: f64) -> Result<(), NonFinite> {
         self.float(v.is_finite())
     }
-    fn serialize_char(self, _: char) -> Result<(), NonFinite> {
-        Ok(())
+    fn serialize_char(self, v: char) -> Result<(), NonFinite> {
+        self.text(v.encode_utf8(&mut [0; 4]))
     }
-    fn serialize_str(self, _: &str) -> Result<(), NonFinite> {
-        Ok(())
+    fn serialize_str(self, v: &str) -> Result<(), NonFinite> {
+        self.text(v)
     }
     fn serialize_bytes(self, _: &[u8]) -> Result<(), NonFinite> {
         Ok(())
@@ -328,6 +352,37 @@ mod tests {
             Err(Error::NonFiniteNumber { path, .. }) => assert_eq!(path, "/extra/a~1b"),
             other => panic!("expected NonFiniteNumber, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_nul_character_in_a_string_or_a_key_is_rejected_with_its_pointer_and_not_its_value() {
+        #[derive(Serialize)]
+        struct Note {
+            lines: Vec<String>,
+            tags: BTreeMap<String, String>,
+            initial: char,
+        }
+        let note = |lines: &[&str], tag: &str, initial| Note {
+            lines: lines.iter().map(|line| (*line).to_owned()).collect(),
+            tags: BTreeMap::from([(tag.to_owned(), "secret-value".to_owned())]),
+            initial,
+        };
+        for (value, pointer) in [
+            (note(&["ok", "secret\0x"], "k", 'a'), "/lines/1"),
+            (note(&[], "secret\0key", 'a'), "/tags"),
+            (note(&[], "k", '\0'), "/initial"),
+        ] {
+            match to_json("n", &value) {
+                Err(error @ Error::NulCharacter { .. }) => {
+                    let Error::NulCharacter { path, .. } = &error else { unreachable!() };
+                    assert_eq!(path, pointer);
+                    assert!(!error.to_string().contains("secret"), "{error}");
+                }
+                other => panic!("expected NulCharacter, got {other:?}"),
+            }
+        }
+        // An escaped backslash followed by `u0000` is text, not a NUL.
+        assert!(to_json("n", &note(&["\\u0000"], "k", 'a')).is_ok());
     }
 
     #[test]

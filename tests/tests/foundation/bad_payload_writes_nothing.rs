@@ -102,3 +102,46 @@ async fn an_aggregate_id_with_a_nul_character_is_refused_before_anything_is_writ
     assert_eq!(payment_status(&db.pool, 1).await, "paid");
     assert_eq!(count_events(&db.pool).await, 1);
 }
+
+#[tokio::test]
+async fn a_payload_string_with_a_nul_character_is_refused_by_its_pointer_before_anything_is_written() {
+    #[derive(Serialize)]
+    struct Noted {
+        id: u32,
+        note: String,
+    }
+    impl OutboxEvent for Noted {
+        const EVENT_TYPE: &'static str = "noted.added";
+        const AGGREGATE_TYPE: &'static str = "noted";
+        const VERSION: u32 = 1;
+        fn aggregate_id(&self) -> String {
+            self.id.to_string()
+        }
+    }
+    let db = TestDatabase::migrated().await;
+    create_payments(&db.pool, &[1]).await;
+    let nul = Noted { id: 1, note: "card 4111\0".into() };
+    let mut tx = db.pool.begin().await.unwrap();
+    let error = outbox_core::enqueue(&mut tx, &nul).await.unwrap_err();
+    assert!(matches!(&error, Error::NulCharacter { event_type: "noted.added", path } if path == "/note"), "{error:?}");
+    assert!(!error.to_string().contains("4111") && !error.to_string().contains('\n'), "{error}");
+    // The transaction is untouched: the domain change still commits.
+    sqlx::query("UPDATE payments SET status = 'paid' WHERE id = 1").execute(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(payment_status(&db.pool, 1).await, "paid");
+    // With the commit: refused when buffered, and the rest commits.
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    assert!(matches!(tx.enqueue(&nul), Err(Error::NulCharacter { .. })));
+    tx.enqueue(&payment(1)).unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(count_events(&db.pool).await, 1);
+    // The same text without the NUL is stored as it was given.
+    let mut tx = db.pool.begin().await.unwrap();
+    outbox_core::enqueue(&mut tx, &Noted { id: 2, note: "a \\u0000 that is text".into() }).await.unwrap();
+    tx.commit().await.unwrap();
+    let note: String = sqlx::query_scalar("SELECT payload->>'note' FROM outbox_events WHERE aggregate_id = '2'")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(note, "a \\u0000 that is text");
+}
