@@ -983,6 +983,9 @@ impl HeldSettle {
     }
 }
 
+/// How long a stop of [`spawn_wal_relay`]'s relays waits for a settle.
+const HELD_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A WAL relay in this process, batches of `batch_size`, publishing to `publisher`: its shutdown and its task.
 fn spawn_wal_relay(
     db: &TestDatabase,
@@ -990,7 +993,11 @@ fn spawn_wal_relay(
     batch_size: u32,
 ) -> (outbox_relay::CancellationToken, tokio::task::JoinHandle<outbox_relay::Result<outbox_relay::RunSummary>>) {
     let shutdown = outbox_relay::CancellationToken::new();
-    let config = outbox_relay::RelayConfig::builder().batch_size(batch_size).build().unwrap();
+    let config = outbox_relay::RelayConfig::builder()
+        .batch_size(batch_size)
+        .shutdown_timeout(HELD_SHUTDOWN_TIMEOUT)
+        .build()
+        .unwrap();
     let relay = outbox_relay::WalRelay::new(db.pool.clone(), &db.url, publisher.clone(), config).unwrap();
     (shutdown.clone(), tokio::spawn(relay.run(shutdown)))
 }
@@ -1064,6 +1071,40 @@ async fn a_settle_that_waits_for_a_lock_holds_back_at_most_a_batch_and_each_batc
         relay.await.unwrap().unwrap();
         assert_eq!(publisher.acknowledged().len(), 4, "an event was published twice (batch {batch_size})");
     }
+}
+
+#[tokio::test]
+async fn a_stop_waits_for_a_settle_held_by_a_row_lock_until_the_shutdown_timeout_and_acknowledges_nothing_past_it() {
+    let held = HeldSettle::start(2000).await;
+    let later = held.later(0, true).await;
+    let HeldSettle { db, shutdown, relay, lock, after_held, .. } = held;
+    let asked = Instant::now();
+    shutdown.cancel();
+    let stopped = tokio::time::timeout(HELD_SHUTDOWN_TIMEOUT + Duration::from_secs(15), relay).await;
+    let waited = asked.elapsed();
+    stopped.expect("the stop waited for the row lock past its shutdown timeout").unwrap().unwrap();
+    assert!(waited >= HELD_SHUTDOWN_TIMEOUT, "the stop gave up on the settle before the shutdown timeout: {waited:?}");
+    assert!(
+        lsn_below(&db, &acknowledged_lsn(&db).await, &after_held).await,
+        "the slot was acknowledged past an event whose settle had not committed"
+    );
+    assert_eq!(common::status_of(&db.pool, later).await, "pending", "the batch queued behind the settle was settled");
+
+    // The next relay streams both again and settles them once the lock is gone.
+    lock.rollback().await.unwrap();
+    let publisher = HoldsTheFirst::new();
+    publisher.release.add_permits(1);
+    let (shutdown, relay) = spawn_wal_relay(&db, &publisher, 2000);
+    common::wait_until(Duration::from_secs(30), "both events settled", || async {
+        common::count(&db.pool, "published").await == 2
+    })
+    .await;
+    common::wait_until(Duration::from_secs(30), "the later event published again", || async {
+        publisher.acknowledged().contains(&later)
+    })
+    .await;
+    shutdown.cancel();
+    relay.await.unwrap().unwrap();
 }
 
 #[tokio::test]

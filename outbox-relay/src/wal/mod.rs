@@ -181,6 +181,7 @@ impl WalRelay {
                 queued: settling::Queued::default(),
                 ahead: None,
                 streaming_since: None,
+                stop_by: None,
             };
             let wait = match session.run(&shutdown).await {
                 Ok(session::Ended::Shutdown) => break,

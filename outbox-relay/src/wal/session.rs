@@ -53,6 +53,8 @@ pub(crate) struct Session<'a> {
     pub(crate) ahead: Option<ReadAhead>,
     /// When the server started streaming to this session.
     pub(crate) streaming_since: Option<std::time::Instant>,
+    /// Once shutdown was asked for: until when a settle may still be waited for (the shutdown timeout).
+    pub(crate) stop_by: Option<tokio::time::Instant>,
 }
 
 impl Session<'_> {
@@ -347,16 +349,32 @@ impl Session<'_> {
     /// settling those queued meanwhile (or acknowledges them when none has rows). `false` when shutdown came
     /// first; then, as after an error, nothing of the running settle's batches or of those queued is acknowledged
     /// (they are streamed again).
+    ///
+    /// After shutdown, a settle is waited for until the shutdown timeout is over (a settle waiting for a row lock
+    /// that a transaction holds could wait for ever); then it is left to end or fail on its own, and the stream is
+    /// not acknowledged past it: its events are streamed again at the next start, and whichever of them it settled
+    /// by then are found settled and not published again.
     async fn settle_queued(&mut self, client: &ReplicationClient, shutdown: &CancellationToken) -> Result<bool> {
         if let Some(settling) = self.settling.take() {
-            match settling.finish(self.summary).await {
-                Ok(Some(Some(lsn))) => self.acknowledge(client, lsn),
-                Ok(Some(None)) => {}
+            let timeout = self.shared.config.shutdown_timeout;
+            let finished = tokio::select! {
+                finished = settling.finish(self.summary) => Some(finished),
+                () = after_shutdown_timeout(shutdown, &mut self.stop_by, timeout) => None,
+            };
+            match finished {
+                Some(Ok(Some(Some(lsn)))) => self.acknowledge(client, lsn),
+                Some(Ok(Some(None))) => {}
                 unsettled => {
+                    if unsettled.is_none() {
+                        tracing::warn!(
+                            shutdown_timeout = ?timeout,
+                            "stopping before a settle ended (is a row lock held?); its events will be streamed again"
+                        );
+                    }
                     // The batches queued behind it are not settled either: settling them now would acknowledge
                     // the stream past the batch whose settle did not commit. They are streamed again.
                     self.queued = Queued::default();
-                    return unsettled.map(|_| false);
+                    return unsettled.unwrap_or(Ok(None)).map(|_| false);
                 }
             }
         }
@@ -399,6 +417,18 @@ impl Session<'_> {
     fn protocol(&self, error: &super::pgoutput::Malformed) -> Error {
         Error::Unreachable { target: self.target.masked.clone(), reason: error.to_string() }
     }
+}
+
+/// Ends `timeout` after shutdown was asked for; the first call fixes that moment in `stop_by` for the later ones,
+/// so a stop waits for settles no longer than `timeout` in all.
+async fn after_shutdown_timeout(
+    shutdown: &CancellationToken,
+    stop_by: &mut Option<tokio::time::Instant>,
+    timeout: Duration,
+) {
+    shutdown.cancelled().await;
+    let deadline = *stop_by.get_or_insert_with(|| tokio::time::Instant::now() + timeout);
+    tokio::time::sleep_until(deadline).await;
 }
 
 /// An event of the transaction being streamed, until its commit.

@@ -155,7 +155,8 @@ pub(crate) struct RelayArgs {
     #[arg(long, value_name = "CHANNEL", num_args = 0..=1, default_missing_value = outbox_core::DEFAULT_CHANNEL)]
     pub(crate) notify: Option<String>,
 
-    /// How long shutdown waits for the batches in flight before handing the partitions over.
+    /// How long shutdown waits for the batches in flight before handing the partitions over (with `--source wal`,
+    /// for the settles of published batches; a settle still running then is streamed again at the next start).
     #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
     pub(crate) shutdown_timeout: Duration,
 
