@@ -847,12 +847,17 @@ async fn table_scans(pool: &sqlx::PgPool) -> (i64, i64) {
 }
 
 #[tokio::test]
-async fn the_read_of_streamed_rows_looks_each_id_up_in_the_primary_key_with_a_plan_made_on_an_empty_table() {
-    use outbox_core::store::{PendingById, PgStore};
+async fn the_read_and_the_settle_of_streamed_rows_fetch_each_row_by_key_or_position_with_plans_made_on_an_empty_table()
+{
+    use outbox_core::store::{PendingById, PgStore, Settlement};
     let db = TestDatabase::migrated().await;
-    // One connection: every read runs the statement prepared, and planned, while the table was empty.
+    // One connection: every read and settle runs the statement prepared, and planned, while the table was empty.
     let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&db.url).await.unwrap();
     let store = PgStore::new(pool.clone());
+    // A position that once held a row, then the table emptied and vacuumed to no page at all.
+    let gone = common::enqueue(&db.pool, &[common::event("gone", 0)]).await;
+    let PendingById::Rows(gone) = store.pending_by_id(&gone, &[]).await.unwrap() else { panic!("not read") };
+    sqlx::query("TRUNCATE outbox_events").execute(&db.pool).await.unwrap();
     sqlx::query("VACUUM ANALYZE outbox_events").execute(&db.pool).await.unwrap();
     // Past the five calls after which PostgreSQL keeps a plan made for any parameters.
     for _ in 0..8 {
@@ -860,6 +865,8 @@ async fn the_read_of_streamed_rows_looks_each_id_up_in_the_primary_key_with_a_pl
             panic!("a read of an empty table was not answered with rows");
         };
         assert!(rows.is_empty());
+        let absent = Settlement::published(gone[0].event.id).at(gone[0].version.clone());
+        assert_eq!(store.settle_by_id(&[absent], false).await.unwrap().published, 0);
     }
     let mut ids = Vec::new();
     for round in 0..10 {
@@ -867,15 +874,17 @@ async fn the_read_of_streamed_rows_looks_each_id_up_in_the_primary_key_with_a_pl
         ids.extend(common::enqueue(&db.pool, &events).await);
     }
     let (seq_before, idx_before) = table_scans(&db.pool).await;
-    let mut read = 0;
+    let mut settled = 0;
     for batch in ids.chunks(100) {
         let PendingById::Rows(rows) = store.pending_by_id(batch, &[]).await.unwrap() else {
             panic!("the committed rows were not read");
         };
         assert_eq!(rows.iter().map(|row| row.event.id).collect::<Vec<_>>(), batch, "every row read, in order");
-        read += rows.len();
+        let marks: Vec<_> =
+            rows.iter().map(|row| Settlement::published(row.event.id).at(row.version.clone())).collect();
+        settled += store.settle_by_id(&marks, false).await.unwrap().published;
     }
-    assert_eq!(read, ids.len());
+    assert_eq!(settled as usize, ids.len());
     // The session's counts reach the statistics system when it ends.
     pool.close().await;
     let lookups = i64::try_from(ids.len()).unwrap();
@@ -886,8 +895,10 @@ async fn the_read_of_streamed_rows_looks_each_id_up_in_the_primary_key_with_a_pl
     .await;
     let (seq, idx) = table_scans(&db.pool).await;
     let scans = (seq - seq_before, idx - idx_before);
-    assert_eq!(scans.0, 0, "the reads scanned {} rows one by one ({} index scans)", scans.0, scans.1);
+    assert_eq!(scans.0, 0, "the reads and settles scanned {} rows one by one ({} index scans)", scans.0, scans.1);
     assert!(scans.1 >= lookups, "one primary-key lookup per id: {scans:?}");
+    // Counted by a scan of the whole table: only after the statistics were read.
+    assert_eq!(common::count(&db.pool, "published").await as usize, ids.len());
 }
 
 /// Acknowledges every message at once, except the first it is given, which it holds until `release` gets a
@@ -1025,11 +1036,12 @@ async fn lsn_below(db: &TestDatabase, lower: &str, upper: &str) -> bool {
     sqlx::query_scalar("SELECT $1::pg_lsn < $2::pg_lsn").bind(lower).bind(upper).fetch_one(&db.pool).await.unwrap()
 }
 
-/// The backend of a settle (an `UPDATE` of the outbox table) that waits for a lock.
+/// The backend of a settle (`outbox_settle_published_at`, or an `UPDATE` of the outbox table) that waits for a lock.
 async fn waiting_settle(db: &TestDatabase) -> Option<i32> {
     sqlx::query_scalar(
         "SELECT pid FROM pg_stat_activity
-          WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%UPDATE outbox_events%'",
+          WHERE datname = current_database() AND wait_event_type = 'Lock'
+            AND (query ILIKE '%outbox_settle_published_at%' OR query ILIKE '%UPDATE outbox_events%')",
     )
     .fetch_optional(&db.pool)
     .await

@@ -91,7 +91,8 @@ record AS (DELETE FROM outbox_batches WHERE relay_id = $1 AND batch_id = $4)
 /// the slot of a row that vacuum removed may hold another event since), still pending, and `$fenced`. `moved` looks
 /// up by primary key the rows not found there: those that moved since the read (an attempt counted for a dead
 /// relay's batch, an operator's change) and those settled without a row version (`NULL` in `$versions`). The second
-/// step costs nothing when every row was found where it was read. Followed by [`published_count`].
+/// step costs nothing when every row was found where it was read. Followed by [`published_count`]. The WAL source runs
+/// the same two steps, unfenced, in `outbox_settle_published_at` (migration 11): keep them alike.
 macro_rules! located_or_moved {
     ($write:expr, $join:literal, $ids:literal, $versions:literal, $fenced:expr) => {
         concat!(
@@ -126,7 +127,6 @@ RETURNING e.id
         )
     };
 }
-pub(super) use located_or_moved;
 
 /// The report of [`located_or_moved`]: how many rows it wrote, as `published`.
 macro_rules! published_count {
@@ -134,7 +134,6 @@ macro_rules! published_count {
         "SELECT 'published'::text AS outcome, (SELECT count(*) FROM located) + (SELECT count(*) FROM moved) AS n"
     };
 }
-pub(super) use published_count;
 
 /// A batch whose every event was published, the usual case: its rows written as [`located_or_moved`] says, fenced
 /// by the batch's leases, and the batch's record deleted.

@@ -7,10 +7,7 @@ use uuid::Uuid;
 use super::jit::{jit_off, without_jit};
 use super::pending::pending_rows;
 use super::read::widened_xid;
-use super::settle::{
-    all_published, columns, delete_published, located_or_moved, mark_published, outcome_counts, outcomes_sql,
-    published_count, report,
-};
+use super::settle::{all_published, columns, delete_published, mark_published, outcome_counts, outcomes_sql, report};
 use super::wal_close::{ClosedToProducers, ProducersShut};
 use crate::error::Result;
 use crate::store::wal_message::WAL_EMIT_LOCK;
@@ -128,16 +125,11 @@ macro_rules! settle_by_id {
     };
 }
 
-/// Every row of `$1` published, the usual case: found where the read found it (`$2`), else by id
-/// ([`located_or_moved`]); only rows still pending change.
-macro_rules! all_published_by_id {
-    ($write:expr, $join:literal) => {
-        concat!("WITH ", located_or_moved!($write, $join, "$1", "$2", "true"), "\n", published_count!())
-    };
-}
-
-const MARK_ALL_BY_VERSION: &str = all_published_by_id!(mark_published!(), "  FROM");
-const DELETE_ALL_BY_VERSION: &str = all_published_by_id!(delete_published!(), " USING");
+/// Every row of `$1` published, the usual case: each found where the read found it (`$2`), else by id, by
+/// `outbox_settle_published_at` (migration 11), whose plan fetches each row by position or primary key at any table
+/// size; only rows still pending change, deleted when `$3`.
+const ALL_PUBLISHED_AT: &str =
+    "SELECT 'published'::text AS outcome, outbox_settle_published_at($1::uuid[], $2::text[], $3) AS n";
 
 const MARK_BY_ID: &str = settle_by_id!(mark_published!(), "  FROM");
 const DELETE_BY_ID: &str = settle_by_id!(delete_published!(), " USING");
@@ -330,9 +322,13 @@ impl PgStore {
     /// [`Error::Database`](crate::Error::Database).
     pub async fn settle_by_id(&self, settlements: &[Settlement], delete_published: bool) -> Result<SettleReport> {
         if let Some((ids, versions)) = all_published(settlements) {
-            let sql = if delete_published { DELETE_ALL_BY_VERSION } else { MARK_ALL_BY_VERSION };
-            // Prepared once: a nested loop of tuple fetches by `ctid`, whatever the batch's size.
-            let rows = sqlx::query(sql).bind(ids).bind(versions).fetch_all(&self.pool).await?;
+            // Prepared once: the function's nested loop of tuple fetches by `ctid`, whatever the batch's size.
+            let rows = sqlx::query(ALL_PUBLISHED_AT)
+                .bind(ids)
+                .bind(versions)
+                .bind(delete_published)
+                .fetch_all(&self.pool)
+                .await?;
             return report(&rows, settlements.len());
         }
         let columns = columns(settlements);
