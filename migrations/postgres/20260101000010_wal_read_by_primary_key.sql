@@ -4,7 +4,7 @@
 -- or one that `--retention 0s` keeps short), that plan scans the whole table for each id, and keeps doing so as
 -- the table grows, until the next analyze: on a new table, reads 1,000 events/s behind cost 222 buffer accesses
 -- each and the 99th percentile of commit-to-publish latency rose to 12-30 ms. Planned in this function, with
--- sequential scans and memoization off, the read looks each id up in the primary key at any table size.
+-- sequential scans off, the read looks each id up in the primary key at any table size.
 --
 -- `ids`: the streamed ids, each returned with its index in the array (`n`, from 1) when its row is still
 -- pending. The columns are those the relay decodes; `row_version` is where the row was found, for the settle.
@@ -14,7 +14,6 @@ RETURNS TABLE(n BIGINT, id UUID, seq BIGINT, partition SMALLINT, event_type TEXT
               created_at TIMESTAMPTZ, attempts INT4, next_attempt_at TIMESTAMPTZ, row_version TEXT)
 LANGUAGE plpgsql STABLE
 SET enable_seqscan = off
-SET enable_memoize = off
 AS $$
 #variable_conflict use_column
 BEGIN

@@ -6,3 +6,7 @@
 -- ALTER ROLE ... REPLICATION (on RDS and Aurora: GRANT rds_replication TO ...).
 GRANT UPDATE (wal_slot, wal_backlog_through) ON outbox_control TO outbox_relay;
 GRANT INSERT ON outbox_events TO outbox_relay;
+-- The functions the WAL relay reads and settles streamed rows with (migrations 10 and 11; they run with the
+-- caller's rights). PostgreSQL grants EXECUTE to PUBLIC by default; this keeps them callable where that was revoked.
+GRANT EXECUTE ON FUNCTION outbox_pending_by_id(UUID[]) TO outbox_relay;
+GRANT EXECUTE ON FUNCTION outbox_settle_published_at(UUID[], TEXT[], BOOLEAN) TO outbox_relay;
