@@ -275,7 +275,8 @@ impl RelayConfigBuilder {
 
     /// How long shutdown waits for in-flight batches (at most 1h); with the WAL source
     /// ([`WalRelay`](crate::WalRelay)), for the settles of published batches: a settle still running then (waiting
-    /// for a row lock, say) is not waited for, and its events are streamed again at the next start.
+    /// for a row lock, say) is not waited for, and its events are streamed again at the next start (with `0s`, a
+    /// stop takes only the settles that have already ended).
     #[must_use]
     pub fn shutdown_timeout(mut self, shutdown_timeout: Duration) -> Self {
         self.shutdown_timeout = shutdown_timeout;

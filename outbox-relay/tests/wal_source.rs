@@ -909,6 +909,8 @@ struct HoldsTheFirst {
     release: Arc<tokio::sync::Semaphore>,
     holding: Arc<std::sync::atomic::AtomicBool>,
     acknowledged: Arc<std::sync::Mutex<Vec<Uuid>>>,
+    /// Refuses every event for good instead of acknowledging it.
+    refuses: bool,
 }
 
 impl outbox_relay::Publisher for HoldsTheFirst {
@@ -916,6 +918,9 @@ impl outbox_relay::Publisher for HoldsTheFirst {
         if !self.holding.swap(true, std::sync::atomic::Ordering::SeqCst) {
             self.given_first.notify_one();
             self.release.acquire().await.expect("the test keeps the semaphore open").forget();
+        }
+        if self.refuses {
+            return batch.iter().map(|_| outbox_relay::Outcome::permanent("refused by the test")).collect();
         }
         self.acknowledged.lock().unwrap().extend(batch.iter().map(|message| message.id));
         batch.iter().map(|_| outbox_relay::Outcome::Published).collect()
@@ -929,7 +934,12 @@ impl HoldsTheFirst {
             release: Arc::new(tokio::sync::Semaphore::new(0)),
             holding: Arc::default(),
             acknowledged: Arc::default(),
+            refuses: false,
         }
+    }
+
+    fn refusing() -> Self {
+        Self { refuses: true, ..Self::new() }
     }
 
     fn acknowledged(&self) -> Vec<Uuid> {
@@ -954,10 +964,13 @@ struct HeldSettle {
 
 impl HeldSettle {
     async fn start(batch_size: u32) -> Self {
+        Self::start_with(HoldsTheFirst::new(), batch_size).await
+    }
+
+    async fn start_with(publisher: HoldsTheFirst, batch_size: u32) -> Self {
         use outbox_core::store::{PgStore, Source};
         let db = TestDatabase::migrated().await;
         PgStore::new(db.pool.clone()).switch_source(Source::Wal).await.unwrap();
-        let publisher = HoldsTheFirst::new();
         let (shutdown, relay) = spawn_wal_relay(&db, &publisher, batch_size);
         wait_for_the_slot(&db).await;
         let held = common::enqueue(&db.pool, &[common::event("held", 0)]).await[0];
@@ -1120,6 +1133,25 @@ async fn a_stop_waits_for_a_settle_held_by_a_row_lock_until_the_shutdown_timeout
     .await;
     shutdown.cancel();
     relay.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_stop_waits_for_the_settle_of_a_refused_event_held_by_a_row_lock_until_the_shutdown_timeout() {
+    // The held event is refused for good: its settle is not one of a batch all published, and runs inline.
+    let HeldSettle { db, shutdown, relay, lock, held, .. } =
+        HeldSettle::start_with(HoldsTheFirst::refusing(), 2000).await;
+    let asked = Instant::now();
+    shutdown.cancel();
+    let stopped = tokio::time::timeout(HELD_SHUTDOWN_TIMEOUT + Duration::from_secs(15), relay).await;
+    let waited = asked.elapsed();
+    stopped.expect("the stop waited for the row lock past its shutdown timeout").unwrap().unwrap();
+    assert!(waited >= HELD_SHUTDOWN_TIMEOUT, "the stop gave up on the settle before the shutdown timeout: {waited:?}");
+    lock.rollback().await.unwrap();
+    // The settle, left to end on its own, marks the event failed once the lock goes.
+    common::wait_until(Duration::from_secs(30), "the refused event marked failed", || async {
+        common::status_of(&db.pool, held).await == "failed"
+    })
+    .await;
 }
 
 #[tokio::test]

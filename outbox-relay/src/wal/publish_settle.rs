@@ -8,7 +8,7 @@ use outbox_core::store::{PgStore, SettleOutcome, Settlement, StoredEvent};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::statement::database;
+use super::statement::{after_shutdown_timeout, database, settle_left_at_stop};
 use crate::error::Result;
 use crate::relay::batch::{self, Item, Published};
 use crate::relay::shared::Shared;
@@ -57,7 +57,8 @@ pub(crate) fn row_settlements(published: &Published, messages: &HashMap<Uuid, St
 }
 
 /// Settles `rows` by id in one statement (published rows marked, or deleted with `--retention 0s`); `None` when
-/// shutdown came first.
+/// shutdown came first, or came and the settle did not end within the shutdown timeout (then it is left to end on
+/// its own, and the caller acknowledges nothing past these rows).
 pub(crate) async fn settle(
     shared: &Shared,
     store: &PgStore,
@@ -69,7 +70,18 @@ pub(crate) async fn settle(
         return Ok(Some(()));
     }
     let delete = shared.config.deletes_published();
-    let Some(report) = database(shutdown, || store.settle_by_id(rows, delete)).await? else { return Ok(None) };
+    let timeout = shared.config.shutdown_timeout;
+    let mut stop_by = None;
+    let settled = tokio::select! {
+        // A settle that has ended is taken, however late.
+        biased;
+        settled = database(shutdown, || store.settle_by_id(rows, delete)) => settled?,
+        () = after_shutdown_timeout(shutdown, &mut stop_by, timeout) => {
+            settle_left_at_stop(timeout);
+            None
+        }
+    };
+    let Some(report) = settled else { return Ok(None) };
     summary.add(report);
     Ok(Some(()))
 }

@@ -17,7 +17,7 @@ use super::read_ahead::ReadAhead;
 use super::replication::{classify, create_slot_sql, sqlstate, Target};
 use super::settling::{settling_ended, Queued, Settling};
 use super::slot_gauges::SlotGauges;
-use super::statement::database;
+use super::statement::{after_shutdown_timeout, database, settle_left_at_stop};
 use crate::error::{Error, Result};
 use crate::relay::shared::Shared;
 use crate::relay::summary::RunSummary;
@@ -358,6 +358,8 @@ impl Session<'_> {
         if let Some(settling) = self.settling.take() {
             let timeout = self.shared.config.shutdown_timeout;
             let finished = tokio::select! {
+                // A settle that has ended is taken, however late.
+                biased;
                 finished = settling.finish(self.summary) => Some(finished),
                 () = after_shutdown_timeout(shutdown, &mut self.stop_by, timeout) => None,
             };
@@ -366,10 +368,7 @@ impl Session<'_> {
                 Some(Ok(Some(None))) => {}
                 unsettled => {
                     if unsettled.is_none() {
-                        tracing::warn!(
-                            shutdown_timeout = ?timeout,
-                            "stopping before a settle ended (is a row lock held?); its events will be streamed again"
-                        );
+                        settle_left_at_stop(timeout);
                     }
                     // The batches queued behind it are not settled either: settling them now would acknowledge
                     // the stream past the batch whose settle did not commit. They are streamed again.
@@ -417,18 +416,6 @@ impl Session<'_> {
     fn protocol(&self, error: &super::pgoutput::Malformed) -> Error {
         Error::Unreachable { target: self.target.masked.clone(), reason: error.to_string() }
     }
-}
-
-/// Ends `timeout` after shutdown was asked for; the first call fixes that moment in `stop_by` for the later ones,
-/// so a stop waits for settles no longer than `timeout` in all.
-async fn after_shutdown_timeout(
-    shutdown: &CancellationToken,
-    stop_by: &mut Option<tokio::time::Instant>,
-    timeout: Duration,
-) {
-    shutdown.cancelled().await;
-    let deadline = *stop_by.get_or_insert_with(|| tokio::time::Instant::now() + timeout);
-    tokio::time::sleep_until(deadline).await;
 }
 
 /// An event of the transaction being streamed, until its commit.

@@ -34,6 +34,27 @@ where
     }
 }
 
+/// Ends `timeout` after shutdown was asked for: how long a stop waits for a settle, which a row lock held by a
+/// transaction could keep waiting for ever. The first call after shutdown fixes that moment in `stop_by`, so that
+/// the settles a stop waits for one after the other take no longer than `timeout` in all.
+pub(crate) async fn after_shutdown_timeout(
+    shutdown: &CancellationToken,
+    stop_by: &mut Option<tokio::time::Instant>,
+    timeout: Duration,
+) {
+    shutdown.cancelled().await;
+    let deadline = *stop_by.get_or_insert_with(|| tokio::time::Instant::now() + timeout);
+    tokio::time::sleep_until(deadline).await;
+}
+
+/// Logs that a stop did not wait for a settle any longer.
+pub(crate) fn settle_left_at_stop(timeout: Duration) {
+    tracing::warn!(
+        shutdown_timeout = ?timeout,
+        "stopping before a settle ended (is a row lock held?); its events will be streamed again"
+    );
+}
+
 /// A statement run by [`database`] in a task of its own while the caller goes on.
 pub(crate) struct Background<T> {
     task: tokio::task::JoinHandle<Result<Option<T>>>,
