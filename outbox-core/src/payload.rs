@@ -22,6 +22,9 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(event_type: &'static str, value: &T
     serde_json::to_string(value).map_err(|source| Error::Serialize { event_type, source })
 }
 
+/// The name serde_json gives a `RawValue` and its one field, its JSON text, when it serializes one.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
 /// Walks a value the way a serializer sees it and stops at the first value JSON or `jsonb` cannot hold (a
 /// non-finite float, a string with a NUL character), keeping its JSON pointer.
 struct FiniteCheck {
@@ -67,6 +70,16 @@ impl FiniteCheck {
             Ok(())
         } else {
             Err(NonFinite::Number(self.pointer()))
+        }
+    }
+
+    /// A `RawValue`'s JSON text, walked as the JSON it holds: there a NUL is the escape `\u0000`. Text that is not
+    /// JSON is left to serde_json to report.
+    fn raw<T: Serialize + ?Sized>(&mut self, text: &T) -> Result<(), NonFinite> {
+        let Ok(serde_json::Value::String(text)) = serde_json::to_value(text) else { return Ok(()) };
+        match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(json) => json.serialize(self),
+            Err(_) => Ok(()),
         }
     }
 
@@ -295,6 +308,9 @@ impl ser::SerializeStruct for Compound<'_> {
     type Ok = ();
     type Error = NonFinite;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), NonFinite> {
+        if key == RAW_VALUE_TOKEN {
+            return self.check.raw(value);
+        }
         self.check.nested(key.to_owned(), value)
     }
     fn end(self) -> Result<(), NonFinite> {
@@ -383,6 +399,36 @@ mod tests {
         }
         // An escaped backslash followed by `u0000` is text, not a NUL.
         assert!(to_json("n", &note(&["\\u0000"], "k", 'a')).is_ok());
+    }
+
+    /// Serializes as serde_json's `RawValue` does: a struct of one field, both named by its token, holding JSON text.
+    struct Raw(&'static str);
+
+    impl Serialize for Raw {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeStruct;
+            let mut raw = serializer.serialize_struct(super::RAW_VALUE_TOKEN, 1)?;
+            raw.serialize_field(super::RAW_VALUE_TOKEN, self.0)?;
+            raw.end()
+        }
+    }
+
+    #[test]
+    fn a_nul_escape_inside_raw_json_is_rejected_with_its_pointer() {
+        #[derive(Serialize)]
+        struct Wrapper {
+            raw: Raw,
+        }
+        let nul = Wrapper { raw: Raw(r#"{"a":["x","secret\u0000"]}"#) };
+        match to_json("w", &nul) {
+            Err(error @ Error::NulCharacter { .. }) => {
+                assert!(matches!(&error, Error::NulCharacter { path, .. } if path == "/raw/a/1"), "{error:?}");
+                assert!(!error.to_string().contains("secret"), "{error}");
+            }
+            other => panic!("expected NulCharacter, got {other:?}"),
+        }
+        let text = Wrapper { raw: Raw(r#"{"a":"\\u0000 is text"}"#) };
+        assert!(to_json("w", &text).is_ok());
     }
 
     #[test]
