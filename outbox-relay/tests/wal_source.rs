@@ -1029,6 +1029,33 @@ fn spawn_wal_relay(
     (shutdown.clone(), tokio::spawn(relay.run(shutdown)))
 }
 
+/// A relay of [`spawn_wal_relay`] whose publisher holds nothing back (default batches).
+fn spawn_unheld_wal_relay(
+    db: &TestDatabase,
+) -> (
+    HoldsTheFirst,
+    outbox_relay::CancellationToken,
+    tokio::task::JoinHandle<outbox_relay::Result<outbox_relay::RunSummary>>,
+) {
+    let publisher = HoldsTheFirst::new();
+    publisher.release.add_permits(1);
+    let (shutdown, relay) = spawn_wal_relay(db, &publisher, 2000);
+    (publisher, shutdown, relay)
+}
+
+/// Stops `relay` while a settle waits for a row lock: the stop waits for it for the shutdown timeout, no longer.
+async fn stop_while_a_settle_is_held(
+    shutdown: outbox_relay::CancellationToken,
+    relay: tokio::task::JoinHandle<outbox_relay::Result<outbox_relay::RunSummary>>,
+) {
+    let asked = Instant::now();
+    shutdown.cancel();
+    let stopped = tokio::time::timeout(HELD_SHUTDOWN_TIMEOUT + Duration::from_secs(15), relay).await;
+    let waited = asked.elapsed();
+    stopped.expect("the stop waited for the row lock past its shutdown timeout").unwrap().unwrap();
+    assert!(waited >= HELD_SHUTDOWN_TIMEOUT, "the stop gave up on the settle before the shutdown timeout: {waited:?}");
+}
+
 /// Where the next WAL record goes: past the commit of every transaction that returned (the test server commits
 /// without waiting for the flush).
 async fn wal_insert_lsn(db: &TestDatabase) -> String {
@@ -1106,12 +1133,7 @@ async fn a_stop_waits_for_a_settle_held_by_a_row_lock_until_the_shutdown_timeout
     let held = HeldSettle::start(2000).await;
     let later = held.later(0, true).await;
     let HeldSettle { db, shutdown, relay, lock, after_held, .. } = held;
-    let asked = Instant::now();
-    shutdown.cancel();
-    let stopped = tokio::time::timeout(HELD_SHUTDOWN_TIMEOUT + Duration::from_secs(15), relay).await;
-    let waited = asked.elapsed();
-    stopped.expect("the stop waited for the row lock past its shutdown timeout").unwrap().unwrap();
-    assert!(waited >= HELD_SHUTDOWN_TIMEOUT, "the stop gave up on the settle before the shutdown timeout: {waited:?}");
+    stop_while_a_settle_is_held(shutdown, relay).await;
     assert!(
         lsn_below(&db, &acknowledged_lsn(&db).await, &after_held).await,
         "the slot was acknowledged past an event whose settle had not committed"
@@ -1120,9 +1142,7 @@ async fn a_stop_waits_for_a_settle_held_by_a_row_lock_until_the_shutdown_timeout
 
     // The next relay streams both again and settles them once the lock is gone.
     lock.rollback().await.unwrap();
-    let publisher = HoldsTheFirst::new();
-    publisher.release.add_permits(1);
-    let (shutdown, relay) = spawn_wal_relay(&db, &publisher, 2000);
+    let (publisher, shutdown, relay) = spawn_unheld_wal_relay(&db);
     common::wait_until(Duration::from_secs(30), "both events settled", || async {
         common::count(&db.pool, "published").await == 2
     })
@@ -1140,12 +1160,7 @@ async fn a_stop_waits_for_the_settle_of_a_refused_event_held_by_a_row_lock_until
     // The held event is refused for good: its settle is not one of a batch all published, and runs inline.
     let HeldSettle { db, shutdown, relay, lock, held, .. } =
         HeldSettle::start_with(HoldsTheFirst::refusing(), 2000).await;
-    let asked = Instant::now();
-    shutdown.cancel();
-    let stopped = tokio::time::timeout(HELD_SHUTDOWN_TIMEOUT + Duration::from_secs(15), relay).await;
-    let waited = asked.elapsed();
-    stopped.expect("the stop waited for the row lock past its shutdown timeout").unwrap().unwrap();
-    assert!(waited >= HELD_SHUTDOWN_TIMEOUT, "the stop gave up on the settle before the shutdown timeout: {waited:?}");
+    stop_while_a_settle_is_held(shutdown, relay).await;
     lock.rollback().await.unwrap();
     // The settle, left to end on its own, marks the event failed once the lock goes.
     common::wait_until(Duration::from_secs(30), "the refused event marked failed", || async {
@@ -1207,9 +1222,7 @@ async fn a_settle_that_fails_for_good_leaves_the_batches_behind_it_unsettled_and
 
     // Without the trigger, the next relay publishes them again and settles them.
     sqlx::raw_sql("DROP TRIGGER refuse_the_held_event ON outbox_events").execute(&db.pool).await.unwrap();
-    let publisher = HoldsTheFirst::new();
-    publisher.release.add_permits(1);
-    let (shutdown, relay) = spawn_wal_relay(&db, &publisher, 2000);
+    let (publisher, shutdown, relay) = spawn_unheld_wal_relay(&db);
     common::wait_until(Duration::from_secs(30), "every event published and settled", || async {
         common::count(&db.pool, "published").await == 3
     })

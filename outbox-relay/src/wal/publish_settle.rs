@@ -8,7 +8,7 @@ use outbox_core::store::{PgStore, SettleOutcome, Settlement, StoredEvent};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::statement::{after_shutdown_timeout, database, settle_left_at_stop};
+use super::statement::{database, settle_before_stop};
 use crate::error::Result;
 use crate::relay::batch::{self, Item, Published};
 use crate::relay::shared::Shared;
@@ -70,18 +70,9 @@ pub(crate) async fn settle(
         return Ok(Some(()));
     }
     let delete = shared.config.deletes_published();
+    let statement = database(shutdown, || store.settle_by_id(rows, delete));
     let timeout = shared.config.shutdown_timeout;
-    let mut stop_by = None;
-    let settled = tokio::select! {
-        // A settle that has ended is taken, however late.
-        biased;
-        settled = database(shutdown, || store.settle_by_id(rows, delete)) => settled?,
-        () = after_shutdown_timeout(shutdown, &mut stop_by, timeout) => {
-            settle_left_at_stop(timeout);
-            None
-        }
-    };
-    let Some(report) = settled else { return Ok(None) };
+    let Some(report) = settle_before_stop(statement, shutdown, &mut None, timeout).await? else { return Ok(None) };
     summary.add(report);
     Ok(Some(()))
 }

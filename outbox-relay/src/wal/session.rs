@@ -17,7 +17,7 @@ use super::read_ahead::ReadAhead;
 use super::replication::{classify, create_slot_sql, sqlstate, Target};
 use super::settling::{settling_ended, Queued, Settling};
 use super::slot_gauges::SlotGauges;
-use super::statement::{after_shutdown_timeout, database, settle_left_at_stop};
+use super::statement::{database, settle_before_stop};
 use crate::error::{Error, Result};
 use crate::relay::shared::Shared;
 use crate::relay::summary::RunSummary;
@@ -357,23 +357,14 @@ impl Session<'_> {
     async fn settle_queued(&mut self, client: &ReplicationClient, shutdown: &CancellationToken) -> Result<bool> {
         if let Some(settling) = self.settling.take() {
             let timeout = self.shared.config.shutdown_timeout;
-            let finished = tokio::select! {
-                // A settle that has ended is taken, however late.
-                biased;
-                finished = settling.finish(self.summary) => Some(finished),
-                () = after_shutdown_timeout(shutdown, &mut self.stop_by, timeout) => None,
-            };
-            match finished {
-                Some(Ok(Some(Some(lsn)))) => self.acknowledge(client, lsn),
-                Some(Ok(Some(None))) => {}
+            match settle_before_stop(settling.finish(self.summary), shutdown, &mut self.stop_by, timeout).await {
+                Ok(Some(Some(lsn))) => self.acknowledge(client, lsn),
+                Ok(Some(None)) => {}
                 unsettled => {
-                    if unsettled.is_none() {
-                        settle_left_at_stop(timeout);
-                    }
                     // The batches queued behind it are not settled either: settling them now would acknowledge
                     // the stream past the batch whose settle did not commit. They are streamed again.
                     self.queued = Queued::default();
-                    return unsettled.unwrap_or(Ok(None)).map(|_| false);
+                    return unsettled.map(|_| false);
                 }
             }
         }

@@ -34,25 +34,34 @@ where
     }
 }
 
-/// Ends `timeout` after shutdown was asked for: how long a stop waits for a settle, which a row lock held by a
-/// transaction could keep waiting for ever. The first call after shutdown fixes that moment in `stop_by`, so that
-/// the settles a stop waits for one after the other take no longer than `timeout` in all.
-pub(crate) async fn after_shutdown_timeout(
+/// Waits for `settle` (a [`database`] call, or its [`Background`]'s end) until it ends, or, once shutdown was asked
+/// for, until the shutdown timeout is over: a row lock held by a transaction could keep a settle waiting for ever.
+/// Then the settle is left to end on its own and `Ok(None)` says so, as when shutdown came first: the caller
+/// acknowledges nothing past its rows, which are streamed again. A settle that has ended is taken, however late.
+/// The first wait after shutdown fixes the deadline in `stop_by`, so that the settles a stop waits for one after
+/// the other take no longer than `timeout` in all.
+pub(crate) async fn settle_before_stop<T>(
+    settle: impl std::future::Future<Output = Result<Option<T>>>,
     shutdown: &CancellationToken,
     stop_by: &mut Option<tokio::time::Instant>,
     timeout: Duration,
-) {
-    shutdown.cancelled().await;
-    let deadline = *stop_by.get_or_insert_with(|| tokio::time::Instant::now() + timeout);
-    tokio::time::sleep_until(deadline).await;
-}
-
-/// Logs that a stop did not wait for a settle any longer.
-pub(crate) fn settle_left_at_stop(timeout: Duration) {
-    tracing::warn!(
-        shutdown_timeout = ?timeout,
-        "stopping before a settle ended (is a row lock held?); its events will be streamed again"
-    );
+) -> Result<Option<T>> {
+    let deadline = async {
+        shutdown.cancelled().await;
+        let deadline = *stop_by.get_or_insert_with(|| tokio::time::Instant::now() + timeout);
+        tokio::time::sleep_until(deadline).await;
+    };
+    tokio::select! {
+        biased;
+        settled = settle => settled,
+        () = deadline => {
+            tracing::warn!(
+                shutdown_timeout = ?timeout,
+                "stopping before a settle ended (is a row lock held?); its events will be streamed again"
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// A statement run by [`database`] in a task of its own while the caller goes on.
