@@ -191,6 +191,18 @@ pub async fn count(pool: &PgPool, status: &str) -> i64 {
     counts(pool).await.get(status).copied().unwrap_or(0)
 }
 
+/// The rows of `outbox_events` read so far, by the server's statistics: read one by one in sequential scans, and
+/// fetched through an index (a fetch by position counts in neither). A session's counts reach the statistics as its
+/// transactions end (at most once a second) and when it closes.
+pub async fn rows_read(pool: &PgPool) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT seq_tup_read, COALESCE(idx_tup_fetch, 0) FROM pg_stat_user_tables WHERE relname = 'outbox_events'",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("the table's statistics")
+}
+
 /// While a batch is out: an operator cancels `cancelled`, and `counted` gets an attempt counted (as for a dead
 /// relay's batch), which moves its row. Returns where `counted`'s row is now (its `ctid`).
 pub async fn cancel_one_and_move_another(pool: &PgPool, cancelled: Uuid, counted: Uuid) -> String {

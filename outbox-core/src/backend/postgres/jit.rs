@@ -11,17 +11,16 @@
 //!   counts both of their plans, one of which never runs, and on a table of a million rows or more compiling was
 //!   most of each call.
 //!
-//! The relay's pool turns JIT off for its sessions ([`PgStore::pool_options`]): no statement and no round trip
-//! per read, and no transaction left open by a relay that stops between two statements. The statements that read
-//! every pending row also turn JIT off for themselves, whatever pool they are given: the backlog gauges, which a
+//! The relay's pool turns JIT off for its sessions ([`relay_pool`](super::relay_pool)): no statement and no round
+//! trip per read, and no transaction left open by a relay that stops between two statements. The statements that
+//! read every pending row also turn JIT off for themselves, whatever pool they are given: the backlog gauges, which a
 //! relay refreshes every few seconds, in the same message as the statement ([`fetch_all_without_jit`]); `outbox
 //! status` and the WAL source's start in a transaction ([`without_jit`], [`jit_off`]).
 
-use sqlx::postgres::{PgPoolOptions, PgRow};
+use sqlx::postgres::PgRow;
 use sqlx::{Executor, PgConnection, PgPool, Postgres, Transaction};
 
 use crate::error::Result;
-use crate::store::PgStore;
 
 /// A transaction on `pool` in which statements run without JIT compilation, begun in one round trip. Commit it.
 pub(super) async fn without_jit(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
@@ -42,35 +41,4 @@ pub(super) async fn fetch_all_without_jit(conn: &mut PgConnection, statement: &s
 pub(super) async fn jit_off(conn: &mut PgConnection) -> Result<()> {
     sqlx::query("SET LOCAL jit = off").execute(conn).await?;
     Ok(())
-}
-
-impl PgStore {
-    /// Pool options for a relay's connections, as the `outbox` CLI makes them: each connection turns JIT
-    /// compilation off for its session once, when it opens (`SET jit = off`). Set the pool's size and timeouts on
-    /// them as for any pool; an `after_connect` of your own replaces this one, so run `SET jit = off` in it too.
-    ///
-    /// Beside a long published history (a small backlog in a table that keeps millions of published rows),
-    /// PostgreSQL would otherwise compile the relay's read with LLVM at every call, which costs more than the read:
-    /// with 10 million rows kept, a drain ran at half the rate of the same drain on an empty table. Use a pool of
-    /// its own for the relay rather than the application's, whose statements may gain from JIT.
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), sqlx::Error> {
-    /// use outbox_core::store::PgStore;
-    ///
-    /// let pool = PgStore::pool_options().max_connections(9).connect("postgres://relay@localhost/app").await?;
-    /// let store = PgStore::new(pool);
-    /// # let _ = store;
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn pool_options() -> PgPoolOptions {
-        PgPoolOptions::new().after_connect(|conn, _meta| {
-            Box::pin(async move {
-                conn.execute("SET jit = off").await?;
-                Ok(())
-            })
-        })
-    }
 }

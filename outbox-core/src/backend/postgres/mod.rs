@@ -12,6 +12,7 @@ mod listen;
 mod membership;
 mod pending;
 mod read;
+mod relay_pool;
 mod retention;
 mod settle;
 mod store;
