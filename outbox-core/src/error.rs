@@ -22,7 +22,8 @@ pub enum Error {
     NonFiniteNumber {
         /// The event type whose payload failed.
         event_type: &'static str,
-        /// The JSON pointer of the offending value.
+        /// Where the value is: a JSON pointer whose map keys are replaced by their entry's place among the map's
+        /// entries as serialized (`/readings/<entry 2>/value` for the third), since a key is data.
         path: String,
     },
 
@@ -32,7 +33,8 @@ pub enum Error {
     NulCharacter {
         /// The event type whose payload failed.
         event_type: &'static str,
-        /// The JSON pointer of the string, or of the map whose key holds it.
+        /// Where the string is, or the map whose key holds it: a JSON pointer whose map keys are replaced as in
+        /// [`Error::NonFiniteNumber`]'s.
         path: String,
     },
 

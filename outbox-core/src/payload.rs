@@ -26,7 +26,9 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(event_type: &'static str, value: &T
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// Walks a value the way a serializer sees it and stops at the first value JSON or `jsonb` cannot hold (a
-/// non-finite float, a string with a NUL character), keeping its JSON pointer.
+/// non-finite float, a string with a NUL character), keeping its JSON pointer. The pointer names struct fields,
+/// enum variants and array indexes as they are, and a map's entry by its place among the entries serialized
+/// (`<entry 2>` for the third), never by its key: a key is data.
 struct FiniteCheck {
     path: Vec<String>,
 }
@@ -99,7 +101,7 @@ impl FiniteCheck {
     }
 }
 
-/// A sequence or map being walked: counts elements so the pointer names the index.
+/// A sequence or map being walked: counts elements or entries so the pointer names their place.
 struct Compound<'a> {
     check: &'a mut FiniteCheck,
     index: usize,
@@ -287,12 +289,9 @@ impl ser::SerializeMap for Compound<'_> {
     type Error = NonFinite;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), NonFinite> {
         key.serialize(&mut *self.check)?;
-        // Keys that are not strings are rejected by serde_json itself; here they only name the pointer.
-        self.key = Some(match serde_json::to_value(key) {
-            Ok(serde_json::Value::String(key)) => key,
-            Ok(other) => other.to_string(),
-            Err(_) => String::from("?"),
-        });
+        // A key is data, perhaps sensitive (an email address as a key): the pointer names the entry by its place.
+        self.key = Some(format!("<entry {}>", self.index));
+        self.index += 1;
         Ok(())
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), NonFinite> {
@@ -362,10 +361,17 @@ mod tests {
     }
 
     #[test]
-    fn infinity_as_a_map_value_is_rejected_with_its_pointer() {
-        let reading = Reading { sensor: "a", values: vec![], extra: BTreeMap::from([("a/b", f32::INFINITY)]) };
+    fn infinity_as_a_map_value_is_rejected_with_the_place_of_its_entry_and_not_its_key() {
+        let extra = BTreeMap::from([("alice@example.com", 1.0), ("bob@example.com", f32::INFINITY)]);
+        let reading = Reading { sensor: "a", values: vec![], extra };
         match to_json("r", &reading) {
-            Err(Error::NonFiniteNumber { path, .. }) => assert_eq!(path, "/extra/a~1b"),
+            Err(error @ Error::NonFiniteNumber { .. }) => {
+                assert!(
+                    matches!(&error, Error::NonFiniteNumber { path, .. } if path == "/extra/<entry 1>"),
+                    "{error:?}"
+                );
+                assert!(!error.to_string().contains("example"), "{error}");
+            }
             other => panic!("expected NonFiniteNumber, got {other:?}"),
         }
     }
@@ -419,10 +425,10 @@ mod tests {
         struct Wrapper {
             raw: Raw,
         }
-        let nul = Wrapper { raw: Raw(r#"{"a":["x","secret\u0000"]}"#) };
+        let nul = Wrapper { raw: Raw(r#"{"secret-key":["x","secret\u0000"]}"#) };
         match to_json("w", &nul) {
             Err(error @ Error::NulCharacter { .. }) => {
-                assert!(matches!(&error, Error::NulCharacter { path, .. } if path == "/raw/a/1"), "{error:?}");
+                assert!(matches!(&error, Error::NulCharacter { path, .. } if path == "/raw/<entry 0>/1"), "{error:?}");
                 assert!(!error.to_string().contains("secret"), "{error}");
             }
             other => panic!("expected NulCharacter, got {other:?}"),
