@@ -1,9 +1,9 @@
 //! Events a broker cannot take, through the relay, against real brokers (a private `rabbitmq-server` and
 //! `nats-server -js`) and real PostgreSQL:
 //!
-//! - RabbitMQ, an event type no queue is bound for (published `mandatory`, returned unroutable) and a payload over
-//!   the broker's `max_message_size`: `failed` at once, with an error naming the exchange and the routing key, or
-//!   the size; every other event is published;
+//! - RabbitMQ, an event type no queue is bound for (published `mandatory`, returned unroutable): retried, and
+//!   `failed` when its attempts run out, with an error naming the exchange and the routing key; a payload over the
+//!   broker's `max_message_size`: `failed` at once, with an error naming the size; every other event is published;
 //! - NATS, an event type whose subject no JetStream stream captures: retried with backoff (the stream may be
 //!   being created), with an error naming the subject, and published once a stream captures it.
 //!
@@ -18,7 +18,7 @@ mod common;
 
 use std::time::Duration;
 
-use broker_support::{config, enqueue, enqueue_oversized, envelope_query, start, status_of, wait_for};
+use broker_support::{enqueue, enqueue_oversized, envelope_query, start, wait_for};
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties, ExchangeKind};
@@ -69,8 +69,19 @@ async fn row(pool: &PgPool, id: Uuid) -> (String, String, i32, bool) {
     .unwrap()
 }
 
+/// Fast retries and two attempts: an event RabbitMQ returns as unroutable fails for good on its second.
+fn two_attempts() -> RelayConfig {
+    RelayConfig::builder()
+        .poll_interval(Duration::from_millis(10))
+        .backoff(Duration::from_millis(10), Duration::from_millis(50))
+        .max_attempts(2)
+        .build()
+        .expect("config")
+}
+
 #[tokio::test]
-async fn rabbitmq_unroutable_and_oversized_events_fail_for_good_with_a_clear_error_and_the_rest_is_published() {
+async fn rabbitmq_unroutable_events_fail_when_their_attempts_run_out_oversized_ones_at_once_and_the_rest_is_published()
+{
     let broker = Broker::start(Kind::RabbitMq);
     let connection = Connection::connect(&broker.url(), ConnectionProperties::default()).await.expect("connect");
     let channel = connection.create_channel().await.unwrap();
@@ -86,21 +97,20 @@ async fn rabbitmq_unroutable_and_oversized_events_fail_for_good_with_a_clear_err
     let invoices = enqueue_invoices(&db.pool, 0..3).await;
     let big = enqueue_oversized(&db.pool, 2 << 20).await;
     let url = format!("{}?exchange=outbox&routing_key={{event_type}}&{}", broker.url(), envelope_query());
-    let relay = start(&db, AmqpPublisher::from_url(&url.parse().unwrap()).unwrap(), config());
+    let relay = start(&db, AmqpPublisher::from_url(&url.parse().unwrap()).unwrap(), two_attempts());
     wait_for(&db.pool, "published", orders.len() as i64, Duration::from_secs(60)).await;
     wait_for(&db.pool, "failed", invoices.len() as i64 + 1, Duration::from_secs(60)).await;
     relay.stop().await;
 
     for id in &invoices {
         let (status, error, attempts, _) = row(&db.pool, *id).await;
-        assert_eq!((status.as_str(), attempts), ("failed", 1), "{error}");
+        assert_eq!((status.as_str(), attempts), ("failed", 2), "{error}");
         assert!(error.contains("unroutable"), "{error}");
         assert!(error.contains("exchange `outbox`") && error.contains("routing key `invoice.sent`"), "{error}");
         assert!(!error.contains(SECRET_NOTE), "the error carries the payload: {error}");
     }
-    let (status, error) = status_of(&db.pool, big).await;
-    let error = error.unwrap_or_default();
-    assert_eq!(status, "failed", "{error}");
+    let (status, error, attempts, _) = row(&db.pool, big).await;
+    assert_eq!((status.as_str(), attempts), ("failed", 1), "{error}");
     assert!(error.contains("size") || error.contains("large"), "no word about the size: {error}");
     assert!(!error.contains("xxxx"), "the error carries the payload: {error}");
 }
@@ -127,6 +137,8 @@ async fn rabbitmq_unroutable_events_of_concurrent_batches_each_fail_and_no_routa
     let url = format!("{}?exchange=outbox&routing_key={{event_type}}&{}", broker.url(), envelope_query());
     let config = RelayConfig::builder()
         .poll_interval(Duration::from_millis(10))
+        .backoff(Duration::from_millis(10), Duration::from_millis(50))
+        .max_attempts(2)
         .batch_size(3)
         .concurrency(8)
         .build()
@@ -224,7 +236,7 @@ async fn the_binary_at_trace_level_never_logs_the_payload_of_a_returned_message(
     let sink = format!("{}?exchange=outbox&routing_key={{event_type}}", broker.url());
     let mut relay = bad_input_support::start(
         &db.url,
-        &["relay", "--sink", &sink, "--log-level", "trace", "--poll-interval", "10ms"],
+        &["relay", "--sink", &sink, "--log-level", "trace", "--poll-interval", "10ms", "--max-attempts", "1"],
         &[],
     );
     common::wait_until(Duration::from_secs(60), "both events failed as unroutable", || async {

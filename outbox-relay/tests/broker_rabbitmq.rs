@@ -1,7 +1,8 @@
 //! The RabbitMQ publisher against a real private `rabbitmq-server` node on 127.0.0.1, through the relay: 1,000
 //! events with their CloudEvents headers and per-aggregate order, a broker killed mid-run, `message_id` for
-//! consumer-side deduplication, unroutable and oversized events sent to `failed`; TLS with a private CA and a user,
-//! right and wrong credentials, and a missing exchange reported or declared.
+//! consumer-side deduplication, unroutable events retried until a queue takes them or their attempts run out,
+//! oversized events sent to `failed`; TLS with a private CA and a user, right and wrong credentials, and a missing
+//! exchange reported or declared.
 
 mod broker_support;
 
@@ -119,7 +120,7 @@ async fn a_broker_killed_mid_run_and_restarted_loses_nothing() {
 }
 
 #[tokio::test]
-async fn duplicates_carry_the_same_message_id_and_unroutable_or_oversized_events_fail_for_good() {
+async fn duplicates_carry_the_same_message_id_and_oversized_events_fail_for_good() {
     let broker = Broker::start(Kind::RabbitMq);
     declare(&broker).await;
 
@@ -133,14 +134,6 @@ async fn duplicates_carry_the_same_message_id_and_unroutable_or_oversized_events
     let received = consume_all(&broker).await;
     assert_eq!(received.len(), 2);
     assert!(received.iter().all(|r| r.headers.get("cloudEvents:id") == Some(&message.id.to_string())));
-
-    // No queue bound for the routing key: returned by the broker (mandatory), a permanent failure.
-    let unrouted =
-        self::publisher(&broker, "nowhere.{event_type}").publish(std::slice::from_ref(&message)).await.remove(0);
-    match unrouted {
-        Outcome::Permanent(error) => assert!(error.message().contains("unroutable"), "{error}"),
-        other => panic!("expected a permanent failure, got {other:?}"),
-    }
 
     // Over the broker's max_message_size (1 MiB here): the event goes to `failed`, the rest of its batch is published.
     let db = TestDatabase::migrated().await;
@@ -156,6 +149,79 @@ async fn duplicates_carry_the_same_message_id_and_unroutable_or_oversized_events
     // The broker closes the channel on the oversized message: events of the same publish whose confirms had not
     // arrived yet have an unknown fate and are published again (at least once, same message id), in order.
     check(&sent, &consume_all(&broker).await, SPELLING, false);
+}
+
+/// Binds the durable queue `queue`, declared if missing, to the exchange `outbox` for `pattern`.
+async fn bind(broker: &Broker, queue: &str, pattern: &str) {
+    let connection = Connection::connect(&broker.url(), ConnectionProperties::default()).await.expect("connect");
+    let channel = connection.create_channel().await.expect("channel");
+    let durable = QueueDeclareOptions { durable: true, ..Default::default() };
+    channel.queue_declare(queue.into(), durable, FieldTable::default()).await.expect("queue");
+    channel
+        .queue_bind(queue.into(), "outbox".into(), pattern.into(), QueueBindOptions::default(), FieldTable::default())
+        .await
+        .expect("bind");
+    connection.close(200, "done".into()).await.ok();
+}
+
+#[tokio::test]
+async fn an_event_no_queue_takes_is_retried_until_a_queue_is_bound_or_its_attempts_run_out() {
+    let broker = Broker::start(Kind::RabbitMq);
+    declare(&broker).await;
+    // No queue bound for `audit.#`: the broker returns the message (it is published mandatory), which may pass.
+    let unrouted = publisher(&broker, "audit.{event_type}").publish(&[one_message()]).await.remove(0);
+    match unrouted {
+        Outcome::Transient(error) => assert!(error.message().contains("unroutable"), "{error}"),
+        other => panic!("expected a transient failure, got {other:?}"),
+    }
+
+    // Through the relay: each aggregate's first event is retried, nothing fails, and once a queue is bound every
+    // event is published, once, in order.
+    let db = TestDatabase::migrated().await;
+    let sent = enqueue(&db.pool, 2, 3).await;
+    let relay = start(&db, publisher(&broker, "audit.{event_type}"), config());
+    let retried = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_events WHERE attempts >= 2 AND status = 'pending'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while retried().await < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "the unroutable events were not retried");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(broker_support::count(&db.pool, "failed").await, 0);
+    assert_eq!(broker_support::count(&db.pool, "published").await, 0);
+    bind(&broker, "audit", "audit.#").await;
+    wait_for(&db.pool, "published", sent.len() as i64, Duration::from_secs(60)).await;
+    relay.stop().await;
+    let received = consume_queue(&broker, "audit").await;
+    assert_eq!(received.len(), sent.len(), "one message per event");
+    check(&sent, &received, SPELLING, true);
+
+    // With no queue ever bound, the event goes to `failed` when its attempts run out, with the reason.
+    let db = TestDatabase::migrated().await;
+    let unroutable = enqueue(&db.pool, 1, 1).await.remove(0).id;
+    let few_attempts = outbox_relay::RelayConfig::builder()
+        .poll_interval(Duration::from_millis(10))
+        .backoff(Duration::from_millis(20), Duration::from_millis(100))
+        .max_attempts(3)
+        .build()
+        .unwrap();
+    let relay = start(&db, publisher(&broker, "nowhere.{event_type}"), few_attempts);
+    wait_for(&db.pool, "failed", 1, Duration::from_secs(60)).await;
+    relay.stop().await;
+    let (status, error) = broker_support::status_of(&db.pool, unroutable).await;
+    assert_eq!(status, "failed");
+    let error = error.unwrap_or_default();
+    assert!(error.contains("unroutable") && error.contains("nowhere.order.placed"), "{error}");
+    let attempts: i32 = sqlx::query_scalar("SELECT attempts FROM outbox_events WHERE id = $1")
+        .bind(unroutable)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(attempts, 3);
 }
 
 // ---- production setups: TLS with a private CA and a user, a missing exchange ----
