@@ -285,6 +285,21 @@ impl Backlog {
     }
 }
 
+/// A [`Backlog`] as the relays of a database share it ([`Store::shared_backlog`](super::Store::shared_backlog)):
+/// counted by one relay at a time and read by the others.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct SharedBacklog {
+    /// The counts as of [`age`](Self::age) ago, with the age of each type's oldest pending event brought up to now
+    /// and the pause flag read now.
+    pub backlog: Backlog,
+    /// How long ago the counts were taken.
+    pub age: Duration,
+    /// How long taking them took: a refresh interval proportional to it keeps the counting a small share of the
+    /// database's time, however large the backlog.
+    pub took: Duration,
+}
+
 /// Which failed events [`Store::retry`](super::Store::retry) makes pending again.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

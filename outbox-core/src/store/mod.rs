@@ -55,7 +55,7 @@ pub(crate) mod wal_message;
 pub use crate::backend::SqliteStore;
 pub use inspect::{
     Backlog, CancelTarget, EventDetail, EventFilter, EventSummary, FailedByType, PendingByType, RelayStatus,
-    RetryTarget, StatusReport,
+    RetryTarget, SharedBacklog, StatusReport,
 };
 pub use membership::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionLease, PartitionStart};
 pub use read::{AggregateKey, BlockedAggregate, Ordering, ReadBatch, ReadRange, ReadRow, RowVersion, Snapshot};
@@ -170,8 +170,22 @@ pub trait Store: Send + Sync + 'static {
 
     /// Pending events and the age of the oldest per event type, failed events per event type, and whether
     /// publishing is paused: one statement on the partial indexes of pending and failed rows (cheap however much
-    /// history the table keeps). The relay refreshes its backlog gauges from it; `outbox status` prints it.
+    /// history the table keeps). The relay's backlog gauges take it through [`shared_backlog`](Self::shared_backlog);
+    /// `outbox status` prints it.
     fn backlog(&self) -> StoreFuture<'_, Backlog>;
+
+    /// [`backlog`](Self::backlog) as the relays of a database share it: counted by one relay at a time, at most
+    /// once per `max_age`, and read from that count by every relay meanwhile, so that N relays cost the database
+    /// one count, not N. `None` while another relay takes the first count. The relay refreshes its backlog gauges
+    /// from it. By default (a database that one relay publishes from, as a SQLite file), a count at every call.
+    fn shared_backlog(&self, max_age: Duration) -> StoreFuture<'_, Option<SharedBacklog>> {
+        let _ = max_age;
+        Box::pin(async move {
+            let started = std::time::Instant::now();
+            let backlog = self.backlog().await?;
+            Ok(Some(SharedBacklog { backlog, age: Duration::ZERO, took: started.elapsed() }))
+        })
+    }
 
     /// Events matching `filter`, oldest first. [`EventStatus::InFlight`] lists the pending events of the batches
     /// that relays are publishing right now.

@@ -1,48 +1,56 @@
 //! The backlog gauges: pending, oldest pending age and failed by event type, and the pause flag, refreshed from
-//! [`Store::backlog`] (one statement that reads the backlog, not the history) every
-//! [`BACKLOG_REFRESH`](super::BACKLOG_REFRESH), or less often while the backlog is large. The first read also
-//! registers every other family ([`describe_and_zero`](super::describe_and_zero)).
+//! [`Store::shared_backlog`] (one statement that reads the backlog, not the history, run by one relay of the
+//! database at a time and read by the others) every [`BACKLOG_REFRESH`](super::BACKLOG_REFRESH), or less often
+//! while the backlog is large. The first read also registers every other family
+//! ([`describe_and_zero`](super::describe_and_zero)).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::store::{Backlog, Store};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{names, BACKLOG_REFRESH};
 
-/// The backlog statement reads every pending row (a backlog of a million rows takes seconds of the database's time):
-/// it runs again only after this many times its last duration, so it never takes more than a twentieth of one
-/// connection, however large the backlog.
+/// The backlog statement reads every pending row (a backlog of a million rows takes about a second of the
+/// database's time): it runs again only after this many times its last duration, so it never takes more than a
+/// twentieth of one connection, however large the backlog, and however many relays share its counts.
 const REFRESH_COST_SHARE: u32 = 20;
 
-/// Refreshes the gauges until `shutdown`: at once, then every [`BACKLOG_REFRESH`], or every
-/// [`REFRESH_COST_SHARE`] times the last refresh's duration if that is longer.
+/// The wait before asking again while another relay counts.
+const FIRST_COUNT_POLL: Duration = Duration::from_millis(200);
+
+/// Refreshes the gauges until `shutdown`: at once, then as the counts the relays share come of age: every
+/// [`BACKLOG_REFRESH`], or every [`REFRESH_COST_SHARE`] times the last count's duration if that is longer.
 pub(crate) async fn refresh_backlog(store: Arc<dyn Store>, shutdown: CancellationToken) {
     let mut shown = Shown::default();
     let mut registered = false;
     let mut wait = Duration::ZERO;
+    let mut max_age = BACKLOG_REFRESH;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
-        let started = Instant::now();
         let read = tokio::select! {
             () = shutdown.cancelled() => return,
-            read = store.backlog() => read,
+            read = store.shared_backlog(max_age) => read,
         };
-        wait = BACKLOG_REFRESH.max(started.elapsed() * REFRESH_COST_SHARE);
+        wait = max_age;
         match read {
-            Ok(backlog) => {
+            Ok(Some(shared)) => {
+                max_age = BACKLOG_REFRESH.max(shared.took * REFRESH_COST_SHARE);
+                // Again when these counts are as old as counts may be: then this relay or another counts anew
+                // (counts older than that are another relay's count under way: soon again).
+                wait = max_age.saturating_sub(shared.age).max(FIRST_COUNT_POLL);
                 if !registered {
-                    super::describe_and_zero(&backlog);
+                    super::describe_and_zero(&shared.backlog);
                     registered = true;
                 }
-                shown.show(&backlog);
+                shown.show(&shared.backlog);
             }
+            Ok(None) => wait = FIRST_COUNT_POLL,
             // The read loop reports database trouble; the gauges keep their last values meanwhile.
             Err(error) => tracing::debug!(error = %error, "cannot refresh the backlog gauges"),
         }

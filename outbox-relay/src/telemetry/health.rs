@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use outbox_core::store::{
     Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership,
-    PartitionStart, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture,
-    Wakeups,
+    PartitionStart, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, SharedBacklog, StatusReport, Store,
+    StoreFuture, Wakeups,
 };
 use uuid::Uuid;
 
@@ -147,6 +147,10 @@ impl Store for WatchedListener {
 
     fn backlog(&self) -> StoreFuture<'_, Backlog> {
         self.inner.backlog()
+    }
+
+    fn shared_backlog(&self, max_age: Duration) -> StoreFuture<'_, Option<SharedBacklog>> {
+        self.inner.shared_backlog(max_age)
     }
 
     fn list<'a>(&'a self, filter: &'a EventFilter) -> StoreFuture<'a, Vec<EventSummary>> {

@@ -7,8 +7,8 @@ use uuid::Uuid;
 use super::{admin, backlog, batch, control, inspect, listen, membership, read, retention, settle, wal};
 use crate::store::{
     Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership,
-    PartitionStart, PgStore, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, Source, StatusReport,
-    Store, StoreFuture, Wakeups,
+    PartitionStart, PgStore, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, SharedBacklog, Source,
+    StatusReport, Store, StoreFuture, Wakeups,
 };
 
 impl Store for PgStore {
@@ -64,6 +64,10 @@ impl Store for PgStore {
 
     fn backlog(&self) -> StoreFuture<'_, Backlog> {
         Box::pin(backlog::backlog(&self.pool))
+    }
+
+    fn shared_backlog(&self, max_age: Duration) -> StoreFuture<'_, Option<SharedBacklog>> {
+        Box::pin(backlog::shared_backlog(&self.pool, max_age))
     }
 
     fn list<'a>(&'a self, filter: &'a EventFilter) -> StoreFuture<'a, Vec<EventSummary>> {
