@@ -61,11 +61,21 @@ async fn payment_service_over_nats_records_one_receipt_per_event_even_when_redel
     }
     let receipts = wait_for_receipts(&db, 10).await;
     assert_eq!(receipts.iter().map(|(p, _)| *p).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
-    let published: Vec<String> =
-        sqlx::query_scalar("SELECT id::text FROM outbox_events WHERE status = 'published' ORDER BY aggregate_id::int")
-            .fetch_all(&pg.pool)
-            .await
-            .unwrap();
+    // The relay marks an event published after the broker took it, so a receipt may come first.
+    let published = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT id::text FROM outbox_events WHERE status = 'published' ORDER BY aggregate_id::int",
+        )
+        .fetch_all(&pg.pool)
+        .await
+        .unwrap()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while published().await.len() < 10 {
+        assert!(tokio::time::Instant::now() < deadline, "the relay did not mark the ten events published");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let published = published().await;
     assert_eq!(
         receipts.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>(),
         published,

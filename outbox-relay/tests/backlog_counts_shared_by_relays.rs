@@ -94,3 +94,31 @@ async fn relays_that_ask_at_once_count_the_backlog_once() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(updates().await, 2, "rows written to the shared counts by 8 relays asking at once");
 }
+
+#[tokio::test]
+async fn a_relay_role_granted_before_the_counts_were_shared_counts_for_itself() {
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("a", 0), event("b", 0)]).await;
+    // Roles belong to the whole server: a name of this test's own.
+    let role = format!("outbox_relay_{}", uuid::Uuid::now_v7().simple());
+    sqlx::raw_sql(&outbox_tests::pg::relay_role_sql(&role)).execute(&db.pool).await.unwrap();
+    sqlx::raw_sql(&format!("ALTER ROLE {role} LOGIN")).execute(&db.pool).await.unwrap();
+    let options = db.url.parse::<sqlx::postgres::PgConnectOptions>().unwrap().username(&role);
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_with(options).await.unwrap();
+    let relay = PgStore::new(pool.clone());
+    // With the role's grants, the count is shared.
+    let shared = relay.shared_backlog(Duration::ZERO).await.unwrap().expect("counted");
+    assert_eq!(shared.backlog.pending_total(), 2);
+    let stored: String =
+        sqlx::query_scalar("SELECT counts::text FROM outbox_backlog_counts").fetch_one(&db.pool).await.unwrap();
+    assert!(stored.contains("\"n\": 2") || stored.contains("\"n\":2"), "{stored}");
+    // Without them, as granted before: counted, not stored.
+    sqlx::raw_sql(&format!("REVOKE ALL ON outbox_backlog_counts FROM {role}")).execute(&db.pool).await.unwrap();
+    enqueue(&db.pool, &[event("c", 0)]).await;
+    let alone = relay.shared_backlog(MINUTE).await.unwrap().expect("counted");
+    assert_eq!((alone.backlog.pending_total(), alone.age), (3, Duration::ZERO));
+    let stored_after: String =
+        sqlx::query_scalar("SELECT counts::text FROM outbox_backlog_counts").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(stored_after, stored);
+    pool.close().await;
+}

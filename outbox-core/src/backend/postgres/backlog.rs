@@ -93,15 +93,19 @@ struct StoredCount {
 /// The backlog as the relays share it (see [`Store::shared_backlog`](crate::store::Store::shared_backlog)): the
 /// stored counts while they are at most `max_age` old; otherwise, for the relay that claims the next count, a
 /// count taken now and stored for the others; `None` while another relay takes the first one. Stored counts that
-/// cannot be read (written by hand) count as none: the next claim replaces them.
+/// cannot be read (written by hand) count as none: the next claim replaces them. A role that may not write the
+/// shared counts (a relay role granted before they were shared: `postgres_relay_role.sql` grants it now) counts
+/// for itself at every call, as every relay did before.
 pub(super) async fn shared_backlog(pool: &PgPool, max_age: Duration) -> Result<Option<SharedBacklog>> {
-    let row = sqlx::query(CLAIM_OR_READ).bind(max_age.as_secs_f64()).fetch_one(pool).await?;
+    let row = match sqlx::query(CLAIM_OR_READ).bind(max_age.as_secs_f64()).fetch_one(pool).await {
+        Ok(row) => row,
+        Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some(INSUFFICIENT_PRIVILEGE) => {
+            return counted(pool, false).await.map(Some);
+        }
+        Err(error) => return Err(error.into()),
+    };
     if row.try_get("claimed")? {
-        let started = Instant::now();
-        let backlog = backlog(pool).await?;
-        let took = started.elapsed();
-        sqlx::query(STORE).bind(took.as_secs_f64()).bind(stored_counts(&backlog)).execute(pool).await?;
-        return Ok(Some(SharedBacklog { backlog, age: Duration::ZERO, took }));
+        return counted(pool, true).await.map(Some);
     }
     let (Some(age), Ok(counts)) = (
         row.try_get::<Option<f64>, _>("age_secs")?,
@@ -124,6 +128,20 @@ pub(super) async fn shared_backlog(pool: &PgPool, max_age: Duration) -> Result<O
     }
     backlog.sort();
     Ok(Some(SharedBacklog { backlog, age, took: seconds(row.try_get("took_secs")?) }))
+}
+
+/// SQLSTATE `insufficient_privilege`.
+const INSUFFICIENT_PRIVILEGE: &str = "42501";
+
+/// A count taken now, and stored for the other relays when `share`.
+async fn counted(pool: &PgPool, share: bool) -> Result<SharedBacklog> {
+    let started = Instant::now();
+    let backlog = backlog(pool).await?;
+    let took = started.elapsed();
+    if share {
+        sqlx::query(STORE).bind(took.as_secs_f64()).bind(stored_counts(&backlog)).execute(pool).await?;
+    }
+    Ok(SharedBacklog { backlog, age: Duration::ZERO, took })
 }
 
 /// The counts of `backlog` as [`STORE`] writes them.
