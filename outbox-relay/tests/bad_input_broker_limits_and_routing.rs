@@ -18,7 +18,7 @@ mod common;
 
 use std::time::Duration;
 
-use broker_support::{enqueue, enqueue_oversized, envelope_query, start, wait_for};
+use broker_support::{config_builder, enqueue, enqueue_oversized, envelope_query, start, wait_for};
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties, ExchangeKind};
@@ -69,14 +69,9 @@ async fn row(pool: &PgPool, id: Uuid) -> (String, String, i32, bool) {
     .unwrap()
 }
 
-/// Fast retries and two attempts: an event RabbitMQ returns as unroutable fails for good on its second.
+/// Two attempts: an event RabbitMQ returns as unroutable fails for good on its second.
 fn two_attempts() -> RelayConfig {
-    RelayConfig::builder()
-        .poll_interval(Duration::from_millis(10))
-        .backoff(Duration::from_millis(10), Duration::from_millis(50))
-        .max_attempts(2)
-        .build()
-        .expect("config")
+    config_builder().max_attempts(2).build().expect("config")
 }
 
 #[tokio::test]
@@ -135,14 +130,7 @@ async fn rabbitmq_unroutable_events_of_concurrent_batches_each_fail_and_no_routa
         invoices.extend(enqueue_invoices(&db.pool, round * 10..round * 10 + 10).await);
     }
     let url = format!("{}?exchange=outbox&routing_key={{event_type}}&{}", broker.url(), envelope_query());
-    let config = RelayConfig::builder()
-        .poll_interval(Duration::from_millis(10))
-        .backoff(Duration::from_millis(10), Duration::from_millis(50))
-        .max_attempts(2)
-        .batch_size(3)
-        .concurrency(8)
-        .build()
-        .expect("config");
+    let config = config_builder().max_attempts(2).batch_size(3).concurrency(8).build().expect("config");
     let relay = start(&db, AmqpPublisher::from_url(&url.parse().unwrap()).unwrap(), config);
     wait_for(&db.pool, "published", orders.len() as i64, Duration::from_secs(60)).await;
     wait_for(&db.pool, "failed", invoices.len() as i64, Duration::from_secs(60)).await;

@@ -203,12 +203,7 @@ async fn an_event_no_queue_takes_is_retried_until_a_queue_is_bound_or_its_attemp
     // With no queue ever bound, the event goes to `failed` when its attempts run out, with the reason.
     let db = TestDatabase::migrated().await;
     let unroutable = enqueue(&db.pool, 1, 1).await.remove(0).id;
-    let few_attempts = outbox_relay::RelayConfig::builder()
-        .poll_interval(Duration::from_millis(10))
-        .backoff(Duration::from_millis(20), Duration::from_millis(100))
-        .max_attempts(3)
-        .build()
-        .unwrap();
+    let few_attempts = broker_support::config_builder().max_attempts(3).build().unwrap();
     let relay = start(&db, publisher(&broker, "nowhere.{event_type}"), few_attempts);
     wait_for(&db.pool, "failed", 1, Duration::from_secs(60)).await;
     relay.stop().await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use outbox_core::store::PgStore;
 use outbox_core::{NewEvent, Outbox, OutboxEvent};
-use outbox_relay::{CancellationToken, Publisher, Relay, RelayConfig, RunSummary};
+use outbox_relay::{CancellationToken, Publisher, Relay, RelayConfig, RelayConfigBuilder, RunSummary};
 use outbox_tests::pg::TestDatabase;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
@@ -117,12 +117,15 @@ impl Running {
 
 /// A relay config for broker tests: fast polling, short backoff, attempts enough to ride out a broker restart.
 pub fn config() -> RelayConfig {
+    config_builder().build().expect("config")
+}
+
+/// [`config`] before it is built, for a test to change (fewer attempts, smaller batches).
+pub fn config_builder() -> RelayConfigBuilder {
     RelayConfig::builder()
         .poll_interval(Duration::from_millis(10))
         .backoff(Duration::from_millis(20), Duration::from_millis(500))
         .max_attempts(100_000)
-        .build()
-        .expect("config")
 }
 
 /// Starts a relay over `db` publishing with `publisher`.

@@ -65,7 +65,8 @@ UPDATE outbox_backlog_counts SET claimed_at = now()
  WHERE id AND counted_at < now() - make_interval(secs => $1) AND claimed_at < now() - make_interval(secs => $1)
 RETURNING id
 )
-SELECT EXISTS (SELECT 1 FROM claim) AS claimed, b.counted_at > '-infinity' AS counted,
+SELECT EXISTS (SELECT 1 FROM claim) AS claimed,
+       -- NULL until a first count is stored.
        CASE WHEN b.counted_at > '-infinity' THEN EXTRACT(EPOCH FROM now() - b.counted_at)::float8 END AS age_secs,
        b.took_secs, b.counts::text AS counts,
        COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused

@@ -126,8 +126,8 @@ macro_rules! settle_by_id {
 }
 
 /// Every row of `$1` published, the usual case: each found where the read found it (`$2`), else by id, by
-/// `outbox_settle_published_at` (migrations 11 and 12), whose plan fetches each row by position or primary key at any table
-/// size; only rows still pending change, deleted when `$3`.
+/// `outbox_settle_published_at` (migrations 11 and 12), whose plan fetches each row by position or primary key at
+/// any table size; only rows still pending change, deleted when `$3`.
 const ALL_PUBLISHED_AT: &str =
     "SELECT 'published'::text AS outcome, outbox_settle_published_at($1::uuid[], $2::text[], $3) AS n";
 
