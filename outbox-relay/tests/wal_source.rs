@@ -1045,12 +1045,22 @@ async fn stop_while_a_settle_is_held(
     shutdown: outbox_relay::CancellationToken,
     relay: tokio::task::JoinHandle<outbox_relay::Result<outbox_relay::RunSummary>>,
 ) {
+    stop_within_the_shutdown_timeout(shutdown, relay, "a settle held by a row lock").await;
+}
+
+/// Stops `relay` while it waits for `what`: the stop waits for it for the shutdown timeout after the signal, no
+/// longer (the margin is for a slow machine; the waits it bounds are a minute or for ever).
+async fn stop_within_the_shutdown_timeout(
+    shutdown: outbox_relay::CancellationToken,
+    relay: tokio::task::JoinHandle<outbox_relay::Result<outbox_relay::RunSummary>>,
+    what: &str,
+) {
     let asked = Instant::now();
     shutdown.cancel();
     let stopped = tokio::time::timeout(HELD_SHUTDOWN_TIMEOUT + Duration::from_secs(15), relay).await;
     let waited = asked.elapsed();
-    stopped.expect("the stop waited for the row lock past its shutdown timeout").unwrap().unwrap();
-    assert!(waited >= HELD_SHUTDOWN_TIMEOUT, "the stop gave up on the settle before the shutdown timeout: {waited:?}");
+    stopped.unwrap_or_else(|_| panic!("the stop waited for {what} past its shutdown timeout")).unwrap().unwrap();
+    assert!(waited >= HELD_SHUTDOWN_TIMEOUT, "the stop gave up on {what} before the shutdown timeout: {waited:?}");
 }
 
 /// Where the next WAL record goes: past the commit of every transaction that returned (the test server commits
@@ -1146,6 +1156,30 @@ async fn a_stop_waits_for_a_settle_held_by_a_row_lock_until_the_shutdown_timeout
     .await;
     common::wait_until(Duration::from_secs(30), "the later event published again", || async {
         publisher.acknowledged().contains(&later)
+    })
+    .await;
+    shutdown.cancel();
+    relay.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_stop_while_the_sink_holds_a_batch_ends_within_the_shutdown_timeout_and_the_batch_is_streamed_again() {
+    use outbox_core::store::{PgStore, Source};
+    let db = TestDatabase::migrated().await;
+    PgStore::new(db.pool.clone()).switch_source(Source::Wal).await.unwrap();
+    // Its first publish never returns (the publish timeout, a minute by default, is far off).
+    let publisher = HoldsTheFirst::new();
+    let (shutdown, relay) = spawn_wal_relay(&db, &publisher, 2000);
+    wait_for_the_slot(&db).await;
+    let held = common::enqueue(&db.pool, &[common::event("held", 0)]).await[0];
+    tokio::time::timeout(Duration::from_secs(30), publisher.given_first.notified()).await.expect("never published");
+    stop_within_the_shutdown_timeout(shutdown, relay, "a publish the sink never answers").await;
+    assert_eq!(common::status_of(&db.pool, held).await, "pending", "the unanswered event was settled");
+
+    // The next relay streams it again and publishes it.
+    let (publisher, shutdown, relay) = spawn_unheld_wal_relay(&db);
+    common::wait_until(Duration::from_secs(30), "the held event published and settled", || async {
+        publisher.acknowledged().contains(&held) && common::status_of(&db.pool, held).await == "published"
     })
     .await;
     shutdown.cancel();

@@ -165,6 +165,8 @@ impl WalRelay {
         let mut summary = RunSummary::default();
         let mut restarts = restart::Restarts::new();
         let gauges = slot_gauges::SlotGauges::start();
+        // When the stop must be over, fixed by the first wait that sees the signal.
+        let stop_by = std::sync::OnceLock::new();
         loop {
             let Some(_leader) = leader::acquire(&self.options, &self.slot, &shutdown).await? else { break };
             let mut session = session::Session {
@@ -181,9 +183,18 @@ impl WalRelay {
                 queued: settling::Queued::default(),
                 ahead: None,
                 streaming_since: None,
-                stop_by: None,
+                stop_by: &stop_by,
             };
-            let wait = match session.run(&shutdown).await {
+            let timeout = self.shared.config.shutdown_timeout;
+            let ended = statement::until_stopped(
+                session.run(&shutdown),
+                &shutdown,
+                &stop_by,
+                timeout,
+                session::Ended::Shutdown,
+                "stopping before the batch in flight ended; its events will be streamed again",
+            );
+            let wait = match ended.await {
                 Ok(session::Ended::Shutdown) => break,
                 Ok(session::Ended::SlotBusy) => {
                     tracing::info!(slot = %self.slot, "the slot is still held by a session that is ending; retrying");

@@ -72,7 +72,9 @@ pub(crate) async fn settle(
     let delete = shared.config.deletes_published();
     let statement = database(shutdown, || store.settle_by_id(rows, delete));
     let timeout = shared.config.shutdown_timeout;
-    let Some(report) = settle_before_stop(statement, shutdown, &mut None, timeout).await? else { return Ok(None) };
+    // Its own deadline, counted from its wait: the session as a whole ends by the one counted from the signal.
+    let stop_by = std::sync::OnceLock::new();
+    let Some(report) = settle_before_stop(statement, shutdown, &stop_by, timeout).await? else { return Ok(None) };
     summary.add(report);
     Ok(Some(()))
 }

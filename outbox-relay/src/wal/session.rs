@@ -53,8 +53,8 @@ pub(crate) struct Session<'a> {
     pub(crate) ahead: Option<ReadAhead>,
     /// When the server started streaming to this session.
     pub(crate) streaming_since: Option<std::time::Instant>,
-    /// Once shutdown was asked for: until when a settle may still be waited for (the shutdown timeout).
-    pub(crate) stop_by: Option<tokio::time::Instant>,
+    /// Once shutdown was asked for: when the stop must be over (the shutdown timeout after the signal).
+    pub(crate) stop_by: &'a std::sync::OnceLock<tokio::time::Instant>,
 }
 
 impl Session<'_> {
@@ -350,14 +350,14 @@ impl Session<'_> {
     /// first; then, as after an error, nothing of the running settle's batches or of those queued is acknowledged
     /// (they are streamed again).
     ///
-    /// After shutdown, a settle is waited for until the shutdown timeout is over (a settle waiting for a row lock
+    /// After shutdown, a settle is waited for until the shutdown timeout after the signal is over (a settle waiting for a row lock
     /// that a transaction holds could wait for ever); then it is left to end or fail on its own, and the stream is
     /// not acknowledged past it: its events are streamed again at the next start, and whichever of them it settled
     /// by then are found settled and not published again.
     async fn settle_queued(&mut self, client: &ReplicationClient, shutdown: &CancellationToken) -> Result<bool> {
         if let Some(settling) = self.settling.take() {
             let timeout = self.shared.config.shutdown_timeout;
-            match settle_before_stop(settling.finish(self.summary), shutdown, &mut self.stop_by, timeout).await {
+            match settle_before_stop(settling.finish(self.summary), shutdown, self.stop_by, timeout).await {
                 Ok(Some(Some(lsn))) => self.acknowledge(client, lsn),
                 Ok(Some(None)) => {}
                 unsettled => {

@@ -1,6 +1,9 @@
 //! The database statements of the WAL source, retried while the database is unreachable.
 
+use std::sync::OnceLock;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
@@ -35,33 +38,47 @@ where
 }
 
 /// Waits for `settle` (a [`database`] call, or its [`Background`]'s end) until it ends, or, once shutdown was asked
-/// for, until the shutdown timeout is over: a row lock held by a transaction could keep a settle waiting for ever.
-/// Then the settle is left to end on its own and `Ok(None)` says so, as when shutdown came first: the caller
+/// for, until `stop_by` (see [`until_stopped`]): a row lock held by a transaction could keep a settle waiting for
+/// ever. Then the settle is left to end on its own and `Ok(None)` says so, as when shutdown came first: the caller
 /// acknowledges nothing past its rows, which are streamed again. A settle that has ended is taken, however late.
-/// The first wait after shutdown fixes the deadline in `stop_by`, so that the settles a stop waits for one after
-/// the other take no longer than `timeout` in all.
 pub(crate) async fn settle_before_stop<T>(
     settle: impl std::future::Future<Output = Result<Option<T>>>,
     shutdown: &CancellationToken,
-    stop_by: &mut Option<tokio::time::Instant>,
+    stop_by: &OnceLock<Instant>,
     timeout: Duration,
 ) -> Result<Option<T>> {
-    let deadline = async {
-        shutdown.cancelled().await;
-        let deadline = *stop_by.get_or_insert_with(|| tokio::time::Instant::now() + timeout);
-        tokio::time::sleep_until(deadline).await;
-    };
+    let abandoned = "stopping before a settle ended (is a row lock held?); its events will be streamed again";
+    until_stopped(settle, shutdown, stop_by, timeout, None, abandoned).await
+}
+
+/// Runs `session` to its end, or, once shutdown was asked for, until the shutdown timeout after the signal is
+/// over: then `session` is dropped with whatever it was waiting for (a publish the sink has not answered, a
+/// settle held up), `abandoned` is logged and `stopped_value` returned. Nothing past the events it settled was
+/// acknowledged, so the rest is streamed again. The deadline is kept in `stop_by`, set by the first wait that sees
+/// the signal (this one, which waits for it from the start), so that every wait of the stop ends by it.
+pub(crate) async fn until_stopped<T>(
+    session: impl std::future::Future<Output = Result<T>>,
+    shutdown: &CancellationToken,
+    stop_by: &OnceLock<Instant>,
+    timeout: Duration,
+    stopped_value: T,
+    abandoned: &'static str,
+) -> Result<T> {
     tokio::select! {
         biased;
-        settled = settle => settled,
-        () = deadline => {
-            tracing::warn!(
-                shutdown_timeout = ?timeout,
-                "stopping before a settle ended (is a row lock held?); its events will be streamed again"
-            );
-            Ok(None)
+        ended = session => ended,
+        () = stopped(shutdown, stop_by, timeout) => {
+            tracing::warn!(shutdown_timeout = ?timeout, "{abandoned}");
+            Ok(stopped_value)
         }
     }
+}
+
+/// Resolves once shutdown was asked for and the shutdown timeout has passed since.
+async fn stopped(shutdown: &CancellationToken, stop_by: &OnceLock<Instant>, timeout: Duration) {
+    shutdown.cancelled().await;
+    let deadline = *stop_by.get_or_init(|| Instant::now() + timeout);
+    tokio::time::sleep_until(deadline).await;
 }
 
 /// A statement run by [`database`] in a task of its own while the caller goes on.
