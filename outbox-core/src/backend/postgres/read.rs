@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use futures_util::TryStreamExt;
 use sqlx::postgres::PgRow;
 use sqlx::{Column, PgPool, Row};
 use time::OffsetDateTime;
@@ -176,7 +177,9 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
         // The low 32 bits: what a row's `xmin` holds.
         since.push(range.written_since.map(|xid| (xid & 0xffff_ffff) as i64));
     }
-    let rows = sqlx::query(READ)
+    // Each row is turned into a `ReadRow` as it arrives and dropped at once: collecting the statement's rows first
+    // kept a batch's worth of them alive, and their allocations, until the last was converted.
+    let mut rows = sqlx::query(READ)
         .bind(partitions)
         .bind(after)
         .bind(through)
@@ -185,24 +188,30 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
         .bind(limits)
         .bind(keys_only)
         .bind(since)
-        .fetch_all(pool)
-        .await?;
+        .fetch(pool);
     let mut batch = ReadBatch::default();
-    // The read's flags and snapshot come on the row of range 0, the last one.
-    let flags = rows.iter().rev().find(|row| row.try_get::<Option<i64>, _>("n").ok().flatten() == Some(0));
-    if let Some(row) = flags {
-        batch.paused = row.try_get("paused")?;
-        let xmin: String = row.try_get("xmin")?;
-        let xmax: String = row.try_get("xmax")?;
-        let running: Vec<String> = row.try_get("running")?;
-        // An id that does not parse never finishes: its range is checked again rather than taken as complete.
-        let running = running.iter().map(|xid| xid.parse().unwrap_or(u64::MAX)).collect();
-        let snapshot = Snapshot::new(xmin.parse().unwrap_or(0), xmax.parse().unwrap_or(u64::MAX))
-            .running(running)
-            .unseen_writers(row.try_get("unseen_writers")?);
-        batch.snapshot = Some(snapshot);
+    let mut columns: Option<ReadColumns> = None;
+    while let Some(row) = rows.try_next().await? {
+        let columns = match &columns {
+            Some(columns) => columns,
+            None => columns.insert(ReadColumns::of_row(&row)?),
+        };
+        if let Some(read) = columns.read_row(&row)? {
+            batch.rows.push(read);
+        } else if row.try_get::<Option<i64>, _>(columns.n)? == Some(0) {
+            // The read's flags and snapshot, on the row of range 0, the last one.
+            batch.paused = row.try_get("paused")?;
+            let xmin: String = row.try_get("xmin")?;
+            let xmax: String = row.try_get("xmax")?;
+            let running: Vec<String> = row.try_get("running")?;
+            // An id that does not parse never finishes: its range is checked again rather than taken as complete.
+            let running = running.iter().map(|xid| xid.parse().unwrap_or(u64::MAX)).collect();
+            let snapshot = Snapshot::new(xmin.parse().unwrap_or(0), xmax.parse().unwrap_or(u64::MAX))
+                .running(running)
+                .unseen_writers(row.try_get("unseen_writers")?);
+            batch.snapshot = Some(snapshot);
+        }
     }
-    batch.rows = ReadColumns::read_rows(&rows)?;
     // The plan returns them so; sorted only if it did not (by index: a row is large to move).
     if !batch.rows.is_sorted_by_key(|row| (row.range, row.event.seq)) {
         batch.rows.sort_by_cached_key(|row| (row.range, row.event.seq));
@@ -233,13 +242,10 @@ pub(super) struct ReadColumns {
 }
 
 impl ReadColumns {
-    /// The columns of `rows` (none to find when there is no row).
-    fn of(rows: &[PgRow]) -> Result<Option<Self>> {
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
+    /// The columns of a statement's result, found on one of its rows.
+    fn of_row(row: &PgRow) -> Result<Self> {
         let at = |name: &str| -> Result<usize> { Ok(row.try_column(name)?.ordinal()) };
-        Ok(Some(Self {
+        Ok(Self {
             n: at("n")?,
             id: at("id")?,
             row_version: row.try_column("row_version").ok().map(Column::ordinal),
@@ -257,12 +263,12 @@ impl ReadColumns {
             next_attempt_at: at("next_attempt_at")?,
             committed_at: at("committed_at")?,
             read_at: at("read_at")?,
-        }))
+        })
     }
 
     /// The rows read of a statement's result (its row that only carries the flags, when nothing was read, is none).
     pub(super) fn read_rows(rows: &[PgRow]) -> Result<Vec<ReadRow>> {
-        let Some(columns) = Self::of(rows)? else {
+        let Some(columns) = rows.first().map(Self::of_row).transpose()? else {
             return Ok(Vec::new());
         };
         let mut read = Vec::with_capacity(rows.len());
@@ -279,8 +285,9 @@ impl ReadColumns {
         let Some(n) = row.try_get_unchecked::<Option<i64>, _>(self.n)?.filter(|&n| n > 0) else {
             return Ok(None);
         };
-        let headers: String = row.try_get_unchecked(self.headers)?;
-        let sensitive: String = row.try_get_unchecked(self.sensitive_paths)?;
+        // Parsed where they lie in the row, not copied first.
+        let headers: &str = row.try_get_unchecked(self.headers)?;
+        let sensitive: &str = row.try_get_unchecked(self.sensitive_paths)?;
         let event = StoredEvent {
             id: row.try_get_unchecked(self.id)?,
             seq: row.try_get_unchecked(self.seq)?,
@@ -289,8 +296,8 @@ impl ReadColumns {
             aggregate_id: row.try_get_unchecked(self.aggregate_id)?,
             version: row.try_get_unchecked::<i32, _>(self.schema_version)?.unsigned_abs(),
             payload: row.try_get_unchecked(self.payload)?,
-            headers: Checked::from_json_text(&headers),
-            sensitive_paths: Checked::from_json_text(&sensitive),
+            headers: Checked::from_json_text(headers),
+            sensitive_paths: Checked::from_json_text(sensitive),
             created_at: row.try_get_unchecked(self.created_at)?,
             attempts: row.try_get_unchecked::<i32, _>(self.attempts)?.unsigned_abs(),
         };
