@@ -350,10 +350,10 @@ impl Session<'_> {
     /// first; then, as after an error, nothing of the running settle's batches or of those queued is acknowledged
     /// (they are streamed again).
     ///
-    /// After shutdown, a settle is waited for until the shutdown timeout after the signal is over (a settle waiting for a row lock
-    /// that a transaction holds could wait for ever); then it is left to end or fail on its own, and the stream is
-    /// not acknowledged past it: its events are streamed again at the next start, and whichever of them it settled
-    /// by then are found settled and not published again.
+    /// After shutdown, a settle is waited for until the shutdown timeout after the signal is over (a settle waiting
+    /// for a row lock that a transaction holds could wait for ever); then it is left to end or fail on its own, and
+    /// the stream is not acknowledged past it: its events are streamed again at the next start, and whichever of
+    /// them it settled by then are found settled and not published again.
     async fn settle_queued(&mut self, client: &ReplicationClient, shutdown: &CancellationToken) -> Result<bool> {
         if let Some(settling) = self.settling.take() {
             let timeout = self.shared.config.shutdown_timeout;

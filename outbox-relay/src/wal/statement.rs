@@ -4,7 +4,6 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use tokio::time::Instant;
-
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
