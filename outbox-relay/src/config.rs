@@ -10,9 +10,9 @@ use crate::error::{Error, Result};
 /// How the relay learns that new events were committed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Wakeup {
-    /// Adaptive polling (the default): read again at once while batches come back full, every millisecond or
-    /// so while events trickle in, and back off (doubling) to the poll interval when idle. Costs producers
-    /// nothing; an idle relay runs one cheap query on the pending partial index per poll interval.
+    /// Adaptive polling (the default): read again at once after a read that found events, and once more after
+    /// the first that finds none, then wait 1 ms, doubling up to the poll interval while nothing comes. Costs
+    /// producers nothing; an idle relay reads one empty index range per partition it owns per poll interval.
     #[default]
     Poll,
     /// `LISTEN` on a channel that producers `NOTIFY` at commit (`Outbox::new().with_notify()`), plus polling at

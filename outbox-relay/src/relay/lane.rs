@@ -32,8 +32,8 @@ use crate::error::Error;
 
 /// Settles in flight at once per lane: one batch settling while the next is read and published.
 const SETTLES_IN_FLIGHT: usize = 2;
-/// The wait after the first read that found nothing, with adaptive polling; it doubles with each such read in a row,
-/// up to the poll interval.
+/// The wait after the second read in a row that found nothing, with adaptive polling (the first is followed by
+/// another at once); it doubles with each further such read, up to the poll interval.
 const BUSY_DELAY: Duration = Duration::from_millis(1);
 /// The most rows read from a partition that had no backlog at its last read.
 const IDLE_RANGE: u32 = 16;
@@ -83,8 +83,8 @@ pub(crate) struct Lane {
     /// When the partitions' starts were last written.
     starts_advanced_at: Instant,
     paused: bool,
-    /// Reads in a row that found nothing (since a notification or a read with rows): the adaptive polling wait is
-    /// `idle_backoff`'s ceiling for it.
+    /// Reads in a row that found nothing (since a notification or a read with rows): after the first, the adaptive
+    /// polling wait is `idle_backoff`'s ceiling for one fewer.
     idle_reads: u32,
     idle_backoff: Backoff,
     summary: Arc<std::sync::Mutex<RunSummary>>,
@@ -188,12 +188,16 @@ impl Lane {
             if items.is_empty() {
                 let notified = matches!(self.shared.config.wakeup, Wakeup::Notify { .. });
                 let wait = if notified || self.paused {
-                    self.shared.config.poll_interval
+                    Some(self.shared.config.poll_interval)
                 } else {
-                    self.idle_backoff.ceiling(self.idle_reads)
+                    // The first read that finds nothing is followed by another at once: events come in while it
+                    // runs. Then the waits grow.
+                    self.idle_reads.checked_sub(1).map(|waited| self.idle_backoff.ceiling(waited))
                 };
                 self.idle_reads = self.idle_reads.saturating_add(1);
-                self.wait(wait, &wake, &shutdown).await;
+                if let Some(wait) = wait {
+                    self.wait(wait, &wake, &shutdown).await;
+                }
                 continue;
             }
             self.idle_reads = 0;
