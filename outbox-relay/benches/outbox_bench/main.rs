@@ -817,7 +817,8 @@ async fn drain(admin: &str, sizes: Sizes, yard: Yardstick, report: &mut Report) 
         if let Some(cpu) = relay_cpu {
             // On a machine the relay shares with the database, what it uses the database cannot.
             report.note(format!(
-                "drain, {label}, {relays} relay(s), {aggregates} aggregates: the relay used {:.2} us of CPU per event",
+                "drain, {label}, {relays} relay(s), {aggregates} aggregates: {} used {:.2} us of CPU per event",
+                if relays == 1 { "the relay" } else { "the relays" },
                 cpu.as_secs_f64() * 1e6 / sizes.drain_events as f64
             ));
         }
