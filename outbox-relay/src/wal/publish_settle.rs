@@ -8,7 +8,7 @@ use outbox_core::store::{PgStore, SettleOutcome, Settlement, StoredEvent};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::statement::{database, settle_before_stop};
+use super::statement::database;
 use crate::error::Result;
 use crate::relay::batch::{self, Item, Published};
 use crate::relay::shared::Shared;
@@ -57,8 +57,8 @@ pub(crate) fn row_settlements(published: &Published, messages: &HashMap<Uuid, St
 }
 
 /// Settles `rows` by id in one statement (published rows marked, or deleted with `--retention 0s`); `None` when
-/// shutdown came first, or came and the settle did not end within the shutdown timeout (then it is left to end on
-/// its own, and the caller acknowledges nothing past these rows).
+/// shutdown came first. A settle that has not ended by the shutdown timeout after the signal is abandoned with the
+/// session ([`until_stopped`](super::statement::until_stopped)): the caller acknowledges nothing past these rows.
 pub(crate) async fn settle(
     shared: &Shared,
     store: &PgStore,
@@ -70,11 +70,7 @@ pub(crate) async fn settle(
         return Ok(Some(()));
     }
     let delete = shared.config.deletes_published();
-    let statement = database(shutdown, || store.settle_by_id(rows, delete));
-    let timeout = shared.config.shutdown_timeout;
-    // Its own deadline, counted from its wait: the session as a whole ends by the one counted from the signal.
-    let stop_by = std::sync::OnceLock::new();
-    let Some(report) = settle_before_stop(statement, shutdown, &stop_by, timeout).await? else { return Ok(None) };
+    let Some(report) = database(shutdown, || store.settle_by_id(rows, delete)).await? else { return Ok(None) };
     summary.add(report);
     Ok(Some(()))
 }
