@@ -57,6 +57,49 @@ async fn pause_stops_claiming_within_one_poll_interval() {
     relay.stop().await;
 }
 
+/// The relay's last heartbeat, as the database recorded it.
+async fn heartbeat_at(db: &TestDatabase) -> Option<String> {
+    sqlx::query_scalar("SELECT max(heartbeat_at)::text FROM outbox_relays").fetch_one(&db.pool).await.unwrap()
+}
+
+/// A transaction that took its `seq` before a published one commits while publishing is paused, before the relay's
+/// heartbeat has seen the pause: the reads that find the pause answer nothing about the range it sits in, so it is
+/// published after the resume rather than left below the read's cursor.
+#[tokio::test]
+async fn a_late_commit_during_a_pause_is_published_after_resume() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    let neighbour: String = sqlx::query_scalar(
+        "SELECT 'neighbour-' || n FROM generate_series(1, 100000) n
+          WHERE outbox_partition_of('test', 'neighbour-' || n) = outbox_partition_of('test', 'late') LIMIT 1",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let recorder = Recorder::new();
+    let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
+    let mut early = db.pool.begin().await.unwrap();
+    let slow = Outbox::new().enqueue(&mut early, &event("late", 0)).await.unwrap();
+    let fast = enqueue(&db.pool, &[event(&neighbour, 0)]).await[0];
+    wait_until(Duration::from_secs(10), "the later transaction is published", || async {
+        recorder.seen().iter().any(|s| s.id == fast)
+    })
+    .await;
+    // Right after a heartbeat: the relay's lanes learn of the pause from their reads until the next one.
+    let beat = heartbeat_at(&db).await;
+    wait_until(Duration::from_secs(10), "a heartbeat", || async { heartbeat_at(&db).await != beat }).await;
+    store.set_paused(true).await.unwrap();
+    early.commit().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(recorder.seen().iter().all(|s| s.id != slow), "published while paused");
+    store.set_paused(false).await.unwrap();
+    wait_until(Duration::from_secs(20), "the late commit is published after resume", || async {
+        recorder.seen().iter().any(|s| s.id == slow)
+    })
+    .await;
+    relay.stop().await;
+}
+
 #[tokio::test]
 async fn retention_deletes_only_old_published_and_cancelled_rows() {
     let db = TestDatabase::migrated().await;

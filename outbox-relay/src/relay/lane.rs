@@ -320,8 +320,15 @@ impl Lane {
     /// Turns what a read returned into the next batch, and updates every partition's cursors and held-back
     /// aggregates.
     fn accept(&mut self, (read, purposes, reading, sent): Read) -> Vec<Item> {
-        if read.paused != self.paused {
-            self.paused = read.paused;
+        self.paused = read.paused;
+        if read.paused {
+            // A paused read returns no rows, which says nothing about its ranges: a recheck that found nothing
+            // would close a range whose late commit it did not look for, and a replay would end before its
+            // aggregate was read. Nothing is answered; the same ranges are read once publishing resumes.
+            for partition in reading {
+                self.handover.remove(partition, 1);
+            }
+            return Vec::new();
         }
         let now = Instant::now();
         let aggregate_order = self.shared.config.ordering == Ordering::Aggregate;
