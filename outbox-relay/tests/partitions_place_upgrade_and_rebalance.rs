@@ -138,6 +138,71 @@ async fn a_plain_sql_transaction_that_commits_after_a_later_one_of_its_partition
     a_late_commit_in_a_read_partition_is_published(true).await;
 }
 
+/// A plain SQL insert takes its `seq` before its transaction id, and here it stalls in between (a `BEFORE` trigger
+/// that sleeps well past the late-commit grace) while a later row of its partition is read and published: the
+/// relay keeps waiting for that writer by its session's transaction, not for the grace only, so the row is
+/// published once it commits (and the partition's start never moves past it).
+#[tokio::test]
+async fn a_plain_sql_insert_that_stalls_between_its_seq_and_its_transaction_id_is_still_published() {
+    let db = TestDatabase::migrated().await;
+    sqlx::raw_sql(
+        "CREATE FUNCTION slow_late_insert() RETURNS trigger LANGUAGE plpgsql AS
+           'BEGIN IF NEW.aggregate_id = ''late'' THEN PERFORM pg_sleep(2); END IF; RETURN NEW; END';
+         CREATE TRIGGER slow_late_insert BEFORE INSERT ON outbox_events
+           FOR EACH ROW EXECUTE FUNCTION slow_late_insert();",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    // A `nextval` that writes the sequence's WAL record (the first of every 32) gives its transaction an id: the
+    // insert's must be one that does not.
+    sqlx::query("SELECT nextval(pg_get_serial_sequence('outbox_events', 'seq'))").execute(&db.pool).await.unwrap();
+    let neighbour = in_the_partition_of(&db, "late").await;
+    let recorder = Recorder::new();
+    let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
+    let slow = Uuid::now_v7();
+    let writer = db.pool.clone();
+    let inserting = tokio::spawn(async move {
+        sqlx::query(
+            "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+             VALUES ($1, 'test', 'late', 'test.happened', $2)",
+        )
+        .bind(slow)
+        .bind(serde_json::json!({"aggregate": "late", "n": 0, "card_number": "x"}))
+        .execute(&writer)
+        .await
+    });
+    // The insert has taken its `seq` and sleeps in its trigger.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fast = enqueue(&db.pool, &[event(&neighbour, 0)]).await[0];
+    wait_until(Duration::from_secs(10), "the later row is published", || async {
+        recorder.seen().iter().any(|s| s.id == fast)
+    })
+    .await;
+    let no_id: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE 'INSERT INTO outbox_events%'
+                          AND state = 'active' AND backend_xid IS NULL)",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(no_id, "the stalled insert has no transaction id while the later row is published");
+    inserting.await.unwrap().unwrap();
+    wait_until(Duration::from_secs(20), "the stalled insert is published", || async {
+        recorder.seen().iter().any(|s| s.id == slow)
+    })
+    .await;
+    relay.stop().await;
+    let seq = |id: Uuid| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT seq FROM outbox_events WHERE id = $1").bind(id).fetch_one(&pool).await
+        }
+    };
+    assert!(seq(slow).await.unwrap() < seq(fast).await.unwrap(), "the stalled insert sits below the read's cursor");
+    assert_eq!(count(&db.pool, "published").await, 2);
+}
+
 /// A writer newer than every finished transaction, on a database of its own server (without autovacuum: any
 /// other transaction that finished after the writer got its id would make the snapshot list it). The "late" writer
 /// got its id after the "first" one, took its `seq` first and still runs; the first one has committed. A
@@ -232,7 +297,7 @@ async fn a_read_names_as_running_a_writer_whose_id_is_newer_than_every_finished_
     let read = store.read(&ReadRequest::new(vec![range_of(scene.partition)])).await.unwrap();
     scene.check_read(&read);
     let snapshot = read.snapshot.as_ref().expect("a PostgreSQL read has a snapshot");
-    assert!(!snapshot.unseen_writers, "the late writer has its id: {snapshot:?}");
+    assert!(snapshot.unseen_writers.is_empty(), "the late writer has its id: {snapshot:?}");
     assert!(
         !snapshot.running.contains(&scene.bystander_xid),
         "a running transaction that writes no event is not waited for: {snapshot:?}"

@@ -102,18 +102,18 @@ pub struct Snapshot {
     /// The transactions not finished at the snapshot that may write events (every one but the relays', those at
     /// or past [`xmax`](Self::xmax) included), ascending.
     pub running: Vec<u64>,
-    /// Whether a session was writing to the outbox table without a transaction id: a writer that may take a `seq`
-    /// before its transaction id (an insert by plain SQL, between its `seq` and its first row). Its rows can commit
-    /// below the read's rows without being waited for by id, so the read's range is checked again for a short grace
-    /// period.
-    pub unseen_writers: bool,
+    /// The sessions writing to the outbox table without a transaction id, by their transaction's virtual id
+    /// (`pg_locks.virtualtransaction`, ascending): writers that may have taken a `seq` before their transaction id
+    /// (an insert by plain SQL, between its `seq` and its first row). Their rows can commit below the read's rows
+    /// without being waited for by id, so the relay waits for each of them to get its id (or to end).
+    pub unseen_writers: Vec<String>,
 }
 
 impl Snapshot {
     /// A snapshot with these bounds, every transaction between them finished.
     #[must_use]
     pub fn new(xmin: u64, xmax: u64) -> Self {
-        Self { xmin, xmax, running: Vec::new(), unseen_writers: false }
+        Self { xmin, xmax, running: Vec::new(), unseen_writers: Vec::new() }
     }
 
     /// The same snapshot with these transactions still running.
@@ -125,9 +125,12 @@ impl Snapshot {
         self
     }
 
-    /// The same snapshot, taken while a writer without a transaction id was at work.
+    /// The same snapshot, taken while these writers (by virtual transaction id) were at work without a
+    /// transaction id.
     #[must_use]
-    pub fn unseen_writers(mut self, unseen: bool) -> Self {
+    pub fn unseen_writers(mut self, mut unseen: Vec<String>) -> Self {
+        unseen.sort_unstable();
+        unseen.dedup();
         self.unseen_writers = unseen;
         self
     }

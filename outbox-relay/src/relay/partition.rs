@@ -30,11 +30,12 @@ use outbox_core::store::{AggregateKey, BlockedAggregate, PartitionLease, ReadRan
 use tokio::time::Instant;
 
 /// How long a read's range stays open at least when a writer had no transaction id in its snapshot
-/// ([`Snapshot::unseen_writers`]): an insert by plain SQL takes its `seq` microseconds before its transaction id
-/// (the library's own enqueue takes the id first), so such a writer may commit a row below the read's rows that no
-/// transaction id of the snapshot announces. After the grace, the range waits for the transactions that got their
-/// id since the read and still run in the first snapshot taken after it: the writer's is among them, however long
-/// it runs. Only reads taken at such a moment pay for it.
+/// ([`Snapshot::unseen_writers`]): an insert by plain SQL takes its `seq` before its transaction id (microseconds
+/// before, unless a `BEFORE` trigger or a lock wait holds it there; the library's own enqueue takes the id first),
+/// so such a writer may commit a row below the read's rows that no transaction id of the snapshot announces. After
+/// the grace, the range waits until none of those writers is still without an id in a later read's snapshot, then
+/// for the transactions that got their id since the read and still run then: the writers' are among them, however
+/// long they run. Only reads taken at such a moment pay for it.
 pub(crate) const LATE_COMMIT_GRACE: Duration = Duration::from_millis(100);
 
 /// Why an aggregate is held back.
@@ -56,6 +57,8 @@ struct OpenRange {
     since: u64,
     /// Open at least until then ([`LATE_COMMIT_GRACE`]), when a writer had no transaction id in the snapshot.
     grace_until: Option<Instant>,
+    /// Those writers, by virtual transaction id, while a later snapshot still shows one of them without an id.
+    unseen: Vec<String>,
     /// The read's snapshot's `xmax`: a writer without a transaction id then gets one from here on.
     xmax: u64,
 }
@@ -66,14 +69,19 @@ type Taken<'a> = (&'a Snapshot, Instant);
 impl OpenRange {
     /// Whether it is complete by snapshot `latest` at `now`.
     ///
-    /// A range read while a writer had no transaction id yet also waits, once its grace is over, for the
-    /// transactions that got their id since the read and still run in the first snapshot taken after the grace:
-    /// the writer has its id by then, and its transaction may run for much longer than the grace.
+    /// A range read while writers had no transaction id yet stays open past its grace while a later snapshot
+    /// still shows one of them without an id (it may still commit a row below the read's), then also waits for
+    /// the transactions that got their id since the read and still run: the writers' are among them, and their
+    /// transactions may run for much longer than the grace.
     fn complete(&mut self, latest: Option<Taken<'_>>, now: Instant) -> bool {
         if let Some(until) = self.grace_until {
             let Some((snapshot, _)) = latest.filter(|(_, taken)| now >= until && *taken >= until) else {
                 return false;
             };
+            self.unseen.retain(|writer| snapshot.unseen_writers.binary_search(writer).is_ok());
+            if !self.unseen.is_empty() {
+                return false;
+            }
             self.waiting.extend(snapshot.running.iter().copied().filter(|xid| *xid >= self.xmax));
             self.waiting.sort_unstable();
             self.waiting.dedup();
@@ -325,7 +333,8 @@ impl PartitionState {
                             through: self.cursor,
                             waiting: snapshot.running.clone(),
                             since: snapshot.running.first().copied().unwrap_or(snapshot.xmax),
-                            grace_until: snapshot.unseen_writers.then(|| now + LATE_COMMIT_GRACE),
+                            grace_until: (!snapshot.unseen_writers.is_empty()).then(|| now + LATE_COMMIT_GRACE),
+                            unseen: snapshot.unseen_writers.clone(),
                             xmax: snapshot.xmax,
                         };
                         match self.open.back_mut() {
@@ -456,7 +465,7 @@ mod tests {
     fn a_writer_without_a_transaction_id_keeps_the_range_open_for_the_grace() {
         let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
         let start = Instant::now();
-        read(&mut state, 2, Some(40), &Snapshot::new(10, 20).unseen_writers(true), start);
+        read(&mut state, 2, Some(40), &Snapshot::new(10, 20).unseen_writers(vec!["3/7".into()]), start);
         // Its transaction id comes after the snapshot's.
         assert_eq!(recheck(&state.ranges(100, start)).unwrap().written_since, Some(20));
         // The grace is over, but no read was taken since: still open.
@@ -468,11 +477,32 @@ mod tests {
     }
 
     #[test]
+    fn a_writer_still_without_a_transaction_id_after_the_grace_keeps_the_range_open_until_it_has_one() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let start = Instant::now();
+        let stalled = || vec!["3/7".to_owned()];
+        read(&mut state, 2, Some(40), &Snapshot::new(10, 20).unseen_writers(stalled()), start);
+        // Long past the grace, the same writer still has no id (a `BEFORE` trigger holds it): still open.
+        let later = start + LATE_COMMIT_GRACE * 20;
+        read(&mut state, 0, None, &Snapshot::new(20, 20).unseen_writers(stalled()), later);
+        assert!(recheck(&state.ranges(100, later)).is_some());
+        // It has its id (21) now and runs: the range waits for it.
+        let later = later + LATE_COMMIT_GRACE * 2;
+        read(&mut state, 0, None, &Snapshot::new(20, 22).running(vec![21]), later);
+        assert!(recheck(&state.ranges(100, later)).is_some());
+        let later = later + LATE_COMMIT_GRACE;
+        read(&mut state, 0, None, &Snapshot::new(22, 22), later);
+        let ranges = state.ranges(100, later);
+        assert_eq!(ranges.len(), 1, "{ranges:?}");
+        assert_eq!(ranges[0].0.after, 40);
+    }
+
+    #[test]
     fn a_writer_without_a_transaction_id_at_a_read_holds_its_range_until_its_transaction_ends_past_the_grace() {
         let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
         let start = Instant::now();
         // A plain SQL insert took its `seq` (below 40) but not yet its transaction id when this read was taken.
-        read(&mut state, 2, Some(40), &Snapshot::new(10, 20).unseen_writers(true), start);
+        read(&mut state, 2, Some(40), &Snapshot::new(10, 20).unseen_writers(vec!["3/7".into()]), start);
         // It has id 21 now, and its transaction keeps running (more work after the insert).
         read(&mut state, 1, Some(50), &Snapshot::new(21, 22).running(vec![21]), start + LATE_COMMIT_GRACE / 2);
         let after = start + LATE_COMMIT_GRACE;

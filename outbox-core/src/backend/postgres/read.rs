@@ -59,7 +59,7 @@ const READ: &str = concat!(
 -- a RowExclusiveLock on outbox_batches (every statement that records or settles a batch writes it); writers of
 -- events hold one on outbox_events. Each transaction holds an ExclusiveLock on its own id.
 locks AS MATERIALIZED (
-SELECT pid, locktype, relation, transactionid::text::int8 AS xid
+SELECT pid, locktype, relation, transactionid::text::int8 AS xid, virtualtransaction AS vxid
   FROM pg_locks
  WHERE granted AND pid <> pg_backend_pid()
    AND ((locktype = 'transactionid' AND mode = 'ExclusiveLock')
@@ -106,9 +106,11 @@ SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
        pg_snapshot_xmin(snap.s)::text AS xmin,
        (SELECT xmax FROM bounds)::text AS xmax,
        ARRAY(SELECT xid::text FROM running) AS running,
-       -- A writer with no transaction id yet: it may have taken a `seq` before its id.
-       EXISTS (SELECT 1 FROM writers w WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.pid = w.pid))
-         AS unseen_writers,
+       -- The writers with no transaction id yet, by their transaction's virtual id: each may have taken a `seq`
+       -- before its id.
+       ARRAY(SELECT DISTINCT l.vxid FROM locks l
+              WHERE l.relation = 'outbox_events'::regclass AND l.pid IN (SELECT pid FROM writers)
+                AND NOT EXISTS (SELECT 1 FROM held h WHERE h.pid = l.pid)) AS unseen_writers,
        current_setting('track_commit_timestamp')::bool AS track_commit,
        now() AS read_at
   FROM snap
@@ -208,7 +210,7 @@ pub(super) async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadBat
             let running = running.iter().map(|xid| xid.parse().unwrap_or(u64::MAX)).collect();
             let snapshot = Snapshot::new(xmin.parse().unwrap_or(0), xmax.parse().unwrap_or(u64::MAX))
                 .running(running)
-                .unseen_writers(row.try_get("unseen_writers")?);
+                .unseen_writers(row.try_get::<Vec<String>, _>("unseen_writers")?);
             batch.snapshot = Some(snapshot);
         }
     }
