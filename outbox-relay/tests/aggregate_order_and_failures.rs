@@ -120,6 +120,33 @@ async fn retrying_a_failed_event_publishes_it_and_then_its_successors() {
     assert_eq!(order, [0, 1]);
 }
 
+/// An event that took its `seq` before its aggregate's next one but commits only after that one failed for good:
+/// it comes first in its aggregate's order, so it is published, while the failed event still holds back the events
+/// after it.
+#[tokio::test]
+async fn a_late_commit_below_a_failed_event_is_published_and_the_failed_event_still_holds_the_rest() {
+    let db = TestDatabase::migrated().await;
+    let mut early = db.pool.begin().await.unwrap();
+    let late = outbox_core::Outbox::new().enqueue(&mut early, &event("agg", 0)).await.unwrap();
+    let ids = enqueue(&db.pool, &[event("agg", 1), event("agg", 2)]).await;
+    let recorder = Recorder::new();
+    recorder.permanent.lock().unwrap().insert(ids[0]);
+    let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
+    wait_until(Duration::from_secs(20), "the second event fails", || async { count(&db.pool, "failed").await == 1 })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    early.commit().await.unwrap();
+    wait_until(Duration::from_secs(20), "the late commit is published", || async {
+        status_of(&db.pool, late).await == "published"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(status_of(&db.pool, ids[1]).await, "pending", "the failed event holds back the one after it");
+    relay.stop().await;
+    let order: Vec<u32> = recorder.seen().into_iter().map(|s| s.n).collect();
+    assert_eq!(order, [0]);
+}
+
 /// The database's clock.
 async fn db_now(db: &TestDatabase) -> OffsetDateTime {
     sqlx::query_scalar("SELECT clock_timestamp()").fetch_one(&db.pool).await.unwrap()

@@ -38,13 +38,13 @@ use tokio::time::Instant;
 /// long they run. Only reads taken at such a moment pay for it.
 pub(crate) const LATE_COMMIT_GRACE: Duration = Duration::from_millis(100);
 
-/// Why an aggregate is held back.
+/// An aggregate held back until its head is due again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Park {
+struct Park {
     /// The `seq` of its oldest held-back event.
-    pub(crate) first_seq: i64,
-    /// When its head is due again; `None` for a failed head (until an operator acts).
-    pub(crate) until: Option<Instant>,
+    first_seq: i64,
+    /// When its head is due again.
+    until: Instant,
 }
 
 /// A range read but not yet known to be complete.
@@ -115,7 +115,12 @@ pub(crate) struct PartitionState {
     /// The highest `seq` read after `safe`.
     cursor: i64,
     open: VecDeque<OpenRange>,
-    pub(crate) parked: HashMap<AggregateKey, Park>,
+    /// Aggregates whose head is retrying (or committed late): held back until it is due.
+    parked: HashMap<AggregateKey, Park>,
+    /// Aggregates behind a failed head, by its `seq`: held back from there until an operator acts (the partition is
+    /// then read afresh). An event of the aggregate below it, committed late or retrying, is still published: the
+    /// replays stop short of the failed head.
+    failed: HashMap<AggregateKey, i64>,
     /// Aggregates being read again, and after which `seq`.
     replays: HashMap<AggregateKey, i64>,
     /// Events of this partition in batches not settled yet.
@@ -149,6 +154,7 @@ impl PartitionState {
             cursor: before_start,
             open: VecDeque::new(),
             parked: HashMap::new(),
+            failed: HashMap::new(),
             replays: HashMap::new(),
             in_flight: 0,
             in_flight_floors: BTreeMap::new(),
@@ -193,8 +199,8 @@ impl PartitionState {
         if let Some((floor, _)) = self.in_flight_floors.first_key_value() {
             start = start.min(*floor);
         }
-        for park in self.parked.values() {
-            start = start.min(park.first_seq);
+        for first_seq in self.parked.values().map(|park| park.first_seq).chain(self.failed.values().copied()) {
+            start = start.min(first_seq);
         }
         for after in self.replays.values() {
             start = start.min(after + 1);
@@ -226,21 +232,33 @@ impl PartitionState {
         self.loaded = true;
     }
 
-    /// Holds back `aggregate` from `seq` on, until `until` (forever with `None`).
+    /// Holds back `aggregate` from `seq` on, until `until` (with `None`, `seq` failed: until an operator acts).
     pub(crate) fn park(&mut self, aggregate: AggregateKey, seq: i64, until: Option<Instant>) {
+        let Some(until) = until else {
+            let head = *self.failed.entry(aggregate.clone()).and_modify(|head| *head = (*head).min(seq)).or_insert(seq);
+            // What the failed head holds for good needs no retry; what lies below it still does.
+            if self.parked.get(&aggregate).is_some_and(|park| park.first_seq >= head) {
+                self.parked.remove(&aggregate);
+            }
+            if self.replays.get(&aggregate).is_some_and(|after| after + 1 >= head) {
+                self.replays.remove(&aggregate);
+            }
+            return;
+        };
+        if self.failed.get(&aggregate).is_some_and(|head| seq >= *head) {
+            return;
+        }
         self.replays.remove(&aggregate);
         let park = self.parked.entry(aggregate).or_insert(Park { first_seq: seq, until });
         park.first_seq = park.first_seq.min(seq);
-        park.until = match (park.until, until) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            _ => None,
-        };
+        park.until = park.until.max(until);
     }
 
     /// Whether an event of `aggregate` at `seq` is held back: it comes after the aggregate's retrying or failed
     /// event (an earlier one, committed late, goes first).
     pub(crate) fn held_back(&self, aggregate: &AggregateKey, seq: i64) -> bool {
         self.parked.get(aggregate).is_some_and(|park| seq >= park.first_seq)
+            || self.failed.get(aggregate).is_some_and(|head| seq >= *head)
     }
 
     /// Whether `aggregate` is being read again and its replay has not reached `seq` yet: the event waits for the
@@ -259,19 +277,17 @@ impl PartitionState {
     pub(crate) fn ranges(&mut self, limit: u32, now: Instant) -> Vec<(ReadRange, Purpose)> {
         let partition = self.lease.partition;
         let mut ranges = Vec::new();
-        let due: Vec<AggregateKey> = self
-            .parked
-            .iter()
-            .filter(|(_, park)| park.until.is_some_and(|t| t <= now))
-            .map(|(k, _)| k.clone())
-            .collect();
+        let due: Vec<AggregateKey> =
+            self.parked.iter().filter(|(_, park)| park.until <= now).map(|(k, _)| k.clone()).collect();
         for aggregate in due {
             if let Some(park) = self.parked.remove(&aggregate) {
                 self.replays.insert(aggregate, park.first_seq - 1);
             }
         }
         for (aggregate, after) in &self.replays {
-            let range = ReadRange::new(partition, *after, limit).through(self.cursor).aggregate(aggregate.clone());
+            // Up to the cursor, or short of the aggregate's failed head.
+            let through = self.failed.get(aggregate).map_or(self.cursor, |head| self.cursor.min(head - 1));
+            let range = ReadRange::new(partition, *after, limit).through(through).aggregate(aggregate.clone());
             ranges.push((range, Purpose::Replay(aggregate.clone())));
         }
         // By the snapshot of its own last read: that read rechecked its open ranges (those with rows to recheck), so
@@ -562,6 +578,29 @@ mod tests {
         assert!(!state.replay_pending(&key("7"), 40), "an event before the replay's position goes at once");
         state.answered(&Purpose::Replay(key("7")), 2, 100, Some(70), None, now);
         assert!(!state.replay_pending(&key("7"), 60));
+    }
+
+    #[test]
+    fn an_event_below_a_failed_head_is_read_again_up_to_the_head_which_still_holds_the_rest() {
+        let mut state = PartitionState::new(PartitionLease::new(0, 1, 0));
+        let now = Instant::now();
+        state.answered(&Purpose::Next, 3, 100, Some(90), None, now);
+        state.park(key("7"), 60, None);
+        // An event at 50 committed late (or retrying): due at once, though a later event of its aggregate failed.
+        state.park(key("7"), 50, Some(now));
+        assert!(!state.held_back(&key("7"), 49));
+        assert!(state.held_back(&key("7"), 50));
+        let ranges = state.ranges(100, now);
+        let replay = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Replay(key("7"))).unwrap();
+        assert_eq!((replay.0.after, replay.0.through), (49, Some(59)), "the replay stops short of the failed head");
+        state.answered(&Purpose::Replay(key("7")), 1, 100, Some(50), None, now);
+        assert!(!state.held_back(&key("7"), 55));
+        assert!(state.held_back(&key("7"), 60) && state.held_back(&key("7"), 70), "the failed head still holds");
+        // A retry of an event past the failed head changes nothing: the head holds it for good.
+        state.park(key("7"), 70, Some(now));
+        let later = now + std::time::Duration::from_secs(3600);
+        assert!(state.ranges(100, later).iter().all(|(_, purpose)| *purpose == Purpose::Next));
+        assert_eq!(state.start(), 60);
     }
 
     #[test]
