@@ -142,6 +142,13 @@ pub(crate) struct PartitionState {
     /// Whether the last read's recheck came back full: keys past its limit were not read, so that read closes no
     /// range.
     recheck_cut: bool,
+    /// A recheck pass cut at its limit: the last key it read (the next read's recheck goes on from there), and the
+    /// snapshot of the read that began the pass, with when that read was sent. Once the pass reaches the cursor,
+    /// ranges close by that snapshot: a transaction that finished later may have committed a row into the part
+    /// the pass had already read.
+    recheck_page: Option<(i64, Snapshot, Instant)>,
+    /// The snapshot a pass that ended with this read's recheck began with, for the same read's range of new rows.
+    pass_began: Option<(Snapshot, Instant)>,
 }
 
 impl PartitionState {
@@ -165,6 +172,8 @@ impl PartitionState {
             busy: false,
             seen: None,
             recheck_cut: false,
+            recheck_page: None,
+            pass_began: None,
         }
     }
 
@@ -301,13 +310,13 @@ impl PartitionState {
         // row to recheck (a row with a `seq` above the cursor is read by the same read's range of new rows).
         let since = self.open.iter().map(|open| open.since).min().filter(|_| self.safe < self.cursor);
         if let Some(since) = since {
-            let recheck = ReadRange::new(partition, self.safe, RECHECK_LIMIT)
-                .through(self.cursor)
-                .keys_only()
-                .written_since(since);
+            let from = self.recheck_page.as_ref().map_or(self.safe, |(last, _, _)| *last);
+            let recheck =
+                ReadRange::new(partition, from, RECHECK_LIMIT).through(self.cursor).keys_only().written_since(since);
             ranges.push((recheck, Purpose::Recheck));
         } else {
             self.recheck_cut = false;
+            self.recheck_page = None;
         }
         ranges.push((ReadRange::new(partition, self.cursor, limit), Purpose::Next));
         ranges
@@ -345,6 +354,8 @@ impl PartitionState {
                 match snapshot {
                     // Rows can commit out of `seq` order: this range stays open until its transactions finished.
                     Some((snapshot, sent)) => {
+                        // Ranges close by the snapshot of the read that began the recheck pass this read ended.
+                        let close_by = self.pass_began.take().unwrap_or_else(|| (snapshot.clone(), sent));
                         let open = OpenRange {
                             through: self.cursor,
                             waiting: snapshot.running.clone(),
@@ -361,16 +372,27 @@ impl PartitionState {
                             _ => self.open.push_back(open),
                         }
                         if !self.recheck_cut {
-                            self.close_complete(Some((snapshot, sent)), now);
+                            self.close_complete(Some((&close_by.0, close_by.1)), now);
                         }
-                        self.seen = Some((snapshot.clone(), sent));
+                        self.seen = Some(close_by);
                     }
                     None => self.safe = self.cursor,
                 }
             }
-            // A full recheck may have left late commits past its limit: the ranges stay open, and are rechecked
-            // again, until one comes back whole (settled rows leave it, and held-back ones are published in turn).
-            Purpose::Recheck => self.recheck_cut = full,
+            // A full recheck may have left late commits past its limit: the ranges stay open, and the next read's
+            // recheck goes on after its last key, until a pass reaches the cursor.
+            Purpose::Recheck => {
+                let began = match self.recheck_page.take() {
+                    Some((_, began, sent)) => Some((began, sent)),
+                    None => snapshot.map(|(snapshot, sent)| (snapshot.clone(), sent)),
+                };
+                self.recheck_cut = full;
+                match (full, last_seq, began) {
+                    (true, Some(last), Some((began, sent))) => self.recheck_page = Some((last, began, sent)),
+                    (false, _, began) => self.pass_began = began,
+                    _ => {}
+                }
+            }
             Purpose::Replay(aggregate) => {
                 if full {
                     if let (Some(after), Some(last)) = (self.replays.get_mut(aggregate), last_seq) {
@@ -601,6 +623,35 @@ mod tests {
         let later = now + std::time::Duration::from_secs(3600);
         assert!(state.ranges(100, later).iter().all(|(_, purpose)| *purpose == Purpose::Next));
         assert_eq!(state.start(), 60);
+    }
+
+    #[test]
+    fn a_recheck_cut_at_its_limit_goes_on_from_its_last_key_and_closes_by_the_snapshot_its_pass_began_with() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let now = Instant::now();
+        let recheck_answer = |state: &mut PartitionState, count: usize, last: Option<i64>, snapshot: &Snapshot| {
+            state.answered(&Purpose::Recheck, count, super::RECHECK_LIMIT, last, Some((snapshot, now)), now);
+        };
+        // Transaction 15 was running at the read of rows up to 40.
+        read(&mut state, 2, Some(40), &Snapshot::new(10, 20).running(vec![15]), now);
+        assert_eq!(recheck(&state.ranges(100, now)).unwrap().after, 0);
+        // The recheck comes back full at key 30 (15 still running).
+        let running = Snapshot::new(15, 20).running(vec![15]);
+        recheck_answer(&mut state, super::RECHECK_LIMIT as usize, Some(30), &running);
+        read(&mut state, 0, None, &running, now);
+        assert_eq!(recheck(&state.ranges(100, now)).unwrap().after, 30, "the next page goes on from the last key");
+        // The pass reaches the cursor by a read that sees 15 finished; but 15 may have committed a row below 30
+        // after the first page was read: the range stays open, and a new pass begins from the start.
+        let finished = Snapshot::new(20, 20);
+        recheck_answer(&mut state, 0, None, &finished);
+        read(&mut state, 0, None, &finished, now);
+        assert_eq!(recheck(&state.ranges(100, now)).unwrap().after, 0);
+        // A whole pass that begins after 15 finished closes the range.
+        recheck_answer(&mut state, 0, None, &finished);
+        read(&mut state, 0, None, &finished, now);
+        let ranges = state.ranges(100, now);
+        assert_eq!(ranges.len(), 1, "{ranges:?}");
+        assert_eq!(ranges[0].0.after, 40);
     }
 
     #[test]
