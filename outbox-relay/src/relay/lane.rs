@@ -518,7 +518,15 @@ impl Lane {
         }
         self.settles.spawn(tracing::Instrument::instrument(
             async move {
-                let report = settle::settle(&shared, &settle).await;
+                // In a task of its own, as the publisher is: a panic is a settle that failed (the partitions are
+                // read afresh), not a task whose partitions would stay counted in flight and never be read again.
+                let settling = tokio::spawn(
+                    tracing::Instrument::in_current_span(async move { settle::settle(&shared, &settle).await }),
+                );
+                let report = settling.await.unwrap_or_else(|error| {
+                    tracing::error!(error = %error, "the batch's settle failed unexpectedly; its partitions are read again");
+                    None
+                });
                 Settled { report, partitions, ids: read_at, aggregates }
             },
             batch_span,
@@ -527,7 +535,8 @@ impl Lane {
 
     fn settled(&mut self, done: Result<Settled, tokio::task::JoinError>) {
         let Ok(done) = done else {
-            // A settle task never panics; if one did, its partitions are read again.
+            // A settle task ends only by returning (its settle runs in a task of its own) or by the runtime shutting
+            // down; should one end otherwise, its partitions are read again.
             for state in self.partitions.values_mut() {
                 state.reset = true;
             }
