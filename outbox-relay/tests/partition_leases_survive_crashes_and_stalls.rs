@@ -1,7 +1,7 @@
 //! Partition leases: nothing stays open while publishing, a dead relay's partitions and events come back (with an
 //! attempt counted), a relay whose partitions were taken over cannot settle them, a publish longer than the lease
 //! keeps its partitions, several relays never share an event, a settle by row version writes only the events it
-//! read.
+//! read, a batch whose settle failed is not shown in flight once its events are published again.
 
 mod common;
 
@@ -355,4 +355,43 @@ async fn a_read_says_how_long_a_head_in_backoff_waits_and_how_long_ago_each_even
         retried.since_commit
     );
     assert!(fresh.since_commit < Duration::from_secs(10), "the new event committed {:?} ago", fresh.since_commit);
+}
+
+/// A settle that fails for good leaves its events pending: they are read and published again, and the failed
+/// batch's record goes with the next heartbeat, so `outbox status` and `--status in_flight` do not show it as being
+/// published any more, and no attempt is counted for it later.
+#[tokio::test]
+async fn a_batch_whose_settle_failed_is_no_longer_recorded_in_flight_once_its_events_are_published_again() {
+    let db = TestDatabase::migrated().await;
+    // Marking an event published fails while the switch is on (an error no retry gets past).
+    sqlx::raw_sql(
+        "CREATE TABLE settle_switch (refuse boolean NOT NULL);
+         INSERT INTO settle_switch VALUES (true);
+         CREATE FUNCTION refuse_settles() RETURNS trigger LANGUAGE plpgsql AS
+           'BEGIN IF NEW.status = ''published'' AND (SELECT refuse FROM settle_switch) THEN
+                    RAISE EXCEPTION ''settles refused by the test'';
+                  END IF; RETURN NEW; END';
+         CREATE TRIGGER refuse_settles BEFORE UPDATE ON outbox_events
+           FOR EACH ROW EXECUTE FUNCTION refuse_settles();",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let ids = enqueue(&db.pool, &(0..5).map(|n| event(format!("s{n}"), 0)).collect::<Vec<_>>()).await;
+    let recorder = Recorder::new();
+    let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
+    wait_until(Duration::from_secs(20), "a settle failed", || async { recorder.count() >= ids.len() * 2 }).await;
+    sqlx::query("UPDATE settle_switch SET refuse = false").execute(&db.pool).await.unwrap();
+    wait_until(Duration::from_secs(20), "every event is published", || async {
+        count(&db.pool, "published").await == ids.len() as i64
+    })
+    .await;
+    wait_until(Duration::from_secs(10), "no batch is recorded in flight", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_batches").fetch_one(&db.pool).await.unwrap() == 0
+    })
+    .await;
+    relay.stop().await;
+    for id in ids {
+        assert_eq!(status_of(&db.pool, id).await, "published");
+    }
 }

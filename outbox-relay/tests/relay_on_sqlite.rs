@@ -184,6 +184,43 @@ async fn sqlite_pause_stops_claiming_until_resumed() {
     running.await.unwrap();
 }
 
+#[tokio::test]
+async fn sqlite_a_batch_whose_settle_failed_is_no_longer_recorded_once_its_events_are_published_again() {
+    let db = TestDatabase::migrated().await;
+    // Marking an event published fails while the switch is on.
+    sqlx::raw_sql(
+        "CREATE TABLE settle_switch (refuse INTEGER NOT NULL);
+         INSERT INTO settle_switch VALUES (1);
+         CREATE TRIGGER refuse_settles BEFORE UPDATE OF status ON outbox_events
+           WHEN NEW.status = 'published' AND (SELECT refuse FROM settle_switch)
+           BEGIN SELECT RAISE(ABORT, 'settles refused by the test'); END;",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    enqueue_interleaved(&db.pool, 5, 1).await;
+    let recorder = Recorder::default();
+    let (stop, running) = start(&db, &recorder, config().build().unwrap());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while recorder.seen.lock().unwrap().len() < 10 {
+        assert!(tokio::time::Instant::now() < deadline, "no settle failed within 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sqlx::query("UPDATE settle_switch SET refuse = 0").execute(&db.pool).await.unwrap();
+    wait_for(&db.pool, "published", 5).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let batches: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_batches").fetch_one(&db.pool).await.unwrap();
+        if batches == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{batches} batches still recorded in flight after 10 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.cancel();
+    running.await.unwrap();
+}
+
 fn on_crash(event: &CrashedEvent) -> SettleOutcome {
     SettleOutcome::Retry { error: format!("relay died (attempt {})", event.attempts + 1), delay: Duration::ZERO }
 }

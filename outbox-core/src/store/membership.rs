@@ -26,6 +26,10 @@ pub struct Heartbeat<'a> {
     pub release: &'a [u16],
     /// Whether it takes free partitions up to its fair share (false while it shuts down).
     pub take: bool,
+    /// Its batches whose settle failed for good: their records are deleted (their events, still pending, are
+    /// read and published again), so they no longer show as being published, and no attempt is counted for them
+    /// if the relay dies later.
+    pub forget: &'a [Uuid],
     /// What happens to an event that was in a batch of a relay that died while publishing it: the relay's retry
     /// decision for one more failed attempt (retry later, or `failed` once attempts are exhausted).
     pub on_crash: &'a (dyn Fn(&CrashedEvent) -> SettleOutcome + Send + Sync),
@@ -39,7 +43,7 @@ impl<'a> Heartbeat<'a> {
         lease: Duration,
         on_crash: &'a (dyn Fn(&CrashedEvent) -> SettleOutcome + Send + Sync),
     ) -> Self {
-        Self { relay, host, lease, release: &[], take: true, on_crash }
+        Self { relay, host, lease, release: &[], take: true, forget: &[], on_crash }
     }
 
     /// Hands over `partitions`.
@@ -55,6 +59,13 @@ impl<'a> Heartbeat<'a> {
         self.take = take;
         self
     }
+
+    /// Deletes the records of these batches of the relay, whose settle failed for good.
+    #[must_use]
+    pub fn forget(mut self, batches: &'a [Uuid]) -> Self {
+        self.forget = batches;
+        self
+    }
 }
 
 impl std::fmt::Debug for Heartbeat<'_> {
@@ -65,6 +76,7 @@ impl std::fmt::Debug for Heartbeat<'_> {
             .field("lease", &self.lease)
             .field("release", &self.release)
             .field("take", &self.take)
+            .field("forget", &self.forget)
             .finish_non_exhaustive()
     }
 }

@@ -52,6 +52,7 @@ fn aggregate_digest(digests: &foldhash::fast::RandomState, partition: u16, aggre
 
 /// A settle task's result.
 struct Settled {
+    batch: Uuid,
     report: Option<SettleReport>,
     /// Per partition: how many events of the batch (attempted or not), the lowest `seq` among them, and the epoch
     /// they were read at.
@@ -465,6 +466,8 @@ impl Lane {
             }
             Err(error) => {
                 tracing::warn!(error = %Error::from_store(error), "cannot record the batch; reading its partitions again");
+                // Its record may have been written all the same.
+                self.handover.abandon(batch_id);
                 false
             }
         };
@@ -527,7 +530,7 @@ impl Lane {
                     tracing::error!(error = %error, "the batch's settle failed unexpectedly; its partitions are read again");
                     None
                 });
-                Settled { report, partitions, ids: read_at, aggregates }
+                Settled { batch: batch_id, report, partitions, ids: read_at, aggregates }
             },
             batch_span,
         ));
@@ -566,8 +569,9 @@ impl Lane {
                 }
             }
         }
-        if let Some(report) = done.report {
-            self.summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner).add(report);
+        match done.report {
+            Some(report) => self.summary.lock().unwrap_or_else(std::sync::PoisonError::into_inner).add(report),
+            None => self.handover.abandon(done.batch),
         }
         self.restart_reset();
     }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use outbox_core::store::{CrashedEvent, Heartbeat, Membership, PartitionLease, SettleOutcome};
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use super::retry;
 use super::shared::Shared;
@@ -38,6 +39,8 @@ pub(crate) struct Handover {
     beat_at: Mutex<Option<tokio::time::Instant>>,
     /// Told of every heartbeat that got through.
     pub(crate) beaten: Notify,
+    /// Batches whose settle failed for good: the next heartbeat deletes their records.
+    abandoned: Mutex<Vec<Uuid>>,
 }
 
 #[derive(Debug, Default)]
@@ -92,6 +95,12 @@ impl Handover {
 
     /// Of the partitions to hand over, those with nothing in flight, now closed to reads: this heartbeat hands them
     /// over.
+    /// Hands `batch` to the next heartbeat, which deletes its record: its settle failed for good (or its record's
+    /// fate is unknown), and its events, still pending, are read and published again.
+    pub(crate) fn abandon(&self, batch: Uuid) {
+        self.abandoned.lock().unwrap_or_else(PoisonError::into_inner).push(batch);
+    }
+
     fn take_idle(&self) -> Vec<u16> {
         let mut busy = self.lock();
         let idle: Vec<u16> = busy.releasing.iter().copied().filter(|p| !busy.counts.contains_key(p)).collect();
@@ -145,13 +154,24 @@ impl Members {
     /// One heartbeat; `take` is false while the relay shuts down.
     pub(crate) async fn beat(&self, take: bool) -> Result<Membership> {
         let release = self.handover.take_idle();
+        let forget = std::mem::take(&mut *self.handover.abandoned.lock().unwrap_or_else(PoisonError::into_inner));
         let config = &self.shared.config;
         let on_crash = |event: &CrashedEvent| -> SettleOutcome {
             retry::after_failure(config, event.attempts, "a relay stopped while publishing this event".into(), false)
         };
-        let beat = Heartbeat::new(self.shared.relay, &self.host, config.lease, &on_crash).release(&release).take(take);
+        let beat = Heartbeat::new(self.shared.relay, &self.host, config.lease, &on_crash)
+            .release(&release)
+            .take(take)
+            .forget(&forget);
         let sent = tokio::time::Instant::now();
-        let membership = self.shared.store.heartbeat(&beat).await.map_err(Error::from_store)?;
+        let membership = match self.shared.store.heartbeat(&beat).await {
+            Ok(membership) => membership,
+            Err(error) => {
+                // Not deleted: the next heartbeat tries again.
+                self.handover.abandoned.lock().unwrap_or_else(PoisonError::into_inner).extend(forget);
+                return Err(Error::from_store(error));
+            }
+        };
         if membership.removed > 0 || membership.crashed > 0 {
             tracing::warn!(
                 relays = membership.removed,

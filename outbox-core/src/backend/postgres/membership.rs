@@ -17,7 +17,8 @@ use crate::store::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionLea
 use super::settle;
 
 /// Renews the relay, removes the dead ones (SKIP LOCKED: two relays never remove the same one), hands over the
-/// released partitions and adopts the batches of relays that are gone. Returns, one kind per row: the live relays,
+/// released partitions, adopts the batches of relays that are gone and deletes the relay's batches whose settle
+/// failed for good. Returns, one kind per row: the live relays,
 /// the partitions still owned, the pending events of the adopted batches (with their attempts), and one row of
 /// counts. Every CTE sees the statement's one snapshot, so the rows just renewed, removed or released are
 /// accounted for by hand.
@@ -50,7 +51,9 @@ released AS (
 UPDATE outbox_partitions SET owner = NULL, epoch = epoch + 1, changed_at = now()
  WHERE owner = $1 AND partition = ANY($4)
 RETURNING partition
-)
+),
+-- The relay's own batches whose settle failed for good: their events are read and published again.
+forgotten AS (DELETE FROM outbox_batches WHERE relay_id = $1 AND NOT crashed AND batch_id = ANY($5))
 SELECT 'relay' AS kind, relay_id AS id, NULL::int2 AS partition, NULL::int8 AS epoch, NULL::int8 AS generation,
        NULL::int8 AS start_seq, NULL::int4 AS attempts, NULL::uuid AS batch_id
   FROM (SELECT relay_id FROM outbox_relays WHERE expires_at >= now() AND relay_id <> $1
@@ -94,6 +97,7 @@ pub(super) async fn heartbeat(pool: &PgPool, beat: &Heartbeat<'_>) -> Result<Mem
         .bind(beat.host)
         .bind(beat.lease.as_secs_f64())
         .bind(release)
+        .bind(beat.forget)
         .fetch_all(pool)
         .await?;
     let mut membership = Membership::default();

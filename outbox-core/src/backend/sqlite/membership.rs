@@ -31,6 +31,9 @@ const DELETE_ORPHAN_BATCHES: &str = "\
 DELETE FROM outbox_batches
  WHERE NOT EXISTS (SELECT 1 FROM outbox_relays r WHERE r.relay_id = outbox_batches.relay_id)";
 
+/// The relay's batches whose settle failed for good (`?2`: a JSON array of batch ids).
+const FORGET: &str = "DELETE FROM outbox_batches WHERE relay_id = ?1 AND batch_id IN (SELECT value FROM json_each(?2))";
+
 const RELEASE: &str = concat!(
     "UPDATE outbox_partitions SET owner = NULL, epoch = epoch + 1, changed_at = ",
     now!(),
@@ -65,6 +68,11 @@ pub(super) async fn heartbeat(pool: &SqlitePool, beat: &Heartbeat<'_>) -> Result
     sqlx::query(RENEW).bind(&relay).bind(beat.host).bind(clock::later(beat.lease)).execute(&mut *tx).await?;
     let removed = sqlx::query(REMOVE_DEAD).execute(&mut *tx).await?.rows_affected();
     let crashed = account_crashes(&mut tx, beat.on_crash).await?;
+    if !beat.forget.is_empty() {
+        let forget: Vec<String> = beat.forget.iter().map(|batch| batch.hyphenated().to_string()).collect();
+        let forget = serde_json::to_string(&forget).unwrap_or_else(|_| String::from("[]"));
+        sqlx::query(FORGET).bind(&relay).bind(forget).execute(&mut *tx).await?;
+    }
     if !beat.release.is_empty() {
         let release = serde_json::to_string(beat.release).unwrap_or_else(|_| String::from("[]"));
         sqlx::query(RELEASE).bind(&relay).bind(release).execute(&mut *tx).await?;
