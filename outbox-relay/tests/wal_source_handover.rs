@@ -201,6 +201,42 @@ async fn an_event_that_fails_for_good_holds_its_aggregate_until_an_operator_retr
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
+/// The hand-over outlives the relay: a failed head and its follower, both passed by the stream, are published in
+/// order after the relay restarts and an operator retried the head meanwhile (which leaves no event of the
+/// aggregate with a failed attempt), and the aggregate's next event waits for them.
+#[tokio::test]
+async fn a_handed_over_aggregate_retried_while_the_relay_was_stopped_is_published_in_order_after_the_restart() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let (receiver, sink) = start_receiver().await;
+    let mut relay = start_relay(&db, &sink);
+    receiver.down.store(true, Ordering::SeqCst);
+    let head = one(&db, "poison", 0).await;
+    let follower = one(&db, "poison", 1).await;
+    let other = one(&db, "other", 0).await;
+    assert_eq!(receiver.wait_for("other", 1).await, [other], "the stream goes on past the failed event");
+    common::wait_until(Duration::from_secs(10), "the refused event is failed", || async {
+        common::status_of(&db.pool, head).await == "failed"
+    })
+    .await;
+    // The stream has acknowledged past both: a graceful stop confirms its last position.
+    assert_eq!(relay.terminate().await.code(), Some(0));
+    receiver.down.store(false, Ordering::SeqCst);
+    let head_id = head.to_string();
+    let retried = outbox(&db.url, &["events", "retry", head_id.as_str()]);
+    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+    let mut relay = start_relay(&db, &sink);
+    assert_eq!(receiver.wait_for("poison", 2).await, [head, follower], "in order after the restart");
+    let next = one(&db, "poison", 2).await;
+    assert_eq!(receiver.wait_for("poison", 3).await, [head, follower, next]);
+    common::wait_until(Duration::from_secs(10), "the aggregate is released to the stream", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_wal_handed_over").fetch_one(&db.pool).await.unwrap()
+            == 0
+    })
+    .await;
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
 #[tokio::test]
 async fn a_message_mode_event_that_fails_for_good_becomes_a_failed_row_an_operator_can_retry() {
     let db = TestDatabase::migrated().await;

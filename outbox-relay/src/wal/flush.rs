@@ -64,8 +64,25 @@ pub(crate) enum Flushed {
 /// Publishes and settles `events`, in their order. Events of aggregates handed to the table's retry path are
 /// left to it (a message-mode event is written to the table for it); an event still failing after the in-place
 /// retry time is handed over with its aggregate. `first_read`: the read of the events' rows, started ahead
-/// ([`super::read_ahead`]); without it, the rows are read here.
+/// ([`super::read_ahead`]); without it, the rows are read here. The aggregates handed over are recorded in the
+/// database before it returns, so before the stream is acknowledged past their events.
 pub(crate) async fn flush(
+    shared: &Shared,
+    store: &PgStore,
+    summary: &mut RunSummary,
+    handover: &mut Handover,
+    events: &[Streamed],
+    first_read: Option<FirstRead>,
+    shutdown: &CancellationToken,
+) -> Result<Flushed> {
+    let flushed = flush_events(shared, store, summary, handover, events, first_read, shutdown).await?;
+    if matches!(flushed, Flushed::Done(_)) && !handover.record(store, shutdown).await? {
+        return Ok(Flushed::Stopped);
+    }
+    Ok(flushed)
+}
+
+async fn flush_events(
     shared: &Shared,
     store: &PgStore,
     summary: &mut RunSummary,
@@ -221,7 +238,9 @@ pub(crate) async fn flush(
         }
         let Some(wait) = retry_in.filter(|_| !todo.is_empty()) else { continue };
         if Instant::now() + wait > deadline {
-            hand_over(store, handover, &items, &published.settlements, &todo, wait, shutdown).await?;
+            if !hand_over(store, handover, &items, &published.settlements, &todo, wait, shutdown).await? {
+                return Ok(Flushed::Stopped);
+            }
             break;
         }
         tokio::select! {
@@ -233,7 +252,8 @@ pub(crate) async fn flush(
 }
 
 /// Retried in place long enough: what is left leaves the stream for the table's retry path with its aggregates
-/// (message-mode events are written to the table: pending, the retrying ones after their delay).
+/// (message-mode events are written to the table: pending, the retrying ones after their delay). `false` when
+/// shutdown came first: the messages may not be in the table, so nothing past them may be acknowledged.
 async fn hand_over(
     store: &PgStore,
     handover: &mut Handover,
@@ -242,7 +262,7 @@ async fn hand_over(
     todo: &[Streamed],
     wait: Duration,
     shutdown: &CancellationToken,
-) -> Result<()> {
+) -> Result<bool> {
     let outcomes: HashMap<Uuid, &SettleOutcome> =
         settlements.iter().map(|settlement| (settlement.id, &settlement.outcome)).collect();
     let messages: Vec<(StoredEvent, Option<SettleOutcome>)> = todo
@@ -258,7 +278,7 @@ async fn hand_over(
             Streamed::Row { .. } => None,
         })
         .collect();
-    let Some(placed) = database(shutdown, || store.write_wal_events(&messages)).await? else { return Ok(()) };
+    let Some(placed) = database(shutdown, || store.write_wal_events(&messages)).await? else { return Ok(false) };
     let partition_of: HashMap<AggregateKey, u16> = placed.into_iter().map(|(p, key)| (key, p)).collect();
     let left: HashSet<Uuid> = todo.iter().map(Streamed::id).collect();
     let mut aggregates = 0;
@@ -274,7 +294,7 @@ async fn hand_over(
         aggregates,
         "events still failing after the in-place retry go to the table's retry path; the stream goes on"
     );
-    Ok(())
+    Ok(true)
 }
 
 /// While publishing is paused (`outbox pause`), waits; `false` when shutdown came first.

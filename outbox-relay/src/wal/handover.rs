@@ -5,8 +5,10 @@
 //! its events any more. A failed event holds its aggregate (with `--ordering aggregate`) until an operator retries
 //! or cancels it, as with the table source.
 //!
-//! The hand-over is the table's state, so a relay that restarts rebuilds it from there
-//! ([`PgStore::wal_handed_over`]). While nothing is handed over, it costs no query.
+//! The hand-over is recorded in the database (`outbox_wal_handed_over`, written before the stream is acknowledged
+//! past the events that caused it, and cleared once the table holds none of the aggregate's events), so a relay
+//! that restarts rebuilds it from there ([`PgStore::wal_handed_over`]), whatever an operator did to the events
+//! meanwhile. While nothing is handed over, it costs no query.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -33,6 +35,10 @@ const RECHECK: Duration = Duration::from_secs(2);
 #[derive(Debug, Default)]
 pub(crate) struct Handover {
     held: HashMap<AggregateKey, u16>,
+    /// Aggregates handed over and not recorded in the database yet ([`record`](Self::record)).
+    unrecorded: Vec<(u16, AggregateKey)>,
+    /// Aggregates released to the stream and not forgotten in the database yet.
+    released: Vec<AggregateKey>,
     next: Option<Instant>,
     retry_in_place: Duration,
 }
@@ -70,10 +76,28 @@ impl Handover {
         self.held.len()
     }
 
-    /// Hands `aggregate` over; the retry path looks at it in `after` at the latest.
+    /// Hands `aggregate` over; the retry path looks at it in `after` at the latest. Recorded in the database by
+    /// [`record`](Self::record).
     pub(crate) fn hold(&mut self, partition: u16, aggregate: AggregateKey, after: Duration) {
-        self.held.insert(aggregate, partition);
+        self.released.retain(|released| *released != aggregate);
+        if self.held.insert(aggregate.clone(), partition).is_none() {
+            self.unrecorded.push((partition, aggregate));
+        }
         self.wake_in(after);
+    }
+
+    /// Records the aggregates handed over since the last call, so that a relay that starts later holds them too;
+    /// called before the stream is acknowledged past their events. `false` when shutdown came first.
+    pub(crate) async fn record(&mut self, store: &PgStore, shutdown: &CancellationToken) -> Result<bool> {
+        if self.unrecorded.is_empty() {
+            return Ok(true);
+        }
+        let unrecorded = &self.unrecorded;
+        if database(shutdown, || store.record_wal_hand_over(unrecorded)).await?.is_none() {
+            return Ok(false);
+        }
+        self.unrecorded.clear();
+        Ok(true)
     }
 
     /// When the retry path runs next (`None`: nothing is handed over).
@@ -93,8 +117,30 @@ impl Handover {
 
     /// One run of the retry path: reads the pending events of the handed-over aggregates (one statement), and
     /// publishes and settles those whose aggregate's head is due, in `seq` order; aggregates left with no
-    /// event in the table are released to the stream. `false` when shutdown came first.
+    /// event in the table are released to the stream (and forgotten in the database). `false` when shutdown came
+    /// first.
     pub(crate) async fn run(
+        &mut self,
+        shared: &Shared,
+        store: &PgStore,
+        summary: &mut RunSummary,
+        shutdown: &CancellationToken,
+    ) -> Result<bool> {
+        if !self.record(store, shutdown).await? || !self.publish_due(shared, store, summary, shutdown).await? {
+            return Ok(false);
+        }
+        if self.released.is_empty() {
+            return Ok(true);
+        }
+        let released = &self.released;
+        if database(shutdown, || store.forget_wal_hand_over(released)).await?.is_none() {
+            return Ok(false);
+        }
+        self.released.clear();
+        Ok(true)
+    }
+
+    async fn publish_due(
         &mut self,
         shared: &Shared,
         store: &PgStore,
@@ -146,6 +192,7 @@ impl Handover {
                 } else {
                     // Nothing of it is left in the table: its next events come from the stream again.
                     self.held.remove(key);
+                    self.released.push(key.clone());
                 }
                 continue;
             };

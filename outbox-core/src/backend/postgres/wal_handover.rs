@@ -6,11 +6,27 @@ use sqlx::Row;
 use crate::error::Result;
 use crate::store::{short_error, AggregateKey, PgStore, SettleOutcome, StoredEvent};
 
-/// The aggregates the WAL relay handed to the table's retry path: those with a pending event that failed an
-/// attempt or a failed event (a failed row always has an attempt), through `outbox_events_attempted_idx`.
+/// The aggregates the WAL relay handed to the table's retry path: those it recorded (migration 14), and those with
+/// a pending event that failed an attempt or a failed event (a failed row always has an attempt), through
+/// `outbox_events_attempted_idx`: a relay of the previous version recorded none.
 const HANDED_OVER: &str = "\
-SELECT DISTINCT partition, aggregate_type, aggregate_id FROM outbox_events
+SELECT partition, aggregate_type, aggregate_id FROM outbox_wal_handed_over
+UNION
+SELECT partition, aggregate_type, aggregate_id FROM outbox_events
  WHERE attempts > 0 AND status IN ('pending', 'failed')";
+
+/// Records aggregates handed over (`$1`-`$3`: partitions, aggregate types, aggregate ids); one already recorded
+/// is left as it is.
+const RECORD_HANDED_OVER: &str = "\
+INSERT INTO outbox_wal_handed_over (partition, aggregate_type, aggregate_id)
+SELECT * FROM UNNEST($1::int2[], $2::text[], $3::text[])
+    ON CONFLICT (aggregate_type, aggregate_id) DO NOTHING";
+
+/// Forgets aggregates whose events the table holds no more (`$1`, `$2`: aggregate types and ids).
+const FORGET_HANDED_OVER: &str = "\
+DELETE FROM outbox_wal_handed_over h
+ USING UNNEST($1::text[], $2::text[]) AS f(aggregate_type, aggregate_id)
+ WHERE h.aggregate_type = f.aggregate_type AND h.aggregate_id = f.aggregate_id";
 
 /// Message-mode events leaving the stream, in order: pending (`held`: behind a handed-over event of their
 /// aggregate; `retry`: after `delay_secs`, an attempt counted) or `failed` (an attempt counted). An event already
@@ -34,9 +50,10 @@ SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
 RETURNING partition, aggregate_type, aggregate_id";
 
 impl PgStore {
-    /// The aggregates whose events the WAL relay publishes from the table (see `WalRelay`'s hand-over): every
-    /// aggregate with a pending event that has failed an attempt, or with a failed event. A WAL relay rebuilds
-    /// its hand-over from them when its session starts.
+    /// The aggregates whose events the WAL relay publishes from the table (see `WalRelay`'s hand-over): those it
+    /// recorded ([`record_wal_hand_over`](Self::record_wal_hand_over)), and every aggregate with a pending event
+    /// that has failed an attempt, or with a failed event. A WAL relay rebuilds its hand-over from them when its
+    /// session starts.
     ///
     /// # Errors
     ///
@@ -44,6 +61,40 @@ impl PgStore {
     pub async fn wal_handed_over(&self) -> Result<Vec<(u16, AggregateKey)>> {
         let rows = sqlx::query(HANDED_OVER).fetch_all(&self.pool).await?;
         rows.iter().map(placed).collect()
+    }
+
+    /// Records aggregates the WAL relay hands to the table's retry path, with their partitions, so that a relay
+    /// that starts later goes on publishing their events from the table whatever happened to them meanwhile (an
+    /// operator's retry resets a failed event's attempts). Recorded ones are left as they are.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn record_wal_hand_over(&self, aggregates: &[(u16, AggregateKey)]) -> Result<()> {
+        if aggregates.is_empty() {
+            return Ok(());
+        }
+        let partitions: Vec<i16> = aggregates.iter().map(|(p, _)| i16::try_from(*p).unwrap_or(i16::MAX)).collect();
+        let types: Vec<&str> = aggregates.iter().map(|(_, (t, _))| t.as_str()).collect();
+        let ids: Vec<&str> = aggregates.iter().map(|(_, (_, i))| i.as_str()).collect();
+        sqlx::query(RECORD_HANDED_OVER).bind(partitions).bind(types).bind(ids).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Forgets aggregates recorded by [`record_wal_hand_over`](Self::record_wal_hand_over) whose events the table
+    /// holds no more: their next events come from the stream again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn forget_wal_hand_over(&self, aggregates: &[AggregateKey]) -> Result<()> {
+        if aggregates.is_empty() {
+            return Ok(());
+        }
+        let types: Vec<&str> = aggregates.iter().map(|(t, _)| t.as_str()).collect();
+        let ids: Vec<&str> = aggregates.iter().map(|(_, i)| i.as_str()).collect();
+        sqlx::query(FORGET_HANDED_OVER).bind(types).bind(ids).execute(&self.pool).await?;
+        Ok(())
     }
 
     /// Writes events of the message mode (`WalOutbox`) to the table as they leave the stream, in order, in one
