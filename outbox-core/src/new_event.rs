@@ -84,20 +84,8 @@ impl NewEvent {
     pub fn new<E: OutboxEvent + ?Sized>(event: &E) -> Result<Self> {
         let invalid =
             |reason: &str| Error::InvalidEvent { event_type: E::EVENT_TYPE.to_owned(), reason: reason.to_owned() };
-        if E::EVENT_TYPE.is_empty() || E::AGGREGATE_TYPE.is_empty() {
-            return Err(invalid("the event type and the aggregate type must not be empty"));
-        }
-        let version = i32::try_from(E::VERSION)
-            .ok()
-            .filter(|version| *version >= 1)
-            .ok_or_else(|| invalid("the version must be between 1 and 2147483647"))?;
         let aggregate_id = event.aggregate_id();
-        if aggregate_id.is_empty() {
-            return Err(invalid("the aggregate id must not be empty"));
-        }
-        if aggregate_id.contains('\0') {
-            return Err(invalid("the aggregate id must not contain a NUL character (a database text cannot hold one)"));
-        }
+        let version = checked_identity(E::EVENT_TYPE, E::AGGREGATE_TYPE, &aggregate_id, E::VERSION).map_err(invalid)?;
         let payload = payload::to_json(E::EVENT_TYPE, event)?;
         if !payload.starts_with('{') {
             return Err(invalid("the payload must serialize to a JSON object (a struct or a map)"));
@@ -279,6 +267,32 @@ fn trace_headers(cx: &opentelemetry::Context) -> Headers {
         }
     }
     headers
+}
+
+/// Checks what the table requires of an event's type, aggregate and version (the relay's decoding of a message-mode
+/// event checks the same, so that any event it may have to write to the table fits there); returns the version as
+/// the table stores it, or why the event is refused.
+pub(crate) fn checked_identity(
+    event_type: &str,
+    aggregate_type: &str,
+    aggregate_id: &str,
+    version: u32,
+) -> std::result::Result<i32, &'static str> {
+    if event_type.is_empty() || aggregate_type.is_empty() {
+        return Err("the event type and the aggregate type must not be empty");
+    }
+    let version = i32::try_from(version)
+        .ok()
+        .filter(|version| *version >= 1)
+        .ok_or("the version must be between 1 and 2147483647")?;
+    if aggregate_id.is_empty() {
+        return Err("the aggregate id must not be empty");
+    }
+    if [event_type, aggregate_type, aggregate_id].iter().any(|text| text.contains('\0')) {
+        return Err("the event type, aggregate type and aggregate id must not contain a NUL character (a database \
+                    text cannot hold one)");
+    }
+    Ok(version)
 }
 
 #[cfg(test)]

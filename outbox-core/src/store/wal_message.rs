@@ -83,6 +83,15 @@ pub fn decode_wal_message(content: &[u8], committed_at: OffsetDateTime, seq: i64
     let decoded: Decoded<'_> = serde_json::from_slice(content).map_err(|error| {
         format!("a WAL message with the prefix `{WAL_MESSAGE_PREFIX}` is not an outbox event: {error}")
     })?;
+    crate::new_event::checked_identity(
+        &decoded.event_type,
+        &decoded.aggregate_type,
+        &decoded.aggregate_id,
+        decoded.version,
+    )
+    .map_err(|reason| {
+        format!("a WAL message with the prefix `{WAL_MESSAGE_PREFIX}` is not an outbox event: {reason}")
+    })?;
     Ok(StoredEvent {
         id: decoded.id,
         seq,
@@ -142,6 +151,29 @@ mod tests {
             let error = decode_wal_message(content, OffsetDateTime::now_utc(), 1).unwrap_err();
             assert!(error.contains("is not an outbox event") && !error.contains('\n'), "{error}");
             assert!(!error.contains("secret"), "the error shows no content: {error}");
+        }
+    }
+
+    #[test]
+    fn an_event_the_table_could_not_hold_is_not_an_outbox_event() {
+        let message = |aggregate_id: &str, version: u64| {
+            serde_json::json!({
+                "id": "0192f5c2-7a3b-7cc0-9a41-3b2f6d1e8c11", "type": "payment.paid", "aggregate_type": "payment",
+                "aggregate_id": aggregate_id, "version": version, "payload": {"secret": "value"}, "headers": {},
+                "sensitive_paths": []
+            })
+            .to_string()
+        };
+        assert!(decode_wal_message(message("7", 1).as_bytes(), OffsetDateTime::now_utc(), 1).is_ok());
+        for (content, reason) in [
+            (message("7", 0), "the version must be between 1"),
+            (message("7", 1 << 31), "the version must be between 1"),
+            (message("", 1), "the aggregate id must not be empty"),
+            (message("7\0", 1), "must not contain a NUL character"),
+        ] {
+            let error = decode_wal_message(content.as_bytes(), OffsetDateTime::now_utc(), 1).unwrap_err();
+            assert!(error.contains("is not an outbox event") && error.contains(reason), "{error}");
+            assert!(!error.contains("secret") && !error.contains('\n'), "{error}");
         }
     }
 }

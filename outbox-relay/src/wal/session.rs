@@ -64,6 +64,11 @@ impl Session<'_> {
         let mut client =
             ReplicationClient::connect_gated(config).await.map_err(|error| classify(&error, self.target))?;
         let backlog = self.slot_and_backlog(&mut client, shutdown).await?;
+        if shutdown.is_cancelled() {
+            // The backlog may not have been read: nothing of the stream may go before it.
+            client.stop();
+            return Ok(Ended::Shutdown);
+        }
         let Some(mut handover) = Handover::rebuild(self.store, self.retry_in_place, shutdown).await? else {
             client.stop();
             return Ok(Ended::Shutdown);
