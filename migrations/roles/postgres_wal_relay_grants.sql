@@ -13,3 +13,5 @@ GRANT SELECT, INSERT, DELETE ON outbox_wal_handed_over TO outbox_relay;
 -- caller's rights). PostgreSQL grants EXECUTE to PUBLIC by default; this keeps them callable where that was revoked.
 GRANT EXECUTE ON FUNCTION outbox_pending_by_id(UUID[]) TO outbox_relay;
 GRANT EXECUTE ON FUNCTION outbox_settle_published_at(UUID[], TEXT[], BOOLEAN) TO outbox_relay;
+-- The partition of a message-mode event's aggregate, for the hand-over.
+GRANT EXECUTE ON FUNCTION outbox_partition_of(TEXT, TEXT) TO outbox_relay;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use foldhash::HashSet;
 
 use outbox_core::store::{AggregateKey, CorruptedRow, Ordering, RowVersion, SettleOutcome, Settlement, StoredEvent};
+use tokio_util::task::AbortOnDropHandle;
 use uuid::Uuid;
 
 use super::retry;
@@ -179,12 +180,12 @@ fn hold_back<'a>(
 }
 
 /// One publisher call, in a task of its own (a panic is a failed attempt, not a dead relay) and under the
-/// publish timeout (a sink that hangs is a failed attempt too).
+/// publish timeout (a sink that hangs is a failed attempt too). The task ends with the call: a publish that timed
+/// out, or whose relay was stopped past its shutdown timeout, is aborted.
 async fn call(shared: &Shared, messages: Vec<Message>) -> Vec<Outcome> {
     let count = messages.len();
     let publisher = Arc::clone(&shared.publisher);
-    let task = tokio::spawn(async move { publisher.publish_boxed(&messages).await });
-    let abort = task.abort_handle();
+    let task = AbortOnDropHandle::new(tokio::spawn(async move { publisher.publish_boxed(&messages).await }));
     match tokio::time::timeout(shared.config.publish_timeout, task).await {
         Ok(Ok(outcomes)) => outcomes,
         Ok(Err(error)) if error.is_panic() => {
@@ -193,7 +194,6 @@ async fn call(shared: &Shared, messages: Vec<Message>) -> Vec<Outcome> {
         }
         Ok(Err(_)) => vec![Outcome::transient("the publish was cancelled"); count],
         Err(_) => {
-            abort.abort();
             let timeout = shared.config.publish_timeout;
             tracing::error!(events = count, ?timeout, "the publish timed out; the events count a failed attempt");
             vec![Outcome::transient(format!("the publish timed out after {timeout:?}")); count]

@@ -18,6 +18,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use uuid::Uuid;
 
 use super::batch::{self, Item};
@@ -523,9 +524,10 @@ impl Lane {
             async move {
                 // In a task of its own, as the publisher is: a panic is a settle that failed (the partitions are
                 // read afresh), not a task whose partitions would stay counted in flight and never be read again.
-                let settling = tokio::spawn(
-                    tracing::Instrument::in_current_span(async move { settle::settle(&shared, &settle).await }),
-                );
+                // Aborted with this task when the shutdown timeout abandons the lane.
+                let settling = AbortOnDropHandle::new(tokio::spawn(tracing::Instrument::in_current_span(
+                    async move { settle::settle(&shared, &settle).await },
+                )));
                 let report = settling.await.unwrap_or_else(|error| {
                     tracing::error!(error = %error, "the batch's settle failed unexpectedly; its partitions are read again");
                     None

@@ -93,14 +93,14 @@ impl Handover {
         }
     }
 
-    /// Of the partitions to hand over, those with nothing in flight, now closed to reads: this heartbeat hands them
-    /// over.
     /// Hands `batch` to the next heartbeat, which deletes its record: its settle failed for good (or its record's
     /// fate is unknown), and its events, still pending, are read and published again.
     pub(crate) fn abandon(&self, batch: Uuid) {
         self.abandoned.lock().unwrap_or_else(PoisonError::into_inner).push(batch);
     }
 
+    /// Of the partitions to hand over, those with nothing in flight, now closed to reads: this heartbeat hands them
+    /// over.
     fn take_idle(&self) -> Vec<u16> {
         let mut busy = self.lock();
         let idle: Vec<u16> = busy.releasing.iter().copied().filter(|p| !busy.counts.contains_key(p)).collect();

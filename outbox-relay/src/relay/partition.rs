@@ -365,8 +365,9 @@ impl PartitionState {
                             xmax: snapshot.xmax,
                         };
                         match self.open.back_mut() {
-                            // The same transactions to wait for: one range.
-                            Some(back) if back.waiting == open.waiting && open.grace_until.is_none() => {
+                            // The same transactions and writers to wait for: one range (a writer that keeps no id
+                            // for long does not add a range per read).
+                            Some(back) if back.waiting == open.waiting && back.unseen == open.unseen => {
                                 back.through = open.through;
                             }
                             _ => self.open.push_back(open),
@@ -533,6 +534,18 @@ mod tests {
         let ranges = state.ranges(100, later);
         assert_eq!(ranges.len(), 1, "{ranges:?}");
         assert_eq!(ranges[0].0.after, 40);
+    }
+
+    #[test]
+    fn reads_that_wait_for_the_same_writer_without_a_transaction_id_share_one_open_range() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let start = Instant::now();
+        let stalled = || Snapshot::new(20, 20).unseen_writers(vec!["3/7".to_owned()]);
+        for (n, last) in [40, 50, 60, 70].into_iter().enumerate() {
+            read(&mut state, 1, Some(last), &stalled(), start + LATE_COMMIT_GRACE * (n as u32 * 2));
+        }
+        assert_eq!(state.open.len(), 1, "{:?}", state.open);
+        assert_eq!(recheck(&state.ranges(100, start + LATE_COMMIT_GRACE * 8)).unwrap().through, Some(70));
     }
 
     #[test]

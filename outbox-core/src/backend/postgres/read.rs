@@ -107,10 +107,14 @@ SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
        (SELECT xmax FROM bounds)::text AS xmax,
        ARRAY(SELECT xid::text FROM running) AS running,
        -- The writers with no transaction id yet, by their transaction's virtual id: each may have taken a `seq`
-       -- before its id.
+       -- before its id, unless it is idle in its transaction (a statement that took a `seq` and wrote no row, as an
+       -- `INSERT ... ON CONFLICT DO NOTHING` that met a conflict, will never write one with it). A session whose
+       -- state this role may not see counts as running a statement.
        ARRAY(SELECT DISTINCT l.vxid FROM locks l
               WHERE l.relation = 'outbox_events'::regclass AND l.pid IN (SELECT pid FROM writers)
-                AND NOT EXISTS (SELECT 1 FROM held h WHERE h.pid = l.pid)) AS unseen_writers,
+                AND NOT EXISTS (SELECT 1 FROM held h WHERE h.pid = l.pid)
+                AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                                 WHERE a.pid = l.pid AND a.state LIKE 'idle in transaction%')) AS unseen_writers,
        current_setting('track_commit_timestamp')::bool AS track_commit,
        now() AS read_at
   FROM snap

@@ -474,7 +474,7 @@ async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str, _shut: &Producers
         sqlx::query(LOCK_EMITS).bind(WAL_EMIT_LOCK).execute(&mut *tx).await?;
         match slot_messages(tx, slot).await {
             Ok(events) => {
-                moved = super::wal_handover::write_wal_events(&mut *tx, &events).await?.len() as u64;
+                moved = super::wal_handover::write_wal_events(&mut *tx, &events).await?.1;
             }
             Err(crate::error::Error::Database(sqlx::Error::Database(db))) if db.code().as_deref() == Some("55006") => {
                 return Ok(SourceSwitch::SlotActive(slot.to_owned()));

@@ -30,8 +30,10 @@ DELETE FROM outbox_wal_handed_over h
 
 /// Message-mode events leaving the stream, in order: pending (`held`: behind a handed-over event of their
 /// aggregate; `retry`: after `delay_secs`, an attempt counted) or `failed` (an attempt counted). An event already
-/// in the table (written before a restart replayed its message) is left as it is.
+/// in the table (written before a restart replayed its message) is left as it is. Returns the partition of every
+/// event's aggregate, written now or before, as the table places it.
 const WRITE_EVENTS: &str = "\
+WITH written AS (
 INSERT INTO outbox_events
     (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, created_at,
      status, attempts, next_attempt_at, last_error)
@@ -47,7 +49,11 @@ SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
             created_at, outcome, attempts, delay_secs, error, n)
  ORDER BY e.n
     ON CONFLICT (id) DO NOTHING
-RETURNING partition, aggregate_type, aggregate_id";
+RETURNING id
+)
+SELECT outbox_partition_of(u.aggregate_type, u.aggregate_id) AS partition, u.aggregate_type, u.aggregate_id,
+       u.id IN (SELECT id FROM written) AS written
+  FROM UNNEST($1::uuid[], $2::text[], $3::text[]) AS u(id, aggregate_type, aggregate_id)";
 
 impl PgStore {
     /// The aggregates whose events the WAL relay publishes from the table (see `WalRelay`'s hand-over): those it
@@ -100,8 +106,8 @@ impl PgStore {
     /// Writes events of the message mode (`WalOutbox`) to the table as they leave the stream, in order, in one
     /// statement: `None` pending as they are (behind a handed-over event of their aggregate), a retry pending
     /// after its delay, a failure `failed`; each failure counts an attempt and keeps its error. A published
-    /// outcome writes nothing. Events already in the table are left alone. Returns the partition and aggregate of
-    /// each row written (the database places it).
+    /// outcome writes nothing. Events already in the table are left alone. Returns the partition of each event's
+    /// aggregate, written now or before (the database places it).
     ///
     /// Corrupted headers are written as `{}`; sensitive paths that cannot be read as `["*"]`, which masks every
     /// value wherever the outbox prints the payload.
@@ -113,23 +119,23 @@ impl PgStore {
         &self,
         events: &[(StoredEvent, Option<SettleOutcome>)],
     ) -> Result<Vec<(u16, AggregateKey)>> {
-        write_wal_events(&self.pool, events).await
+        Ok(write_wal_events(&self.pool, events).await?.0)
     }
 }
 
-/// [`PgStore::write_wal_events`] on any connection: the slot's removal writes the messages it still holds in its
-/// own transaction.
+/// [`PgStore::write_wal_events`] on any connection, with how many events it wrote: the slot's removal writes the
+/// messages it still holds in its own transaction.
 pub(super) async fn write_wal_events<'c, X>(
     executor: X,
     events: &[(StoredEvent, Option<SettleOutcome>)],
-) -> Result<Vec<(u16, AggregateKey)>>
+) -> Result<(Vec<(u16, AggregateKey)>, u64)>
 where
     X: sqlx::Executor<'c, Database = sqlx::Postgres>,
 {
     let events: Vec<&(StoredEvent, Option<SettleOutcome>)> =
         events.iter().filter(|(_, outcome)| !matches!(outcome, Some(SettleOutcome::Published))).collect();
     if events.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), 0));
     }
     let n = events.len();
     let (mut ids, mut types, mut aggregate_ids, mut event_types) =
@@ -180,7 +186,11 @@ where
         .bind(errors)
         .fetch_all(executor)
         .await?;
-    rows.iter().map(placed).collect()
+    let mut written = 0;
+    for row in &rows {
+        written += u64::from(row.try_get::<bool, _>("written")?);
+    }
+    Ok((rows.iter().map(placed).collect::<Result<_>>()?, written))
 }
 
 /// A row's partition and aggregate.
