@@ -147,7 +147,7 @@ async fn a_plain_sql_insert_that_stalls_between_its_seq_and_its_transaction_id_i
     let db = TestDatabase::migrated().await;
     sqlx::raw_sql(
         "CREATE FUNCTION slow_late_insert() RETURNS trigger LANGUAGE plpgsql AS
-           'BEGIN IF NEW.aggregate_id = ''late'' THEN PERFORM pg_sleep(2); END IF; RETURN NEW; END';
+           'BEGIN IF NEW.aggregate_id = ''late'' THEN PERFORM pg_sleep(4); END IF; RETURN NEW; END';
          CREATE TRIGGER slow_late_insert BEFORE INSERT ON outbox_events
            FOR EACH ROW EXECUTE FUNCTION slow_late_insert();",
     )
@@ -172,20 +172,19 @@ async fn a_plain_sql_insert_that_stalls_between_its_seq_and_its_transaction_id_i
         .execute(&writer)
         .await
     });
-    // The insert has taken its `seq` and sleeps in its trigger.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The insert has taken its `seq` and sleeps in its trigger, without a transaction id.
+    let in_trigger = "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                       WHERE query LIKE 'INSERT INTO outbox_events%' AND wait_event = 'PgSleep' AND backend_xid IS NULL)";
+    wait_until(Duration::from_secs(10), "the insert sleeps in its trigger", || async {
+        sqlx::query_scalar::<_, bool>(in_trigger).fetch_one(&db.pool).await.unwrap()
+    })
+    .await;
     let fast = enqueue(&db.pool, &[event(&neighbour, 0)]).await[0];
     wait_until(Duration::from_secs(10), "the later row is published", || async {
         recorder.seen().iter().any(|s| s.id == fast)
     })
     .await;
-    let no_id: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE 'INSERT INTO outbox_events%'
-                          AND state = 'active' AND backend_xid IS NULL)",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let no_id: bool = sqlx::query_scalar(in_trigger).fetch_one(&db.pool).await.unwrap();
     assert!(no_id, "the stalled insert has no transaction id while the later row is published");
     inserting.await.unwrap().unwrap();
     wait_until(Duration::from_secs(20), "the stalled insert is published", || async {
