@@ -1,6 +1,8 @@
 //! The relay on the embedded backend: the same promises as on PostgreSQL (order per aggregate, retries, dead
 //! letters, pause, leases and fencing, retention), on a real SQLite file.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -201,22 +203,16 @@ async fn sqlite_a_batch_whose_settle_failed_is_no_longer_recorded_once_its_event
     enqueue_interleaved(&db.pool, 5, 1).await;
     let recorder = Recorder::default();
     let (stop, running) = start(&db, &recorder, config().build().unwrap());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while recorder.seen.lock().unwrap().len() < 10 {
-        assert!(tokio::time::Instant::now() < deadline, "no settle failed within 30 s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::wait_until(Duration::from_secs(30), "a settle failed", || async {
+        recorder.seen.lock().unwrap().len() >= 10
+    })
+    .await;
     sqlx::query("UPDATE settle_switch SET refuse = 0").execute(&db.pool).await.unwrap();
     wait_for(&db.pool, "published", 5).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let batches: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_batches").fetch_one(&db.pool).await.unwrap();
-        if batches == 0 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{batches} batches still recorded in flight after 10 s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::wait_until(Duration::from_secs(10), "no batch is recorded in flight", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_batches").fetch_one(&db.pool).await.unwrap() == 0
+    })
+    .await;
     stop.cancel();
     running.await.unwrap();
 }

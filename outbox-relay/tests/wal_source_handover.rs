@@ -163,42 +163,59 @@ async fn an_event_still_failing_after_the_in_place_retry_leaves_the_stream_with_
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
+/// A WAL relay whose sink refuses aggregate `poison` for good: its head event has failed, its follower is
+/// pending behind it, and the stream went on past both (an event of another aggregate was published after them).
+struct FailedHead {
+    db: TestDatabase,
+    receiver: Arc<Receiver>,
+    sink: String,
+    relay: outbox_tests::process::OutboxProcess,
+    head: Uuid,
+    follower: Uuid,
+}
+
+impl FailedHead {
+    async fn start() -> Self {
+        let db = TestDatabase::migrated().await;
+        assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+        let (receiver, sink) = start_receiver().await;
+        let relay = start_relay(&db, &sink);
+        receiver.down.store(true, Ordering::SeqCst);
+        let head = one(&db, "poison", 0).await;
+        let follower = one(&db, "poison", 1).await;
+        let other = one(&db, "other", 0).await;
+        assert_eq!(receiver.wait_for("other", 1).await, [other], "the stream goes on past the failed event");
+        common::wait_until(Duration::from_secs(10), "the refused event is failed", || async {
+            common::status_of(&db.pool, head).await == "failed"
+        })
+        .await;
+        Self { db, receiver, sink, relay, head, follower }
+    }
+
+    /// The sink takes every event again, and an operator retries the failed head.
+    fn recover_and_retry(&self) {
+        self.receiver.down.store(false, Ordering::SeqCst);
+        let head = self.head.to_string();
+        let retried = outbox(&self.db.url, &["events", "retry", head.as_str()]);
+        assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+    }
+}
+
 #[tokio::test]
 async fn an_event_that_fails_for_good_holds_its_aggregate_until_an_operator_retries_it() {
-    let db = TestDatabase::migrated().await;
-    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let (receiver, sink) = start_receiver().await;
-    let mut relay = start_relay(&db, &sink);
-    receiver.down.store(true, Ordering::SeqCst);
-    let head = one(&db, "poison", 0).await;
-    let follower = one(&db, "poison", 1).await;
-    let other = one(&db, "other", 0).await;
-    assert_eq!(receiver.wait_for("other", 1).await, [other], "the stream goes on past the failed event");
-    let status = |id: Uuid| {
-        let pool = db.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, String>("SELECT status FROM outbox_events WHERE id = $1")
-                .bind(id)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-        }
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while status(head).await != "failed" {
-        assert!(Instant::now() < deadline, "the refused event is failed within 10 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut scene = FailedHead::start().await;
+    let (head, follower) = (scene.head, scene.follower);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(status(follower).await, "pending", "the follower waits behind its failed head");
-    assert!(receiver.of("poison").is_empty());
+    assert_eq!(
+        common::status_of(&scene.db.pool, follower).await,
+        "pending",
+        "the follower waits behind its failed head"
+    );
+    assert!(scene.receiver.of("poison").is_empty());
 
-    receiver.down.store(false, Ordering::SeqCst);
-    let head_id = head.to_string();
-    let retried = outbox(&db.url, &["events", "retry", head_id.as_str()]);
-    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
-    assert_eq!(receiver.wait_for("poison", 2).await, [head, follower], "in order after the retry");
-    assert_eq!(relay.terminate().await.code(), Some(0));
+    scene.recover_and_retry();
+    assert_eq!(scene.receiver.wait_for("poison", 2).await, [head, follower], "in order after the retry");
+    assert_eq!(scene.relay.terminate().await.code(), Some(0));
 }
 
 /// The hand-over outlives the relay: a failed head and its follower, both passed by the stream, are published in
@@ -206,28 +223,15 @@ async fn an_event_that_fails_for_good_holds_its_aggregate_until_an_operator_retr
 /// aggregate with a failed attempt), and the aggregate's next event waits for them.
 #[tokio::test]
 async fn a_handed_over_aggregate_retried_while_the_relay_was_stopped_is_published_in_order_after_the_restart() {
-    let db = TestDatabase::migrated().await;
-    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let (receiver, sink) = start_receiver().await;
-    let mut relay = start_relay(&db, &sink);
-    receiver.down.store(true, Ordering::SeqCst);
-    let head = one(&db, "poison", 0).await;
-    let follower = one(&db, "poison", 1).await;
-    let other = one(&db, "other", 0).await;
-    assert_eq!(receiver.wait_for("other", 1).await, [other], "the stream goes on past the failed event");
-    common::wait_until(Duration::from_secs(10), "the refused event is failed", || async {
-        common::status_of(&db.pool, head).await == "failed"
-    })
-    .await;
+    let mut scene = FailedHead::start().await;
+    let (head, follower) = (scene.head, scene.follower);
     // The stream has acknowledged past both: a graceful stop confirms its last position.
-    assert_eq!(relay.terminate().await.code(), Some(0));
-    receiver.down.store(false, Ordering::SeqCst);
-    let head_id = head.to_string();
-    let retried = outbox(&db.url, &["events", "retry", head_id.as_str()]);
-    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
-    let mut relay = start_relay(&db, &sink);
+    assert_eq!(scene.relay.terminate().await.code(), Some(0));
+    scene.recover_and_retry();
+    let (db, receiver) = (&scene.db, &scene.receiver);
+    let mut relay = start_relay(db, &scene.sink);
     assert_eq!(receiver.wait_for("poison", 2).await, [head, follower], "in order after the restart");
-    let next = one(&db, "poison", 2).await;
+    let next = one(db, "poison", 2).await;
     assert_eq!(receiver.wait_for("poison", 3).await, [head, follower, next]);
     common::wait_until(Duration::from_secs(10), "the aggregate is released to the stream", || async {
         sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_wal_handed_over").fetch_one(&db.pool).await.unwrap()

@@ -76,7 +76,7 @@ pub(crate) async fn flush(
     shutdown: &CancellationToken,
 ) -> Result<Flushed> {
     let flushed = flush_events(shared, store, summary, handover, events, first_read, shutdown).await?;
-    if matches!(flushed, Flushed::Done(_)) && !handover.record(store, shutdown).await? {
+    if matches!(flushed, Flushed::Done(_)) && !handover.update_record(store, shutdown).await? {
         return Ok(Flushed::Stopped);
     }
     Ok(flushed)

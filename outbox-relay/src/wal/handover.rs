@@ -55,6 +55,10 @@ impl Handover {
         for (partition, aggregate) in held {
             handover.hold(partition, aggregate, Duration::ZERO);
         }
+        // Those found by their failed attempts alone (recorded by no relay before) are recorded now.
+        if !handover.update_record(store, shutdown).await? {
+            return Ok(None);
+        }
         if !handover.held.is_empty() {
             tracing::info!(aggregates = handover.held.len(), "aggregates published from the table's retry path");
         }
@@ -77,7 +81,7 @@ impl Handover {
     }
 
     /// Hands `aggregate` over; the retry path looks at it in `after` at the latest. Recorded in the database by
-    /// [`record`](Self::record).
+    /// [`update_record`](Self::update_record).
     pub(crate) fn hold(&mut self, partition: u16, aggregate: AggregateKey, after: Duration) {
         self.released.retain(|released| *released != aggregate);
         if self.held.insert(aggregate.clone(), partition).is_none() {
@@ -86,17 +90,19 @@ impl Handover {
         self.wake_in(after);
     }
 
-    /// Records the aggregates handed over since the last call, so that a relay that starts later holds them too;
-    /// called before the stream is acknowledged past their events. `false` when shutdown came first.
-    pub(crate) async fn record(&mut self, store: &PgStore, shutdown: &CancellationToken) -> Result<bool> {
-        if self.unrecorded.is_empty() {
+    /// Records the aggregates handed over and forgets those released since the last call (one statement, none
+    /// when nothing changed), so that a relay that starts later holds the same ones; called before the stream is
+    /// acknowledged past the events of those handed over. `false` when shutdown came first.
+    pub(crate) async fn update_record(&mut self, store: &PgStore, shutdown: &CancellationToken) -> Result<bool> {
+        if self.unrecorded.is_empty() && self.released.is_empty() {
             return Ok(true);
         }
-        let unrecorded = &self.unrecorded;
-        if database(shutdown, || store.record_wal_hand_over(unrecorded)).await?.is_none() {
+        let (unrecorded, released) = (&self.unrecorded, &self.released);
+        if database(shutdown, || store.update_wal_hand_over(unrecorded, released)).await?.is_none() {
             return Ok(false);
         }
         self.unrecorded.clear();
+        self.released.clear();
         Ok(true)
     }
 
@@ -126,18 +132,7 @@ impl Handover {
         summary: &mut RunSummary,
         shutdown: &CancellationToken,
     ) -> Result<bool> {
-        if !self.record(store, shutdown).await? || !self.publish_due(shared, store, summary, shutdown).await? {
-            return Ok(false);
-        }
-        if self.released.is_empty() {
-            return Ok(true);
-        }
-        let released = &self.released;
-        if database(shutdown, || store.forget_wal_hand_over(released)).await?.is_none() {
-            return Ok(false);
-        }
-        self.released.clear();
-        Ok(true)
+        Ok(self.publish_due(shared, store, summary, shutdown).await? && self.update_record(store, shutdown).await?)
     }
 
     async fn publish_due(
@@ -192,6 +187,7 @@ impl Handover {
                 } else {
                     // Nothing of it is left in the table: its next events come from the stream again.
                     self.held.remove(key);
+                    self.unrecorded.retain(|(_, unrecorded)| unrecorded != key);
                     self.released.push(key.clone());
                 }
                 continue;

@@ -15,17 +15,17 @@ UNION
 SELECT partition, aggregate_type, aggregate_id FROM outbox_events
  WHERE attempts > 0 AND status IN ('pending', 'failed')";
 
-/// Records aggregates handed over (`$1`-`$3`: partitions, aggregate types, aggregate ids); one already recorded
-/// is left as it is.
-const RECORD_HANDED_OVER: &str = "\
+/// Records aggregates handed over (`$1`-`$3`: partitions, aggregate types, aggregate ids; one already recorded is
+/// left as it is) and forgets aggregates released to the stream (`$4`, `$5`: aggregate types and ids), in one
+/// statement. An aggregate is never in both lists.
+const UPDATE_HANDED_OVER: &str = "\
+WITH recorded AS (
 INSERT INTO outbox_wal_handed_over (partition, aggregate_type, aggregate_id)
 SELECT * FROM UNNEST($1::int2[], $2::text[], $3::text[])
-    ON CONFLICT (aggregate_type, aggregate_id) DO NOTHING";
-
-/// Forgets aggregates whose events the table holds no more (`$1`, `$2`: aggregate types and ids).
-const FORGET_HANDED_OVER: &str = "\
+    ON CONFLICT (aggregate_type, aggregate_id) DO NOTHING
+)
 DELETE FROM outbox_wal_handed_over h
- USING UNNEST($1::text[], $2::text[]) AS f(aggregate_type, aggregate_id)
+ USING UNNEST($4::text[], $5::text[]) AS f(aggregate_type, aggregate_id)
  WHERE h.aggregate_type = f.aggregate_type AND h.aggregate_id = f.aggregate_id";
 
 /// Message-mode events leaving the stream, in order: pending (`held`: behind a handed-over event of their
@@ -57,7 +57,7 @@ SELECT outbox_partition_of(u.aggregate_type, u.aggregate_id) AS partition, u.agg
 
 impl PgStore {
     /// The aggregates whose events the WAL relay publishes from the table (see `WalRelay`'s hand-over): those it
-    /// recorded ([`record_wal_hand_over`](Self::record_wal_hand_over)), and every aggregate with a pending event
+    /// recorded ([`update_wal_hand_over`](Self::update_wal_hand_over)), and every aggregate with a pending event
     /// that has failed an attempt, or with a failed event. A WAL relay rebuilds its hand-over from them when its
     /// session starts.
     ///
@@ -69,37 +69,36 @@ impl PgStore {
         rows.iter().map(placed).collect()
     }
 
-    /// Records aggregates the WAL relay hands to the table's retry path, with their partitions, so that a relay
-    /// that starts later goes on publishing their events from the table whatever happened to them meanwhile (an
-    /// operator's retry resets a failed event's attempts). Recorded ones are left as they are.
+    /// Updates the record of the WAL relay's hand-over to the table's retry path: `handed_over` aggregates (with
+    /// their partitions) are recorded, so that a relay that starts later goes on publishing their events from the
+    /// table whatever happened to them meanwhile (an operator's retry resets a failed event's attempts), and
+    /// `released` ones, whose events the table holds no more, are forgotten. One statement; an aggregate must not
+    /// be in both lists.
     ///
     /// # Errors
     ///
     /// [`Error::Database`](crate::Error::Database).
-    pub async fn record_wal_hand_over(&self, aggregates: &[(u16, AggregateKey)]) -> Result<()> {
-        if aggregates.is_empty() {
+    pub async fn update_wal_hand_over(
+        &self,
+        handed_over: &[(u16, AggregateKey)],
+        released: &[AggregateKey],
+    ) -> Result<()> {
+        if handed_over.is_empty() && released.is_empty() {
             return Ok(());
         }
-        let partitions: Vec<i16> = aggregates.iter().map(|(p, _)| i16::try_from(*p).unwrap_or(i16::MAX)).collect();
-        let types: Vec<&str> = aggregates.iter().map(|(_, (t, _))| t.as_str()).collect();
-        let ids: Vec<&str> = aggregates.iter().map(|(_, (_, i))| i.as_str()).collect();
-        sqlx::query(RECORD_HANDED_OVER).bind(partitions).bind(types).bind(ids).execute(&self.pool).await?;
-        Ok(())
-    }
-
-    /// Forgets aggregates recorded by [`record_wal_hand_over`](Self::record_wal_hand_over) whose events the table
-    /// holds no more: their next events come from the stream again.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Database`](crate::Error::Database).
-    pub async fn forget_wal_hand_over(&self, aggregates: &[AggregateKey]) -> Result<()> {
-        if aggregates.is_empty() {
-            return Ok(());
-        }
-        let types: Vec<&str> = aggregates.iter().map(|(t, _)| t.as_str()).collect();
-        let ids: Vec<&str> = aggregates.iter().map(|(_, i)| i.as_str()).collect();
-        sqlx::query(FORGET_HANDED_OVER).bind(types).bind(ids).execute(&self.pool).await?;
+        let partitions: Vec<i16> = handed_over.iter().map(|(p, _)| i16::try_from(*p).unwrap_or(i16::MAX)).collect();
+        let (types, ids): (Vec<&str>, Vec<&str>) =
+            handed_over.iter().map(|(_, (kind, id))| (kind.as_str(), id.as_str())).unzip();
+        let (released_types, released_ids): (Vec<&str>, Vec<&str>) =
+            released.iter().map(|(kind, id)| (kind.as_str(), id.as_str())).unzip();
+        sqlx::query(UPDATE_HANDED_OVER)
+            .bind(partitions)
+            .bind(types)
+            .bind(ids)
+            .bind(released_types)
+            .bind(released_ids)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
