@@ -19,6 +19,7 @@ use sqlx::postgres::PgTransactionManager;
 use sqlx::{Executor, PgConnection, PgPool, Postgres, TransactionManager};
 use uuid::Uuid;
 
+use crate::backend::Backend;
 use crate::enqueue::Outbox;
 use crate::error::Result;
 use crate::event::OutboxEvent;
@@ -159,8 +160,24 @@ impl OutboxTransaction {
     /// [`WalOutbox::begin`]) [`Error::WalSourceOff`](crate::Error::WalSourceOff) without the WAL relay's slot: then
     /// the whole transaction is rolled back (the domain change with the events).
     pub async fn commit(mut self) -> Result<Vec<Uuid>> {
-        let mut sql =
-            if self.via_wal { emit_sql(&self.events) } else { commit_sql(&self.events, self.notify.as_deref()) };
+        let mut sql = if self.events.iter().any(|event| !event.sensitive_paths.is_empty()) {
+            // Sensitive values never travel as literals: the statement's text is what sqlx logs (every statement
+            // at DEBUG, slow ones at WARN) and what PostgreSQL logs when it fails. Parameters first, then the commit.
+            let written = if self.via_wal {
+                crate::via_wal::emit(&mut self.connection, &self.events).await
+            } else {
+                <Postgres as Backend>::insert_events(&mut self.connection, &self.events, self.notify.as_deref()).await
+            };
+            if let Err(error) = written {
+                self.rollback_after_error().await;
+                return Err(error);
+            }
+            CHECKED_COMMIT.to_owned()
+        } else if self.via_wal {
+            emit_sql(&self.events)
+        } else {
+            commit_sql(&self.events, self.notify.as_deref())
+        };
         // An empty transaction for sqlx's own to close (see the module's documentation).
         sql.push_str(";\nBEGIN");
         // A string without arguments runs through the simple query protocol: several statements, one message.
@@ -172,11 +189,7 @@ impl OutboxTransaction {
                 Ok(self.events.iter().map(NewEvent::id).collect())
             }
             Err(error) => {
-                // The failed statement left the transaction aborted (or the connection broken): roll it back;
-                // if even that fails, dropping closes the connection, which rolls back on the server.
-                if PgTransactionManager::rollback(&mut self.connection).await.is_ok() {
-                    self.open = false;
-                }
+                self.rollback_after_error().await;
                 if let sqlx::Error::Database(db) = &error {
                     if db.code().as_deref() == Some(WAL_SOURCE_OFF) {
                         return Err(crate::error::Error::WalSourceOff);
@@ -184,6 +197,14 @@ impl OutboxTransaction {
                 }
                 Err(error.into())
             }
+        }
+    }
+
+    /// After a failed statement, which left the transaction aborted (or the connection broken): rolls it back; if
+    /// even that fails, dropping closes the connection, which rolls back on the server.
+    async fn rollback_after_error(&mut self) {
+        if PgTransactionManager::rollback(&mut self.connection).await.is_ok() {
+            self.open = false;
         }
     }
 
@@ -223,6 +244,10 @@ impl Drop for OutboxTransaction {
     }
 }
 
+/// A `COMMIT` that fails in a transaction an ignored error aborted: there, `COMMIT` alone rolls back and reports
+/// success. (With events, their statement fails first.)
+const CHECKED_COMMIT: &str = "SELECT 1;\nCOMMIT";
+
 /// The SQLSTATE of `outbox_wal_emit` (migration 9, raised by migration 6's guard) when the WAL source has no slot
 /// to keep the messages.
 const WAL_SOURCE_OFF: &str = "OXW01";
@@ -233,7 +258,7 @@ const WAL_SOURCE_OFF: &str = "OXW01";
 /// optional `pg_notify`, and `COMMIT`.
 fn commit_sql(events: &[NewEvent], notify: Option<&str>) -> String {
     if events.is_empty() {
-        return "COMMIT".to_owned();
+        return CHECKED_COMMIT.to_owned();
     }
     let columns: [Vec<String>; 7] = [
         events.iter().map(|event| event.id.to_string()).collect(),
@@ -280,7 +305,7 @@ fn commit_sql(events: &[NewEvent], notify: Option<&str>) -> String {
 /// in microseconds. An error stops the rest of the string, so nothing is committed after a check that raised.
 fn emit_sql(events: &[NewEvent]) -> String {
     if events.is_empty() {
-        return "COMMIT".to_owned();
+        return CHECKED_COMMIT.to_owned();
     }
     let contents: Vec<String> = events.iter().map(crate::store::wal_message::encode).collect();
     let tag = quote_tag(&contents.iter());
@@ -434,8 +459,8 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_transaction_only_commits() {
-        assert_eq!(commit_sql(&[], Some("outbox_events")), "COMMIT");
-        assert_eq!(emit_sql(&[]), "COMMIT");
+    fn an_empty_transaction_only_commits_after_checking_that_it_was_not_aborted() {
+        assert_eq!(commit_sql(&[], Some("outbox_events")), "SELECT 1;\nCOMMIT");
+        assert_eq!(emit_sql(&[]), "SELECT 1;\nCOMMIT");
     }
 }

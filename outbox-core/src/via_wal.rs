@@ -133,18 +133,29 @@ impl WalOutbox {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        let contents: Vec<String> = events.iter().map(crate::store::wal_message::encode).collect();
-        let emitted = sqlx::query(EMIT)
-            .bind(WAL_MESSAGE_PREFIX)
-            .bind(contents)
-            .bind(WAL_EMIT_LOCK)
-            .execute(tx.connection())
-            .await
-            .map_err(Error::from)?
-            .rows_affected();
-        if emitted != events.len() as u64 {
-            return Err(Error::WalSourceOff);
-        }
+        emit(tx.connection(), &events).await?;
         Ok(events.iter().map(NewEvent::id).collect())
     }
+}
+
+/// Writes `events` (checked, at least one) as messages on `connection`, in one statement with parameters.
+///
+/// # Errors
+///
+/// [`Error::WalSourceOff`] without the WAL relay's slot (nothing is written), [`Error::Database`] when the write
+/// fails.
+pub(crate) async fn emit(connection: &mut sqlx::PgConnection, events: &[NewEvent]) -> Result<()> {
+    let contents: Vec<String> = events.iter().map(crate::store::wal_message::encode).collect();
+    let emitted = sqlx::query(EMIT)
+        .bind(WAL_MESSAGE_PREFIX)
+        .bind(contents)
+        .bind(WAL_EMIT_LOCK)
+        .execute(connection)
+        .await
+        .map_err(Error::from)?
+        .rows_affected();
+    if emitted != events.len() as u64 {
+        return Err(Error::WalSourceOff);
+    }
+    Ok(())
 }

@@ -473,6 +473,44 @@ async fn switching_back_to_the_table_moves_the_unpublished_message_mode_events_t
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
+/// Dropping a slot is not transactional: `wal disable` commits the slot's message-mode events as table rows before
+/// it drops the slot, so a failure after the drop (here the step that forgets the slot, refused by a trigger)
+/// loses none of them, and the command run again finishes the switch.
+#[tokio::test]
+async fn wal_disable_that_fails_after_dropping_the_slot_keeps_the_moved_events_and_finishes_when_run_again() {
+    let db = TestDatabase::migrated().await;
+    let (_sink_dir, _sink, mut relay) = wal_relay_with_its_slot(&db, "drop-fails").await;
+    assert_eq!(relay.terminate().await.code(), Some(0));
+    let unpublished = [via_wal(&db, "f", 0).await, via_wal(&db, "f", 1).await];
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_forgetting() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'forgetting the slot refused by the test'; END $$;
+         CREATE TRIGGER refuse_forgetting BEFORE UPDATE ON outbox_control FOR EACH ROW
+           WHEN (OLD.wal_slot IS NOT NULL AND NEW.wal_slot IS NULL) EXECUTE FUNCTION refuse_forgetting();",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let failed = outbox(&db.url, &["wal", "disable"]);
+    assert!(!failed.status.success(), "the switch failed: {}", String::from_utf8_lossy(&failed.stdout));
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("refused by the test"));
+    let pending: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM outbox_events WHERE status = 'pending' ORDER BY seq")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(pending, unpublished, "the slot's events are rows, whether or not the slot is still there");
+
+    sqlx::raw_sql("DROP TRIGGER refuse_forgetting ON outbox_control").execute(&db.pool).await.unwrap();
+    let disabled = outbox(&db.url, &["wal", "disable"]);
+    assert!(disabled.status.success(), "{}", String::from_utf8_lossy(&disabled.stderr));
+    assert_eq!(slots_of(&db).await, 0);
+    let pending: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM outbox_events WHERE status = 'pending' ORDER BY seq")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(pending, unpublished, "each once");
+}
+
 #[tokio::test]
 async fn producers_enqueueing_while_wal_disable_runs_lose_nothing_and_are_refused_once_it_returned() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -529,7 +529,24 @@ async fn enqueue_overhead(pool: &PgPool, sizes: Sizes, yard: Yardstick, report: 
             ratio_of: "latency / the plain 100-row INSERT's, interleaved",
             target: "<= 1.5",
         });
+        if let Some((yardstick, outbox)) = pgbench_batch_floor(pool, clients, sizes.seconds).await {
+            report.add(Figure {
+                scenario: "enqueue",
+                case: format!(
+                    "floor: the same 100-row INSERT sent by pgbench into outbox_events and into the yardstick's \
+                     table, {clients} client(s)"
+                ),
+                value: outbox,
+                unit: "µs per tx",
+                ratio: Some(outbox / yardstick),
+                ratio_of: "latency / the plain 100-row INSERT's, interleaved",
+                target: "(the database's own share)",
+            });
+        } else {
+            report.note("enqueue: no batch floor measured (pgbench not found, or its run failed)".into());
+        }
     }
+    sqlx::query("TRUNCATE outbox_events, yardstick").execute(pool).await.expect("truncate");
 }
 
 /// Fills a fresh database with `events` pending rows over `aggregates` aggregates (and `history` published ones).
@@ -1175,13 +1192,53 @@ async fn takeover(admin: &str, sizes: Sizes, report: &mut Report) {
     db.pool.close().await;
 }
 
-/// The database's own share of an event's cost: pgbench (from `PATH` or `/usr/lib/postgresql/*/bin`) runs
-/// `clients` clients for `seconds`, each transaction the bench's domain transaction (`BEGIN`, the `UPDATE`,
-/// `COMMIT`), either plain or with one of `events` (one statement, sent in the same message as the `COMMIT`, as
-/// `OutboxTransaction` sends it; `:id` is the account). The kinds are drawn at random for every transaction of one
-/// run, so that they share the machine's noise. Returns the mean latency in µs of the plain transaction and of each
-/// event's, or `None` without pgbench.
+/// The database's own share of an event's cost: pgbench runs `clients` clients for `seconds`, each transaction the
+/// bench's domain transaction (`BEGIN`, the `UPDATE`, `COMMIT`), either plain or with one of `events` (one
+/// statement, sent in the same message as the `COMMIT`, as `OutboxTransaction` sends it; `:id` is the account). The
+/// kinds are drawn at random for every transaction of one run, so that they share the machine's noise. Returns the
+/// mean latency in µs of the plain transaction and of each event's, or `None` without pgbench.
 pub(crate) async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64, events: &[&str]) -> Option<Vec<f64>> {
+    const DOMAIN: &str =
+        "\\set id random(1, 100000)\nBEGIN;\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\n";
+    let scripts: Vec<String> = std::iter::once(format!("{DOMAIN}COMMIT;\n"))
+        .chain(events.iter().map(|event| format!("{DOMAIN}{event} \\; COMMIT;\n")))
+        .collect();
+    pgbench_scripts(pool, clients, seconds, &scripts).await
+}
+
+/// The 100-event batch's floor: the same 100-row `INSERT ... SELECT` sent by pgbench into the yardstick's table and
+/// into `outbox_events` (the columns `OutboxTransaction` writes), one transaction each, drawn at random per
+/// transaction. Ids are ordered by time within and across transactions, as UUID v7 ids are; 100 aggregates per
+/// transaction, as the bench's batch has. Returns the mean latencies in µs (yardstick, outbox), or `None` without
+/// pgbench. What the two differ by is what the outbox table's schema costs the database, nothing of the library.
+async fn pgbench_batch_floor(pool: &PgPool, clients: usize, seconds: f64) -> Option<(f64, f64)> {
+    const ROWS: &str = "FROM generate_series(1, 100) g, \
+         LATERAL (SELECT (lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1e6)::bigint * 256 + g), 16, '0') \
+                          || substr(md5(random()::text), 1, 16))::uuid AS id, (:k::bigint * 100 + g)::text AS a) r";
+    const PAYLOAD: &str =
+        "('{\"account_id\":' || r.a || ',\"amount_cents\":1250,\"reference\":\"ref-' || r.a || '\"}')::jsonb";
+    let scripts = [
+        format!(
+            "\\set k random(1, 1000000000)\nBEGIN;\nINSERT INTO yardstick (id, aggregate_type, aggregate_id, \
+             event_type, schema_version, payload) SELECT r.id, 'account', r.a, 'account.credited', 1, {PAYLOAD} \
+             {ROWS};\nCOMMIT;\n"
+        ),
+        format!(
+            "\\set k random(1, 1000000000)\nBEGIN;\nINSERT INTO outbox_events (id, aggregate_type, aggregate_id, \
+             event_type, schema_version, payload, headers, sensitive_paths) SELECT r.id, 'account', r.a, \
+             'account.credited', 1, {PAYLOAD}, '{{}}'::jsonb, '[]'::jsonb {ROWS};\nCOMMIT;\n"
+        ),
+    ];
+    match pgbench_scripts(pool, clients, seconds, &scripts).await?.as_slice() {
+        &[yardstick, outbox] => Some((yardstick, outbox)),
+        _ => None,
+    }
+}
+
+/// Runs pgbench (from `PATH` or `/usr/lib/postgresql/*/bin`) on the pool's database: `clients` clients for
+/// `seconds`, every transaction one of `scripts` drawn at random with equal weights. Returns each script's mean
+/// latency in µs, in the scripts' order, or `None` without pgbench or when its run failed.
+async fn pgbench_scripts(pool: &PgPool, clients: usize, seconds: f64, scripts: &[String]) -> Option<Vec<f64>> {
     let pgbench = ["pgbench".to_owned()]
         .into_iter()
         .chain(glob_bin("pgbench"))
@@ -1196,13 +1253,9 @@ pub(crate) async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64, e
     );
     // Removed when dropped, also on the early returns below.
     let dir = tempfile::Builder::new().prefix("outbox-pgbench-").tempdir().ok()?;
-    const DOMAIN: &str =
-        "\\set id random(1, 100000)\nBEGIN;\nUPDATE accounts SET balance = balance + 1 WHERE id = :id;\n";
-    let scripts = std::iter::once(format!("{DOMAIN}COMMIT;\n"))
-        .chain(events.iter().map(|event| format!("{DOMAIN}{event} \\; COMMIT;\n")));
     let mut command = tokio::process::Command::new(&pgbench);
     command.arg("-n");
-    for (n, script) in scripts.enumerate() {
+    for (n, script) in scripts.iter().enumerate() {
         let file = dir.path().join(format!("script-{n}.sql"));
         std::fs::write(&file, script).ok()?;
         // Equal weights: each transaction draws its script.
@@ -1216,7 +1269,7 @@ pub(crate) async fn pgbench_floor(pool: &PgPool, clients: usize, seconds: f64, e
         .await
         .ok()?;
     let latencies = script_latencies(&String::from_utf8_lossy(&output.stdout));
-    (latencies.len() == events.len() + 1).then_some(latencies)
+    (latencies.len() == scripts.len()).then_some(latencies)
 }
 
 /// The per-script mean latencies (µs) of a pgbench report of several scripts, in the scripts' order (the report's

@@ -9,7 +9,7 @@ use super::{Message, Outcome, Publisher};
 
 /// Appends each message as a JSON line ([`Message::to_json_line`]) to a file, one `write` and one `fsync` per
 /// batch, so a line is on disk before its event is marked published. A write error is a transient failure of
-/// the whole batch.
+/// the whole batch, and the file is cut back to its length before the write, so that no part of a line stays.
 ///
 /// The path may also name a character device, a pipe or a socket (`/dev/null`, `/dev/stdout`, a named pipe):
 /// these get the same `write` per batch and no `fsync`, which only a regular file has.
@@ -57,11 +57,22 @@ impl Publisher for FilePublisher {
         let sync = self.sync;
         let written = tokio::task::spawn_blocking(move || {
             let mut file = file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            file.write_all(&buffer)?;
-            if sync {
-                file.sync_data()?;
+            if !sync {
+                return file.write_all(&buffer);
             }
-            Ok::<(), std::io::Error>(())
+            // A write that fails part way (a full disk, a size limit) leaves part of a line behind; the batch is
+            // written again, so the file is cut back to where it ended and the retry starts on a line of its own.
+            let end = file.metadata()?.len();
+            let written = file.write_all(&buffer).and_then(|()| file.sync_data());
+            if let Err(error) = &written {
+                if let Err(cut) = file.set_len(end) {
+                    return Err(std::io::Error::new(
+                        error.kind(),
+                        format!("{error}; cutting the part written back failed too: {cut}"),
+                    ));
+                }
+            }
+            written
         })
         .await;
         match written {

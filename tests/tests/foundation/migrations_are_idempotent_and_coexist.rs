@@ -81,3 +81,24 @@ async fn an_applied_migration_that_changed_is_reported() {
     let error = outbox_core::migrate(&db.pool).await.unwrap_err();
     assert!(matches!(error, Error::Migrate(sqlx::migrate::MigrateError::VersionMismatch(_))), "{error:?}");
 }
+
+#[tokio::test]
+async fn a_migration_dropped_while_it_holds_the_lock_leaves_no_pooled_session_holding_it() {
+    let db = TestDatabase::migrated().await;
+    // Another session holds the bookkeeping table, so a migration waits there with the migration lock taken.
+    let mut holder = db.pool.begin().await.unwrap();
+    sqlx::query(&format!("LOCK TABLE {MIGRATIONS_TABLE} IN ACCESS EXCLUSIVE MODE"))
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(2).connect(&db.url).await.unwrap();
+    let dropped = tokio::time::timeout(std::time::Duration::from_millis(500), outbox_core::migrate(&pool)).await;
+    assert!(dropped.is_err(), "the migration did not wait for the table");
+    holder.rollback().await.unwrap();
+    // Another process's migration gets the lock: the dropped one's session did not go back to its pool with it.
+    let other = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&db.url).await.unwrap();
+    let migrated = tokio::time::timeout(std::time::Duration::from_secs(10), outbox_core::migrate(&other)).await;
+    assert!(matches!(migrated, Ok(Ok(()))), "the next migration waited for a lock nobody releases: {migrated:?}");
+    pool.close().await;
+    other.close().await;
+}

@@ -136,6 +136,10 @@ impl Backend for Postgres {
     fn migrate(pool: &PgPool) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             let mut conn = pool.acquire().await?;
+            // Until the lock is released, the connection is closed rather than returned to the pool if this future
+            // is dropped (a timeout around `migrate`): a pooled session holding the lock would block every later
+            // migration, of every process, for as long as the pool keeps it.
+            conn.close_on_drop();
             sqlx::query("SELECT pg_advisory_lock($1)").bind(MIGRATION_LOCK).execute(&mut *conn).await?;
             let applied = apply_pending(&mut conn).await;
             let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)").bind(MIGRATION_LOCK).execute(&mut *conn).await;

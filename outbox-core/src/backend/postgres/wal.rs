@@ -388,6 +388,13 @@ async fn switch_source_on(
     to: Source,
     shut: Option<&ProducersShut>,
 ) -> Result<Option<SourceSwitch>> {
+    let messages = match (to, shut) {
+        (Source::Table, Some(_)) => match move_slot_messages(connection, Some(Source::Wal)).await? {
+            SlotMessages::Active(slot) => return Ok(Some(SourceSwitch::SlotActive(slot))),
+            messages => messages,
+        },
+        _ => SlotMessages::None,
+    };
     let mut tx = connection.begin().await?;
     sqlx::query(LOCK_SWITCH).bind(SOURCE_SWITCH_LOCK).execute(&mut *tx).await?;
     let state = wal_state_in(&mut tx).await?;
@@ -406,7 +413,7 @@ async fn switch_source_on(
         Source::Table => {
             if let Some(slot) = &state.slot {
                 let Some(shut) = shut else { return Ok(None) };
-                match drop_slot_in(&mut tx, slot, shut).await? {
+                match drop_slot_in(&mut tx, slot, &messages, shut).await? {
                     SourceSwitch::Switched { moved_to_table, slot_lost } => {
                         moved = moved_to_table;
                         lost = slot_lost;
@@ -423,9 +430,13 @@ async fn switch_source_on(
 
 /// [`PgStore::drop_wal_slot`] in a transaction on `connection`, the slot closed to producers.
 async fn drop_wal_slot_on(connection: &mut PgConnection, shut: &ProducersShut) -> Result<Option<SourceSwitch>> {
+    let messages = match move_slot_messages(connection, None).await? {
+        SlotMessages::Active(slot) => return Ok(Some(SourceSwitch::SlotActive(slot))),
+        messages => messages,
+    };
     let mut tx = connection.begin().await?;
     let Some(slot) = wal_state_in(&mut tx).await?.slot else { return Ok(None) };
-    let dropped = drop_slot_in(&mut tx, &slot, shut).await?;
+    let dropped = drop_slot_in(&mut tx, &slot, &messages, shut).await?;
     if matches!(dropped, SourceSwitch::Switched { .. }) {
         tx.commit().await?;
     }
@@ -458,30 +469,72 @@ async fn recorded_slot(pool: &PgPool) -> Result<Option<(String, bool)>> {
     Ok(Some((slot, in_use)))
 }
 
-/// Drops `slot` and forgets it in `tx`: `Switched` with the number of message-mode events moved to the table, or
-/// `SlotActive` when a session reads it (nothing changed; roll `tx` back). The message-mode events the slot still
-/// holds are written to the table as pending rows first, in `tx`: they have no row of their own, and the slot is
-/// the only place that keeps them. `_shut`: no producer can write for the slot any more ([`ClosedToProducers`]).
-async fn drop_slot_in(tx: &mut sqlx::PgConnection, slot: &str, _shut: &ProducersShut) -> Result<SourceSwitch> {
-    let (in_use, found) = slot_use(&mut *tx, slot).await?;
+/// What the recorded slot held before it is dropped ([`move_slot_messages`]).
+enum SlotMessages {
+    /// No slot is recorded (or the source is not the one the caller switches from): nothing to move.
+    None,
+    /// A session reads the slot: nothing moved, and the slot must not be dropped.
+    Active(String),
+    /// The slot's message-mode events are in the table, committed: `moved` rows written; `lost` when the server
+    /// had invalidated the slot, whose messages went with its WAL.
+    Moved { slot: String, moved: u64, lost: bool },
+}
+
+/// Writes the message-mode events the recorded slot still holds to the table as pending rows, and commits them,
+/// before the slot is dropped. They have no row of their own and the slot is the only place that keeps them, and
+/// dropping a slot is not transactional: rows written in the transaction that drops it would be lost with it if
+/// that transaction then failed (a lost connection, a stop). Committed first, they are at worst written twice
+/// when the drop does not happen (the slot still holds them; an id is written once), never lost. `from`: only
+/// while the source is this one. The slot is closed to producers ([`ClosedToProducers`]): no message is written
+/// for it after this.
+async fn move_slot_messages(connection: &mut PgConnection, from: Option<Source>) -> Result<SlotMessages> {
+    let mut tx = connection.begin().await?;
+    sqlx::query(LOCK_SWITCH).bind(SOURCE_SWITCH_LOCK).execute(&mut *tx).await?;
+    let state = wal_state_in(&mut tx).await?;
+    let Some(slot) = state.slot.filter(|_| from.is_none_or(|from| state.source == from)) else {
+        return Ok(SlotMessages::None);
+    };
+    let (in_use, found) = slot_use(&mut tx, &slot).await?;
     if in_use {
-        return Ok(SourceSwitch::SlotActive(slot.to_owned()));
+        return Ok(SlotMessages::Active(slot));
     }
     // An invalidated slot can decode nothing: its messages went with its WAL.
     let lost = found.is_some_and(|(_, lost)| lost == Some(true));
     let mut moved = 0;
     if found.is_some() && !lost {
         sqlx::query(LOCK_EMITS).bind(WAL_EMIT_LOCK).execute(&mut *tx).await?;
-        match slot_messages(tx, slot).await {
-            Ok(events) => {
-                moved = super::wal_handover::write_wal_events(&mut *tx, &events).await?.1;
-            }
+        match slot_messages(&mut tx, &slot).await {
+            Ok(events) => moved = super::wal_handover::write_wal_events(&mut *tx, &events).await?.1,
             Err(crate::error::Error::Database(sqlx::Error::Database(db))) if db.code().as_deref() == Some("55006") => {
-                return Ok(SourceSwitch::SlotActive(slot.to_owned()));
+                return Ok(SlotMessages::Active(slot));
             }
             Err(error) => return Err(error),
         }
     }
+    tx.commit().await?;
+    Ok(SlotMessages::Moved { slot, moved, lost })
+}
+
+/// Drops `slot` and forgets it in `tx`: `Switched` with the number of message-mode events moved to the table
+/// (`messages`, committed before), or `SlotActive` when a session reads it (nothing changed; roll `tx` back).
+/// `_shut`: no producer can write for the slot any more ([`ClosedToProducers`]).
+async fn drop_slot_in(
+    tx: &mut sqlx::PgConnection,
+    slot: &str,
+    messages: &SlotMessages,
+    _shut: &ProducersShut,
+) -> Result<SourceSwitch> {
+    let (in_use, found) = slot_use(&mut *tx, slot).await?;
+    if in_use {
+        return Ok(SourceSwitch::SlotActive(slot.to_owned()));
+    }
+    let (moved, lost) = match messages {
+        SlotMessages::Moved { slot: moved_from, moved, lost } if moved_from == slot => (*moved, *lost),
+        // Another slot was recorded meanwhile (a switch ran between the two transactions): its messages were not
+        // moved, so it is not dropped; the caller reports it in use and can run again.
+        _ if found.is_some() => return Ok(SourceSwitch::SlotActive(slot.to_owned())),
+        _ => (0, false),
+    };
     match sqlx::query(DROP_SLOT).bind(slot).execute(&mut *tx).await {
         Ok(_) => {}
         Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("55006") => {
