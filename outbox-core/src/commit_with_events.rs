@@ -6,6 +6,11 @@
 //! only way to commit writes the buffered events, and an error in that write rolls everything back; dropping it
 //! without committing rolls back too (the connection is closed rather than returned to the pool mid-transaction).
 //!
+//! The events travel as literals in the statement's text, which sqlx logs (every statement at DEBUG, slow ones at
+//! WARN) and PostgreSQL shows (`pg_stat_activity`, its log of a failing statement). An event with sensitive fields
+//! must not: when one is buffered, the events are written with parameters first and the `COMMIT` follows, one round
+//! trip more.
+//!
 //! The transaction is begun through sqlx's transaction manager, so sqlx knows it is open: a transaction begun on
 //! `&mut *tx` (`sqlx::Connection::begin`) is a savepoint inside it, whose `commit` releases the savepoint and
 //! commits nothing. The `COMMIT` that travels with the events is followed by a `BEGIN`, so that the connection is
@@ -152,7 +157,9 @@ impl OutboxTransaction {
         self.events.len()
     }
 
-    /// Writes the buffered events and commits, in one round trip; returns the events' ids.
+    /// Writes the buffered events and commits, in one round trip (two when an event has sensitive fields: see the
+    /// module's documentation); returns the events' ids. A transaction aborted by a statement whose error was
+    /// ignored fails here, rather than rolling back and reporting success as a bare `COMMIT` would.
     ///
     /// # Errors
     ///

@@ -29,9 +29,16 @@ impl StdoutPublisher {
 impl Publisher for StdoutPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let buffer = super::json_lines(batch);
-        let mut out = std::io::stdout().lock();
-        match out.write_all(&buffer).and_then(|()| out.flush()) {
-            Ok(()) => vec![Outcome::Published; batch.len()],
+        // On a thread for blocking work: a reader that stops reading blocks the write (and, on the stdout lock, the
+        // other lanes' writes), which must not hold a runtime thread that heartbeats and shutdown need.
+        let written = tokio::task::spawn_blocking(move || {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&buffer).and_then(|()| out.flush())
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => vec![Outcome::Published; batch.len()],
+            Ok(Err(error)) => vec![Outcome::transient(format!("writing to stdout: {error}")); batch.len()],
             Err(error) => vec![Outcome::transient(format!("writing to stdout: {error}")); batch.len()],
         }
     }
