@@ -372,25 +372,30 @@ impl AmqpPublisher {
     }
 
     /// Publishes `messages` on a channel of `link` of their own, all first, then waits for their confirms. `None`
-    /// for a message whose fate is unknown because the channel failed.
+    /// for a message whose fate is unknown because the channel failed. A confirm that timed out resets the link:
+    /// the connection may be half open (a network that drops packets), where every later batch would wait out the
+    /// confirm timeout until the heartbeat notices; and a channel still owing confirms is never given to another
+    /// batch, which would be handed its returned messages.
     async fn publish_on(&self, link: &Link, messages: &[&Message]) -> (Vec<Option<Outcome>>, Option<lapin::Error>) {
         let channel = match link.channel().await {
             Ok(channel) => channel,
             Err(error) => return (vec![None; messages.len()], Some(error)),
         };
-        let published = self.publish_on_channel(&channel, messages).await;
-        if published.1.is_none() {
+        let (outcomes, failure, timed_out) = self.publish_on_channel(&channel, messages).await;
+        if timed_out {
+            self.link.reset().await;
+        } else if failure.is_none() {
             link.give_back(channel);
         }
-        published
+        (outcomes, failure)
     }
 
-    /// [`publish_on`](Self::publish_on) with the channel.
+    /// [`publish_on`](Self::publish_on) with the channel; `true` when a confirm timed out.
     async fn publish_on_channel(
         &self,
         channel: &lapin::Channel,
         messages: &[&Message],
-    ) -> (Vec<Option<Outcome>>, Option<lapin::Error>) {
+    ) -> (Vec<Option<Outcome>>, Option<lapin::Error>, bool) {
         let mut confirms = Vec::with_capacity(messages.len());
         let mut failure = None;
         for message in messages {
@@ -429,12 +434,16 @@ impl AmqpPublisher {
         let deadline = tokio::time::Instant::now() + self.confirm_timeout;
         let mut confirmed = Vec::with_capacity(confirms.len());
         let mut returned: HashMap<String, String> = HashMap::new();
+        let mut timed_out = false;
         for confirm in confirms {
             let confirmation = match confirm {
                 None => None,
                 Some(Err(outcome)) => Some(Err(outcome)),
                 Some(Ok((confirm, routing_key))) => match tokio::time::timeout_at(deadline, confirm).await {
-                    Err(_) => Some(Err(Outcome::transient("RabbitMQ confirm timed out"))),
+                    Err(_) => {
+                        timed_out = true;
+                        Some(Err(Outcome::transient("RabbitMQ confirm timed out")))
+                    }
                     Ok(Ok(confirmation)) => {
                         if let Confirmation::Ack(Some(message)) | Confirmation::Nack(Some(message)) = &confirmation {
                             if let Some(id) = message.delivery.properties.message_id() {
@@ -476,7 +485,7 @@ impl AmqpPublisher {
                 })
             })
             .collect();
-        (outcomes, failure)
+        (outcomes, failure, timed_out)
     }
 }
 

@@ -233,17 +233,19 @@ impl SqsPublisher {
         builder.build()
     }
 
+    /// The batch entry of `message` and its size as SQS counts it ([`message_size`]).
     fn entry(
         &self,
         index: usize,
         message: &Message,
         fifo: bool,
-    ) -> std::result::Result<SendMessageBatchRequestEntry, Outcome> {
+    ) -> std::result::Result<(SendMessageBatchRequestEntry, usize), Outcome> {
         let body = String::from_utf8(self.envelope.body(message)).unwrap_or_default();
-        if body.len() > self.max_message_bytes {
-            return Err(Outcome::permanent(format!("message too large for SQS: {} bytes", body.len())));
-        }
         let attributes = self.attributes(message);
+        let size = message_size(&body, &attributes);
+        if size > self.max_message_bytes {
+            return Err(Outcome::permanent(format!("message too large for SQS: {size} bytes with its attributes")));
+        }
         let mut entry = SendMessageBatchRequestEntry::builder().id(index.to_string()).message_body(body);
         for (name, value) in attributes {
             let value = MessageAttributeValue::builder()
@@ -256,7 +258,8 @@ impl SqsPublisher {
         if fifo {
             entry = entry.message_group_id(&message.aggregate_id).message_deduplication_id(message.id.to_string());
         }
-        entry.build().map_err(|_| Outcome::permanent("invalid SQS batch entry"))
+        let entry = entry.build().map_err(|_| Outcome::permanent("invalid SQS batch entry"))?;
+        Ok((entry, size))
     }
 
     /// The message attributes of `message`: the `ce_` attributes, then the event's headers, one attribute each
@@ -594,17 +597,15 @@ impl Publisher for SqsPublisher {
             };
             let fifo = queue.ends_with(".fifo");
             match self.entry(index, message, fifo) {
-                Ok(entry) => {
-                    let size = entry.message_body().len();
-                    match queues.iter_mut().find(|(url, _)| *url == queue) {
-                        Some((_, entries)) => entries.push((index, entry, size)),
-                        None => queues.push((queue, vec![(index, entry, size)])),
-                    }
-                }
+                Ok((entry, size)) => match queues.iter_mut().find(|(url, _)| *url == queue) {
+                    Some((_, entries)) => entries.push((index, entry, size)),
+                    None => queues.push((queue, vec![(index, entry, size)])),
+                },
                 Err(outcome) => outcomes[index] = outcome,
             }
         }
-        // Requests of at most ten entries and at most `max_message_bytes` of bodies, all sent at once, then awaited.
+        // Requests of at most ten entries and at most `max_message_bytes` of messages (bodies and attributes, as
+        // SQS counts a request), all sent at once, then awaited.
         // With ordering on, a batch holds at most one event per aggregate (one per FIFO message group), so
         // concurrent requests never reorder a group.
         let mut requests = Vec::new();
@@ -629,6 +630,12 @@ impl Publisher for SqsPublisher {
         }
         outcomes
     }
+}
+
+/// The size SQS counts for a message, against its limit on one message and on one batch request: the body, and
+/// each attribute's name, data type (`String`, the only one written) and value.
+fn message_size(body: &str, attributes: &[(String, String)]) -> usize {
+    body.len() + attributes.iter().map(|(name, value)| name.len() + "String".len() + value.len()).sum::<usize>()
 }
 
 impl fmt::Display for SqsPublisher {
@@ -737,6 +744,38 @@ mod tests {
         ] {
             let error = SqsPublisher::from_url(&url.parse().unwrap()).unwrap_err().to_string();
             assert!(error.contains(reason), "{url}: {error}");
+        }
+    }
+
+    /// SQS counts a message's attributes in its size (ten CloudEvents attributes here, about 300 bytes): a body
+    /// that fits alone but not with them is refused at once, and requests are cut by the same count. (moto, the
+    /// test server, counts bodies only, against 1 MiB.)
+    #[tokio::test]
+    async fn a_message_is_sized_with_its_attributes_as_sqs_counts_it() {
+        assert_eq!(super::message_size("abc", &[("ce_id".into(), "1234".into())]), 3 + 5 + 6 + 4);
+        let publisher = SqsPublisher::builder()
+            .queue_url("http://127.0.0.1:1/123456789012/q")
+            .region("us-east-1")
+            .credentials("test", "test")
+            .max_message_bytes(1000)
+            .build()
+            .unwrap();
+        let message = |body: usize| {
+            let payload = format!(r#"{{"n":"{}"}}"#, "x".repeat(body));
+            crate::publish::Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", payload)
+        };
+        let body = publisher.envelope.body(&message(100)).len();
+        let (_, size) = publisher.entry(0, &message(100), false).unwrap();
+        let attributes = size - body;
+        assert!(attributes > 200, "the attributes count: {attributes} bytes");
+        // A body of 1000 - attributes + 1 bytes: one byte over the limit with the attributes.
+        let fits_alone = 1000 - attributes + 1 - (body - 100);
+        assert!(publisher.envelope.body(&message(fits_alone)).len() <= 1000);
+        match publisher.entry(0, &message(fits_alone), false) {
+            Err(Outcome::Permanent(error)) => {
+                assert!(error.to_string().contains("too large for SQS") && error.to_string().contains("attributes"));
+            }
+            other => panic!("a message over the limit with its attributes was accepted: {:?}", other.map(|e| e.1)),
         }
     }
 }
