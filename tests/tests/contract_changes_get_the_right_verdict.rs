@@ -480,3 +480,68 @@ fn re_exporting_unchanged_code_is_byte_identical() {
     let outcome = Snapshot::new(&first).contracts(base::contracts()).overwrite(false).check().unwrap();
     assert!(matches!(outcome, Outcome::UpToDate(_)), "{outcome:?}");
 }
+
+/// A recursive type: an organisation's units, each with its sub-units.
+mod recursive_base {
+    use super::*;
+
+    #[derive(serde::Serialize, JsonSchema)]
+    #[schemars(crate = "outbox_core::schemars")]
+    pub(crate) struct Unit {
+        name: String,
+        children: Vec<Unit>,
+    }
+
+    #[derive(serde::Serialize, JsonSchema, OutboxEvent)]
+    #[schemars(crate = "outbox_core::schemars")]
+    #[outbox(event_type = "org.changed", aggregate = "org", version = 1)]
+    pub(crate) struct OrgChanged {
+        #[outbox(aggregate_id)]
+        org_id: u64,
+        root: Unit,
+    }
+
+    pub(crate) fn contracts() -> Contracts {
+        Contracts::from_events([&EventDescriptor::of::<OrgChanged>("recursive_base::OrgChanged")]).expect("contracts")
+    }
+}
+
+/// The same, its sub-units now only their names: no longer recursive.
+mod recursive_flattened {
+    use super::*;
+
+    #[derive(serde::Serialize, JsonSchema)]
+    #[schemars(crate = "outbox_core::schemars")]
+    pub(crate) struct Unit {
+        name: String,
+        children: Vec<String>,
+    }
+
+    #[derive(serde::Serialize, JsonSchema, OutboxEvent)]
+    #[schemars(crate = "outbox_core::schemars")]
+    #[outbox(event_type = "org.changed", aggregate = "org", version = 1)]
+    pub(crate) struct OrgChanged {
+        #[outbox(aggregate_id)]
+        org_id: u64,
+        root: Unit,
+    }
+
+    pub(crate) fn contracts() -> Contracts {
+        let event = EventDescriptor::of::<OrgChanged>("recursive_flattened::OrgChanged");
+        Contracts::from_events([&event]).expect("contracts")
+    }
+}
+
+#[test]
+fn a_recursive_type_that_stops_recursing_breaks_both_ways_and_an_unchanged_one_passes() {
+    let old = exported("recursive-old", &recursive_base::contracts());
+    let same = exported("recursive-same", &recursive_base::contracts());
+    let new = exported("recursive-new", &recursive_flattened::contracts());
+    for mode in [Mode::Backward, Mode::Forward, Mode::Full] {
+        assert_eq!(diff_paths(&old, &same, &options(mode)).expect("diff").breaking_rules(), [], "{mode}");
+        let report = diff_paths(&old, &new, &options(mode)).expect("diff");
+        assert_eq!(report.breaking_rules(), [Rule::TypeChanged], "{mode}: {report}");
+        let finding = report.breaking().next().unwrap();
+        assert!(finding.pointer.contains("children/items"), "{finding:?}");
+    }
+}

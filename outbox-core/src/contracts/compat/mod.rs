@@ -95,7 +95,7 @@ impl Walk {
     }
 
     fn node(&mut self, old: &Value, new: &Value, at: &str, depth: usize) {
-        if old == new || depth > MAX_DEPTH || is_recursive(old) || is_recursive(new) {
+        if old == new || depth > MAX_DEPTH || self.recursion(old, new, at) {
             return;
         }
         let (old_branches, old_null) = branches(old);
@@ -132,6 +132,25 @@ impl Walk {
         }
     }
 
+    /// Where the resolver closed a recursion (a reference back into a definition being expanded) on either side,
+    /// whether the walk ends here. On both sides the same structure recurs (a renamed definition included): the
+    /// level above compared it. On one side only, a recursive type became another type, or the other way round
+    /// (`children: Vec<Unit>` became `Vec<String>`): a change of type, breaking both ways, never passed over.
+    fn recursion(&mut self, old: &Value, new: &Value, at: &str) -> bool {
+        let describe = |value: &Value| match value.get(RECURSIVE).and_then(Value::as_str) {
+            Some(reference) => format!("recursive {reference}"),
+            None => summary(value),
+        };
+        match (is_recursive(old), is_recursive(new)) {
+            (false, false) => false,
+            (true, true) => true,
+            _ => {
+                self.push(Rule::TypeChanged, &format!("{at}/type"), describe(old), describe(new), true, true);
+                true
+            }
+        }
+    }
+
     fn sensitivity(&mut self, old: bool, new: bool, at: &str) {
         let flag = |on: bool| if on { "sensitive" } else { "not sensitive" }.to_owned();
         if old && !new {
@@ -143,7 +162,7 @@ impl Walk {
 
     /// Compares two schemas that are not unions (null already split off).
     fn single(&mut self, old: &Value, new: &Value, at: &str, depth: usize) {
-        if old == new || is_recursive(old) || is_recursive(new) {
+        if old == new || self.recursion(old, new, at) {
             return;
         }
         let (old_map, new_map) = match (as_map(old), as_map(new)) {
