@@ -118,6 +118,21 @@ fn help_and_version_never_show_secret_environment_values() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("[env: DATABASE_URL]"));
 }
 
+/// A database URL typed where an argument or a command was expected (`--database-url` forgotten) is refused with
+/// one line that shows it masked.
+#[test]
+fn a_url_given_as_an_unexpected_argument_or_command_is_shown_masked() {
+    let url = format!("postgres://app:{DB_PASSWORD}@db.example.com/shop");
+    for args in [vec!["migrate", url.as_str()], vec![url.as_str()], vec!["events", "list", url.as_str()]] {
+        let output = outbox_tests::outbox!().run(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains("postgres://app:***@db.example.com/shop"), "named, masked: {stderr}");
+        assert_no_secret(&format!("`outbox {}`", args.join(" ")), &stderr);
+    }
+}
+
 #[tokio::test]
 async fn a_relay_prints_its_database_and_sink_masked_at_every_log_level_and_in_its_errors() {
     let db = TestDatabase::migrated().await;

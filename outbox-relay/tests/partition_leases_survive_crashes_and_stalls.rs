@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use common::{count, enqueue, enqueue_interleaved, event, start, status_of, wait_until, Recorder};
 use outbox_core::store::{
-    CrashedEvent, Heartbeat, Ordering, PgStore, ReadRange, ReadRequest, SettleBatch, SettleOutcome, Settlement, Store,
+    CancelTarget, CrashedEvent, Heartbeat, Ordering, PgStore, ReadRange, ReadRequest, SettleBatch, SettleOutcome,
+    Settlement, Store,
 };
 use outbox_relay::{Message, Outcome, Publisher};
 use outbox_tests::pg::TestDatabase;
@@ -96,8 +97,7 @@ async fn a_dead_relays_partitions_are_taken_over_and_its_batch_counts_an_attempt
     assert_eq!(membership.owned.len(), 256, "a lone relay owns every partition");
     let read = read_all(&store, &membership.owned).await;
     assert_eq!(read.len(), 30);
-    let leases: Vec<(u16, i64)> = membership.owned.iter().map(|l| (l.partition, l.epoch)).collect();
-    assert!(store.start_batch(dead, Uuid::now_v7(), &leases, &read).await.unwrap(), "recorded while owned");
+    assert!(store.start_batch(dead, Uuid::now_v7(), &membership.owned, &read).await.unwrap(), "recorded while owned");
 
     let recorder = Recorder::new();
     let relay = start(&db, recorder.for_relay(1), common::config().lease(Duration::from_secs(30)).build().unwrap());
@@ -118,6 +118,54 @@ async fn a_dead_relays_partitions_are_taken_over_and_its_batch_counts_an_attempt
     assert_eq!(batches_in_flight(&db).await, 0);
 }
 
+/// `outbox events cancel` of an event a relay has read but not yet recorded as in flight wins: the record is
+/// refused (the relay reads the partition again, without the event), so a cancelled event is never published.
+/// And a record in progress wins over a cancel that starts meanwhile: the cancel waits for it and then leaves the
+/// event, now in flight, alone.
+#[tokio::test]
+async fn a_cancel_between_the_read_and_the_record_wins_and_a_record_in_progress_wins_over_a_cancel() {
+    let db = TestDatabase::migrated().await;
+    let store = PgStore::new(db.pool.clone());
+    let ids = enqueue(&db.pool, &[event("c", 0), event("d", 0)]).await;
+    let relay = Uuid::now_v7();
+    let membership = store.heartbeat(&Heartbeat::new(relay, "r", Duration::from_secs(30), &on_crash)).await.unwrap();
+    assert_eq!(read_all(&store, &membership.owned).await.len(), 2);
+    let cancelled = store.cancel(&CancelTarget::Ids(vec![ids[0]])).await.unwrap();
+    assert_eq!(cancelled, [ids[0]], "not in flight yet: cancelled");
+    assert!(
+        !store.start_batch(relay, Uuid::now_v7(), &membership.owned, &ids).await.unwrap(),
+        "a batch read before the cancel was recorded, so the cancelled event would be published"
+    );
+    assert_eq!(batches_in_flight(&db).await, 0);
+    let membership = store.heartbeat(&Heartbeat::new(relay, "r", Duration::from_secs(30), &on_crash)).await.unwrap();
+    assert_eq!(read_all(&store, &membership.owned).await, [ids[1]], "read again, without the cancelled event");
+    assert!(store.start_batch(relay, Uuid::now_v7(), &membership.owned, &ids[1..]).await.unwrap());
+
+    // A record of the next event in progress (its transaction open, its partition locked as the record locks it).
+    let next = enqueue(&db.pool, &[event("e", 0)]).await[0];
+    let mut recording = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM outbox_partitions WHERE partition = outbox_partition_of('test', 'e') FOR KEY SHARE")
+        .execute(&mut *recording)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO outbox_batches (relay_id, batch_id, events) VALUES ($1, $2, $3)")
+        .bind(relay)
+        .bind(Uuid::now_v7())
+        .bind(vec![next])
+        .execute(&mut *recording)
+        .await
+        .unwrap();
+    let cancel = tokio::spawn({
+        let store = store.clone();
+        async move { store.cancel(&CancelTarget::Ids(vec![next])).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!cancel.is_finished(), "the cancel did not wait for the record in progress");
+    recording.commit().await.unwrap();
+    assert_eq!(cancel.await.unwrap(), Vec::<Uuid>::new(), "an event in flight was cancelled");
+    assert_eq!(status_of(&db.pool, next).await, "pending");
+}
+
 #[tokio::test]
 async fn a_relay_whose_partitions_were_taken_over_can_neither_record_nor_settle_a_batch_of_them() {
     let db = TestDatabase::migrated().await;
@@ -135,13 +183,14 @@ async fn a_relay_whose_partitions_were_taken_over_can_neither_record_nor_settle_
     assert!(fresh.owned.iter().zip(&stale.owned).all(|(f, s)| f.partition == s.partition && f.epoch > s.epoch));
 
     // A wakes up and records a batch of what it read at its old epochs: refused, so it publishes nothing.
+    let (stale_leases, fresh_leases) = (&stale.owned, &fresh.owned);
+    assert!(!store.start_batch(a, Uuid::now_v7(), stale_leases, &stale_ids).await.unwrap(), "A recorded a lost batch");
+    assert!(!store.start_batch(a, Uuid::now_v7(), fresh_leases, &stale_ids).await.unwrap(), "A recorded at B's epochs");
+    assert!(!store.start_batch(b, Uuid::now_v7(), stale_leases, &stale_ids).await.unwrap(), "B recorded at old epochs");
+    assert_eq!(batches_in_flight(&db).await, 0, "a refused batch left a record");
+    assert!(store.start_batch(b, Uuid::now_v7(), &fresh_leases[..1], &stale_ids).await.unwrap(), "the owner records");
     let old: Vec<(u16, i64)> = stale.owned.iter().map(|l| (l.partition, l.epoch)).collect();
     let new: Vec<(u16, i64)> = fresh.owned.iter().map(|l| (l.partition, l.epoch)).collect();
-    assert!(!store.start_batch(a, Uuid::now_v7(), &old, &stale_ids).await.unwrap(), "A recorded a lost batch");
-    assert!(!store.start_batch(a, Uuid::now_v7(), &new, &stale_ids).await.unwrap(), "A recorded at B's epochs");
-    assert!(!store.start_batch(b, Uuid::now_v7(), &old, &stale_ids).await.unwrap(), "B recorded at old epochs");
-    assert_eq!(batches_in_flight(&db).await, 0, "a refused batch left a record");
-    assert!(store.start_batch(b, Uuid::now_v7(), &new[..1], &stale_ids).await.unwrap(), "the owner records");
     assert_eq!(batches_in_flight(&db).await, 1);
 
     // Nor can it settle them: nothing changes.

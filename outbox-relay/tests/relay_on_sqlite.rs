@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use outbox_core::store::{
-    CrashedEvent, Heartbeat, ReadRange, ReadRequest, RetryTarget, SettleBatch, SettleOutcome, Settlement, SqliteStore,
-    Store,
+    CancelTarget, CrashedEvent, Heartbeat, ReadRange, ReadRequest, RetryTarget, SettleBatch, SettleOutcome, Settlement,
+    SqliteStore, Store,
 };
 use outbox_core::{Outbox, OutboxEvent};
 use outbox_relay::{CancellationToken, Message, Outcome, Publisher, Relay, RelayConfig, Retention};
@@ -221,6 +221,22 @@ fn on_crash(event: &CrashedEvent) -> SettleOutcome {
     SettleOutcome::Retry { error: format!("relay died (attempt {})", event.attempts + 1), delay: Duration::ZERO }
 }
 
+/// An event cancelled between the relay's read and its batch's record is not recorded: the relay reads again.
+#[tokio::test]
+async fn sqlite_a_cancel_between_the_read_and_the_record_wins() {
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue_interleaved(&db.pool, 2, 1).await;
+    let store = SqliteStore::new(db.pool.clone());
+    let relay = Uuid::now_v7();
+    let owned = store.heartbeat(&Heartbeat::new(relay, "a", Duration::from_secs(30), &on_crash)).await.unwrap().owned;
+    let read = store.read(&ReadRequest::new(vec![ReadRange::new(0, 0, 10)])).await.unwrap();
+    assert_eq!(read.rows.len(), 2);
+    assert_eq!(store.cancel(&CancelTarget::Ids(vec![ids[0]])).await.unwrap(), [ids[0]]);
+    assert!(!store.start_batch(relay, Uuid::now_v7(), &owned, &ids).await.unwrap(), "recorded a cancelled event");
+    assert!(store.start_batch(relay, Uuid::now_v7(), &owned, &ids[1..]).await.unwrap(), "the rest is recorded");
+    assert!(store.cancel(&CancelTarget::Ids(vec![ids[1]])).await.unwrap().is_empty(), "cancelled an event in flight");
+}
+
 #[tokio::test]
 async fn sqlite_dead_relay_is_replaced_and_the_stale_owner_can_neither_record_nor_settle() {
     let db = TestDatabase::migrated().await;
@@ -232,8 +248,7 @@ async fn sqlite_dead_relay_is_replaced_and_the_stale_owner_can_neither_record_no
     let read = store.read(&ReadRequest::new(vec![ReadRange::new(0, 0, 10)])).await.unwrap();
     let read_ids: Vec<Uuid> = read.rows.iter().map(|r| r.event.id).collect();
     assert_eq!(read_ids, ids);
-    let leases = [(0, first.owned[0].epoch)];
-    assert!(store.start_batch(stale, Uuid::now_v7(), &leases, &read_ids).await.unwrap(), "recorded while owned");
+    assert!(store.start_batch(stale, Uuid::now_v7(), &first.owned, &read_ids).await.unwrap(), "recorded while owned");
     let waiting = store.heartbeat(&Heartbeat::new(fresh, "b", Duration::from_secs(30), &on_crash)).await.unwrap();
     assert!(waiting.owned.is_empty(), "a live relay's partition is not taken");
 
@@ -245,7 +260,7 @@ async fn sqlite_dead_relay_is_replaced_and_the_stale_owner_can_neither_record_no
     let old = vec![(0, first.owned[0].epoch)];
     let batches = || sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_batches").fetch_one(&db.pool);
     assert_eq!(batches().await.unwrap(), 0, "the dead relay's batch was adopted and counted");
-    assert!(!store.start_batch(stale, Uuid::now_v7(), &old, &read_ids).await.unwrap(), "recorded a lost batch");
+    assert!(!store.start_batch(stale, Uuid::now_v7(), &first.owned, &read_ids).await.unwrap(), "recorded a lost batch");
     assert_eq!(batches().await.unwrap(), 0, "a refused batch left a record");
     let marks: Vec<_> = read_ids.iter().map(|id| Settlement::published(*id)).collect();
     let report = store.settle(&SettleBatch::new(stale, Uuid::now_v7(), old, marks.clone())).await.unwrap();

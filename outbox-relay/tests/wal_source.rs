@@ -96,6 +96,57 @@ async fn pending_rows_are_published_first_once_then_the_stream_in_commit_order_a
     assert_eq!(slots, 0, "`outbox wal disable` drops the slot");
 }
 
+/// A slot that exists without being recorded was made by a relay that stopped before recording it (killed between
+/// the two): the rows pending at its snapshot are known to nobody. The next relay drops it and makes it again, so
+/// those rows are published, not skipped.
+#[tokio::test]
+async fn a_slot_left_unrecorded_by_a_relay_that_stopped_is_made_again_and_the_pending_rows_are_published() {
+    let db = TestDatabase::migrated().await;
+    let pending = common::enqueue(&db.pool, &[common::event("o", 0), common::event("o", 1)]).await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    sqlx::query("SELECT pg_create_logical_replication_slot('orphaned', 'pgoutput')").execute(&db.pool).await.unwrap();
+    let (_sink_dir, sink) = sink_in("orphaned");
+    let sink_url = format!("file:{}", sink.display());
+    let args = ["relay", "--source", "wal", "--slot", "orphaned", "--sink", sink_url.as_str()];
+    let mut relay = bad_input_support::start(&db.url, &args, &[]);
+    assert_eq!(wait_for_lines(&sink, 2), pending, "the rows pending before the slot was recorded");
+    let later = common::enqueue(&db.pool, &[common::event("o", 2)]).await;
+    assert_eq!(wait_for_lines(&sink, 3)[2..], later);
+    assert_eq!(relay.terminate().await.code(), Some(0));
+    assert!(relay.stderr().contains("never recorded"), "{}", relay.stderr());
+
+    // A relay started with another slot than the recorded one refuses, naming both.
+    let other = outbox(&db.url, &["relay", "--source", "wal", "--slot", "another", "--sink", "stdout"]);
+    assert_eq!(other.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.contains("`orphaned`") && last.contains("--slot orphaned"), "{stderr}");
+    assert_eq!(slots_of(&db).await, 1, "no second slot");
+}
+
+/// More aggregates handed over to the table's retry path than one run reads (200), the first 200 held by failed
+/// events: the runs take them in turns, so an aggregate after them is still published.
+#[tokio::test]
+async fn aggregates_handed_over_after_two_hundred_failed_ones_are_still_published() {
+    let db = TestDatabase::migrated().await;
+    let (_sink_dir, sink, mut relay) = wal_relay_with_its_slot(&db, "turns").await;
+    assert_eq!(relay.terminate().await.code(), Some(0));
+    sqlx::raw_sql(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload, status, attempts, last_error)
+         SELECT gen_random_uuid(), 'test', 'a-' || lpad(g::text, 3, '0'), 'test.happened', '{}', 'failed', 1, 'refused'
+           FROM generate_series(0, 199) g;
+         INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload, attempts)
+         VALUES ('0190c3a1-0000-7000-8000-00000000000a', 'test', 'z', 'test.happened', '{\"n\":0}', 1);",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let sink_url = format!("file:{}", sink.display());
+    let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
+    assert_eq!(wait_for_lines(&sink, 1), ["0190c3a1-0000-7000-8000-00000000000a".parse::<Uuid>().unwrap()]);
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
 #[tokio::test]
 async fn a_relay_of_the_source_that_does_not_publish_the_table_exits_2_with_one_line_saying_how_to_switch() {
     let db = TestDatabase::migrated().await;

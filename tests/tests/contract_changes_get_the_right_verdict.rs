@@ -489,7 +489,7 @@ mod recursive_base {
     #[schemars(crate = "outbox_core::schemars")]
     pub(crate) struct Unit {
         name: String,
-        children: Vec<Unit>,
+        children: Vec<Self>,
     }
 
     #[derive(serde::Serialize, JsonSchema, OutboxEvent)]

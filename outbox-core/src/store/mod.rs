@@ -22,13 +22,12 @@
 //!     let read = store.read(&ReadRequest::new(vec![ReadRange::new(lease.partition, 0, 100)])).await?;
 //!     let ids: Vec<_> = read.rows.iter().map(|row| row.event.id).collect();
 //!     let batch = uuid::Uuid::now_v7();
-//!     let leases = vec![(lease.partition, lease.epoch)];
-//!     if !store.start_batch(relay, batch, &leases, &ids).await? {
-//!         break; // taken over: its new owner publishes these
+//!     if !store.start_batch(relay, batch, &[*lease], &ids).await? {
+//!         break; // taken over (its new owner publishes these), or changed by an operator (read it again)
 //!     }
 //!     // ... publish the rows, in order ...
 //!     let settled = ids.iter().map(|id| Settlement::published(*id)).collect();
-//!     store.settle(&SettleBatch::new(relay, batch, leases, settled)).await?;
+//!     store.settle(&SettleBatch::new(relay, batch, vec![(lease.partition, lease.epoch)], settled)).await?;
 //! }
 //! store.leave(relay).await?;
 //! # Ok(())
@@ -132,15 +131,17 @@ pub trait Store: Send + Sync + 'static {
     /// Records that `relay` is about to publish `events` as `batch`, so that if it dies meanwhile the relay that
     /// removes it counts an attempt for them. One small write per batch; [`settle`](Store::settle) deletes it.
     ///
-    /// `leases` are the batch's partitions with the epochs its events were read at. The record is written only
-    /// while the relay still holds every one of them (a takeover waits for it): `false` means a partition was
-    /// taken over, nothing was recorded, and the batch must not be published. A relay that stalls after reading
-    /// thus publishes nothing of what its successor owns, beyond the batches it had recorded.
+    /// `leases` are the batch's partitions with the epochs and generations its events were read at. The record is
+    /// written only while the relay still holds every one of them (a takeover waits for it) and no operator
+    /// changed their rows since (an `outbox events cancel` of an event read but not yet recorded): `false` means
+    /// nothing was recorded and the batch must not be published; read its partitions again. A relay that stalls
+    /// after reading thus publishes nothing of what its successor owns, beyond the batches it had recorded, and
+    /// nothing cancelled before its record.
     fn start_batch<'a>(
         &'a self,
         relay: Uuid,
         batch: Uuid,
-        leases: &'a [(u16, i64)],
+        leases: &'a [PartitionLease],
         events: &'a [Uuid],
     ) -> StoreFuture<'a, bool>;
 

@@ -20,6 +20,8 @@ pub(crate) struct Item {
     pub(crate) partition: u16,
     /// The partition's epoch when the event was read.
     pub(crate) epoch: i64,
+    /// The partition's generation when the event was read (grows when an operator changes its rows).
+    pub(crate) generation: i64,
     pub(crate) aggregate: AggregateKey,
     pub(crate) attempts: u32,
     event_type: String,
@@ -54,7 +56,13 @@ impl Item {
             Ok(()) => Content::Ready(Message::from_checked(event, since_commit)),
             Err(problem) => Content::Corrupted(problem),
         };
-        Self { id, seq, partition, epoch, aggregate, attempts, event_type, version: None, content }
+        Self { id, seq, partition, epoch, generation: 0, aggregate, attempts, event_type, version: None, content }
+    }
+
+    /// Read at `generation` of its partition ([`PartitionLease::generation`](outbox_core::store::PartitionLease)).
+    pub(crate) fn in_generation(mut self, generation: i64) -> Self {
+        self.generation = generation;
+        self
     }
 
     /// Where the read found its row ([`ReadRow::version`](outbox_core::store::ReadRow)).

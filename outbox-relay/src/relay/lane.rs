@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use foldhash::HashMap;
 use outbox_core::store::{
-    AggregateKey, Ordering, PartitionStart, ReadBatch, ReadRequest, SettleBatch, SettleOutcome, SettleReport,
+    AggregateKey, Ordering, PartitionLease, PartitionStart, ReadBatch, ReadRequest, SettleBatch, SettleOutcome,
+    SettleReport,
 };
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
@@ -390,8 +391,8 @@ impl Lane {
                     continue;
                 }
                 let since_commit = row.since_commit + since_sent;
-                items
-                    .push(Item::new(*partition, state.lease.epoch, row.event, aggregate, since_commit).at(row.version));
+                let item = Item::new(*partition, state.lease.epoch, row.event, aggregate, since_commit);
+                items.push(item.at(row.version).in_generation(state.lease.generation));
             }
             // The read's guard becomes the batch's events in flight (released by its settle).
             self.handover.add(*partition, items.len() - taken);
@@ -456,13 +457,19 @@ impl Lane {
         let read_at: Vec<(Uuid, i64)> = items.iter().map(|item| (item.id, item.epoch)).collect();
         let span = crate::telemetry::read_span(0);
         let batch_span = crate::telemetry::record_batch(&span, items.iter().map(Item::event_type), items.len());
-        let leases: Vec<(u16, i64)> =
-            items.iter().map(|item| (item.partition, item.epoch)).collect::<BTreeMap<_, _>>().into_iter().collect();
-        let recorded = match shared.store.start_batch(shared.relay, batch_id, &leases, &ids).await {
+        let read_under: Vec<PartitionLease> = items
+            .iter()
+            .map(|item| (item.partition, PartitionLease::new(item.partition, item.epoch, item.generation)))
+            .collect::<BTreeMap<_, _>>()
+            .into_values()
+            .collect();
+        let leases: Vec<(u16, i64)> = read_under.iter().map(|lease| (lease.partition, lease.epoch)).collect();
+        let recorded = match shared.store.start_batch(shared.relay, batch_id, &read_under, &ids).await {
             Ok(true) => true,
             Ok(false) => {
-                // Taken over since the ownership check: the new owner publishes these events.
-                tracing::warn!(events = items.len(), "partitions taken over before recording the batch; not published");
+                // Taken over since the ownership check (the new owner publishes these events), or an operator
+                // changed rows of its partitions since the read (a cancel): read them again.
+                tracing::info!(events = items.len(), "partitions taken over or changed since the read; not published");
                 false
             }
             Err(error) => {

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use outbox_core::store::{
     Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership,
-    PartitionStart, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, SharedBacklog, StatusReport, Store,
-    StoreFuture, Wakeups,
+    PartitionLease, PartitionStart, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, SharedBacklog,
+    StatusReport, Store, StoreFuture, Wakeups,
 };
 use uuid::Uuid;
 
@@ -115,7 +115,7 @@ impl Store for WatchedListener {
         &'a self,
         relay: Uuid,
         batch: Uuid,
-        leases: &'a [(u16, i64)],
+        leases: &'a [PartitionLease],
         events: &'a [Uuid],
     ) -> StoreFuture<'a, bool> {
         self.inner.start_batch(relay, batch, leases, events)

@@ -40,6 +40,9 @@ pub(crate) struct Handover {
     /// Aggregates released to the stream and not forgotten in the database yet.
     released: Vec<AggregateKey>,
     next: Option<Instant>,
+    /// Where the next run goes on when more aggregates are held than one run reads: the last one the run before
+    /// read (`None`: from the first). Every held aggregate gets its turn.
+    resume_after: Option<AggregateKey>,
     retry_in_place: Duration,
 }
 
@@ -143,14 +146,14 @@ impl Handover {
         shutdown: &CancellationToken,
     ) -> Result<bool> {
         self.next = None;
-        let aggregates: Vec<(AggregateKey, u16)> = {
-            let mut held: Vec<_> = self.held.iter().map(|(key, partition)| (key.clone(), *partition)).collect();
-            held.sort();
-            held.truncate(AGGREGATES_PER_RUN);
-            held
-        };
-        if aggregates.len() < self.held.len() {
+        let aggregates = self.next_turn();
+        if self.resume_after.is_some() {
+            // The rest of the held aggregates, at once.
             self.wake_in(Duration::ZERO);
+        } else if self.held.len() > AGGREGATES_PER_RUN {
+            // A round over every held aggregate is done: the next starts again within a recheck, whatever the
+            // aggregates of this run wait for (those of the earlier runs may be due sooner).
+            self.wake_in(RECHECK);
         }
         // A range of one aggregate is bounded by `through`: here, every `seq` there is.
         let request = ReadRequest::new(
@@ -176,10 +179,9 @@ impl Handover {
         }
         let mut items = Vec::new();
         for (index, (key, _)) in aggregates.iter().enumerate() {
+            // More of it than one run reads: published ones bring the next run at once (below); one that waits
+            // (a head in backoff, a failed head) must not.
             let mine = rows.remove(&index).unwrap_or_default();
-            if mine.len() >= EVENTS_PER_AGGREGATE as usize {
-                self.wake_in(Duration::ZERO);
-            }
             let failed_seq = failed.get(key).copied();
             let Some(head) = mine.first() else {
                 if failed_seq.is_some() {
@@ -226,6 +228,19 @@ impl Handover {
         Ok(true)
     }
 
+    /// The held aggregates this run reads: at most [`AGGREGATES_PER_RUN`], in key order from where the last run
+    /// stopped, so that aggregates held by failed events at the front never keep the others waiting.
+    fn next_turn(&mut self) -> Vec<(AggregateKey, u16)> {
+        let mut held: Vec<(AggregateKey, u16)> =
+            self.held.iter().map(|(key, partition)| (key.clone(), *partition)).collect();
+        held.sort();
+        let start = self.resume_after.as_ref().map_or(0, |after| held.partition_point(|(key, _)| key <= after));
+        let start = if start >= held.len() { 0 } else { start };
+        let end = (start + AGGREGATES_PER_RUN).min(held.len());
+        self.resume_after = (end < held.len()).then(|| held[end - 1].0.clone());
+        held.drain(start..end).collect()
+    }
+
     /// The `seq` of the oldest failed event of each aggregate (with ordering: a failed event holds its aggregate);
     /// `None` when shutdown came first.
     async fn failed_heads(
@@ -245,5 +260,33 @@ impl Handover {
             return Ok(None);
         };
         Ok(Some(blocked.into_iter().map(|blocked| (blocked.aggregate, blocked.seq)).collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Handover, AGGREGATES_PER_RUN};
+
+    #[test]
+    fn runs_take_the_held_aggregates_in_turns_that_cover_every_one_then_start_again() {
+        let mut handover = Handover::default();
+        let held = 2 * AGGREGATES_PER_RUN + 50;
+        for n in 0..held {
+            handover.hold(0, ("t".to_owned(), format!("{n:04}")), Duration::ZERO);
+        }
+        let mut seen = Vec::new();
+        for turn in [AGGREGATES_PER_RUN, AGGREGATES_PER_RUN, 50] {
+            let aggregates = handover.next_turn();
+            assert_eq!(aggregates.len(), turn);
+            seen.extend(aggregates.into_iter().map(|(key, _)| key.1));
+        }
+        assert!(handover.resume_after.is_none(), "a round is done");
+        assert_eq!(seen, (0..held).map(|n| format!("{n:04}")).collect::<Vec<_>>(), "each once, in order");
+        assert_eq!(handover.next_turn()[0].0 .1, "0000", "the next round starts at the first");
+        // One released meanwhile: the turn goes on after the last one read.
+        handover.held.remove(&("t".to_owned(), format!("{:04}", AGGREGATES_PER_RUN - 1)));
+        assert_eq!(handover.next_turn()[0].0 .1, format!("{AGGREGATES_PER_RUN:04}"));
     }
 }

@@ -109,6 +109,21 @@ impl Session<'_> {
         client: &mut ReplicationClient,
         shutdown: &CancellationToken,
     ) -> Result<Option<(Vec<Uuid>, i64)>> {
+        // One slot per table: a relay started with another `--slot` would stream beside the relay of the recorded
+        // one, and message-mode events are written only while the recorded slot keeps them.
+        let recorded = self.store.wal_state().await.map_err(Error::from_store)?.slot;
+        if let Some(recorded) = recorded.as_deref().filter(|recorded| *recorded != self.slot) {
+            return Err(Error::WalUnavailable {
+                what: format!(
+                    "the WAL source of this table reads the replication slot `{recorded}`, not `{}`",
+                    self.slot
+                ),
+                fix: format!(
+                    "start the relay with `--slot {recorded}`, or run `outbox wal drop-slot` first (its unpublished \
+                     message-mode events become pending rows)"
+                ),
+            });
+        }
         match client.simple_query(&create_slot_sql(self.slot, self.server_version)).await {
             Ok(rows) => {
                 let snapshot = rows
@@ -135,6 +150,23 @@ impl Session<'_> {
                 // Invalidated while this relay ran (or stood by): nothing can be streamed from it any more.
                 super::preflight::refuse_lost_slot(self.store, self.slot).await?;
                 let state = self.store.wal_state().await.map_err(Error::from_store)?;
+                if state.slot.is_none() {
+                    // Created by a relay that stopped before recording it (killed, or a database error between the
+                    // two): its snapshot, and with it the rows pending then, are lost. No producer wrote for it (a
+                    // message needs the recorded slot), so it is dropped and made again with a new snapshot.
+                    client
+                        .simple_query(&format!("DROP_REPLICATION_SLOT {}", self.slot))
+                        .await
+                        .map_err(|error| classify(&error, self.target))?;
+                    return Err(Error::Unreachable {
+                        target: self.target.masked.clone(),
+                        reason: format!(
+                            "the replication slot `{}` existed but was never recorded (a relay stopped while creating \
+                             it): dropped, to be created again with the rows pending now",
+                            self.slot
+                        ),
+                    });
+                }
                 if !self.store.record_wal_slot(self.slot, state.backlog_through).await.map_err(Error::from_store)? {
                     return Err(super::preflight::wrong_source(Source::Table));
                 }

@@ -77,13 +77,31 @@ pub(super) async fn retry(pool: &PgPool, target: &RetryTarget) -> Result<Vec<Uui
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
 }
 
+/// Before a cancel checks which events are in a batch, it locks their partitions (`FOR UPDATE`, which a batch's
+/// record waits for under its `FOR KEY SHARE`): a record in progress commits first and its events are then seen
+/// in flight and left alone; a record that starts later waits, then finds the generation this cancel grows and is
+/// refused, so the relay never publishes an event it read before the cancel. In partition order, as the record
+/// locks them, so the two never deadlock.
+const LOCK_PARTITIONS_OF: &str = "\
+SELECT 1 FROM outbox_partitions
+ WHERE partition IN (SELECT partition FROM outbox_events WHERE id = ANY($1))
+ ORDER BY partition FOR UPDATE";
+const LOCK_ALL_PARTITIONS: &str = "SELECT 1 FROM outbox_partitions ORDER BY partition FOR UPDATE";
+
 pub(super) async fn cancel(pool: &PgPool, target: &CancelTarget) -> Result<Vec<Uuid>> {
+    let mut tx = pool.begin().await?;
     let rows = match target {
-        CancelTarget::Ids(ids) => sqlx::query(CANCEL).bind(ids).fetch_all(pool).await?,
+        CancelTarget::Ids(ids) => {
+            sqlx::query(LOCK_PARTITIONS_OF).bind(ids).execute(&mut *tx).await?;
+            sqlx::query(CANCEL).bind(ids).fetch_all(&mut *tx).await?
+        }
         CancelTarget::Matching(filter) => {
-            update_matching(pool, &matching(CANCEL_SET, "'pending', 'failed'", NOT_IN_A_BATCH), filter).await?
+            sqlx::query(LOCK_ALL_PARTITIONS).execute(&mut *tx).await?;
+            let sql = matching(CANCEL_SET, "'pending', 'failed'", NOT_IN_A_BATCH);
+            bind_filter(sqlx::query(&sql), filter).fetch_all(&mut *tx).await?
         }
     };
+    tx.commit().await?;
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
 }
 

@@ -10,17 +10,27 @@
 /// join, planned for ten rows, became a nested loop over both). The table holds 256 rows: a plan made for the call
 /// finds the partitions through the key's index, and the generic plan that the prepared statement settles on scans
 /// the table's few pages (`EXPLAIN` with `plan_cache_mode = force_generic_plan`); either is cheap.
+///
+/// A literal argument adds a condition on each partition row `p`: under `FOR KEY SHARE`, PostgreSQL checks it
+/// again on the row's latest version when the lock had to wait for another transaction to change the row.
 macro_rules! held_leases {
     () => {
-        "WITH held AS (
+        held_leases!("")
+    };
+    ($also:literal) => {
+        concat!(
+            "WITH held AS (
 SELECT p.partition FROM outbox_partitions p
  WHERE p.partition = ANY($2::int2[]) AND p.owner = $1
-   AND p.epoch = ($3::int8[])[array_position($2::int2[], p.partition)]
+   AND p.epoch = ($3::int8[])[array_position($2::int2[], p.partition)]",
+            $also,
+            "
    FOR KEY SHARE OF p
 ),
 fence AS (
 SELECT COALESCE(array_agg(partition), '{}') AS partitions, count(*) = cardinality($2::int2[]) AS whole FROM held
 )"
+        )
     };
 }
 

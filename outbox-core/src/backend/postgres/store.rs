@@ -7,8 +7,8 @@ use uuid::Uuid;
 use super::{admin, backlog, batch, control, inspect, listen, membership, read, retention, settle, wal};
 use crate::store::{
     Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership,
-    PartitionStart, PgStore, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, SharedBacklog, Source,
-    StatusReport, Store, StoreFuture, Wakeups,
+    PartitionLease, PartitionStart, PgStore, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport,
+    SharedBacklog, Source, StatusReport, Store, StoreFuture, Wakeups,
 };
 
 impl Store for PgStore {
@@ -32,7 +32,7 @@ impl Store for PgStore {
         &'a self,
         relay: Uuid,
         batch: Uuid,
-        leases: &'a [(u16, i64)],
+        leases: &'a [PartitionLease],
         events: &'a [Uuid],
     ) -> StoreFuture<'a, bool> {
         Box::pin(batch::start_batch(&self.pool, relay, batch, leases, events))

@@ -7,8 +7,8 @@ use uuid::Uuid;
 use super::{admin, backlog, batch, control, inspect, maintenance, membership, read, settle};
 use crate::store::{
     Backlog, BlockedAggregate, CancelTarget, EventDetail, EventFilter, EventSummary, Heartbeat, Membership,
-    PartitionStart, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport, Store, StoreFuture,
-    Wakeups,
+    PartitionLease, PartitionStart, ReadBatch, ReadRequest, RetryTarget, SettleBatch, SettleReport, StatusReport,
+    Store, StoreFuture, Wakeups,
 };
 
 /// The [`Store`] of a SQLite database: the embedded backend, for a first run and small single-node services.
@@ -80,7 +80,7 @@ impl Store for SqliteStore {
         &'a self,
         relay: Uuid,
         batch: Uuid,
-        leases: &'a [(u16, i64)],
+        leases: &'a [PartitionLease],
         events: &'a [Uuid],
     ) -> StoreFuture<'a, bool> {
         Box::pin(batch::start_batch(&self.pool, relay, batch, leases, events))

@@ -331,9 +331,17 @@ pub(crate) fn report_parse_error(error: &clap::Error) -> ExitCode {
                 .take_while(|line| !line.is_empty() && !line.starts_with("Usage:"))
                 .collect();
             let mut line = line.join(" ");
-            // A refused value may be a URL holding a password (`--sink`): it is shown masked.
-            if let Some(clap::error::ContextValue::String(value)) = error.get(clap::error::ContextKind::InvalidValue) {
-                line = line.replace(value.as_str(), &outbox_relay::masked_url(value));
+            // A refused value or an unexpected argument may be a URL holding a password (`--sink`, or a database
+            // URL given without `--database-url`): every text the error quotes is shown masked.
+            for (_, value) in error.context() {
+                let texts = match value {
+                    clap::error::ContextValue::String(text) => std::slice::from_ref(text),
+                    clap::error::ContextValue::Strings(texts) => texts.as_slice(),
+                    _ => &[],
+                };
+                for text in texts {
+                    line = line.replace(text.as_str(), &outbox_relay::masked_url(text));
+                }
             }
             let line = line.strip_prefix("error: ").unwrap_or(&line);
             eprintln!("error: {line} (see `outbox --help`)");
