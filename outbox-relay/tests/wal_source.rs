@@ -432,6 +432,22 @@ async fn via_wal(db: &TestDatabase, aggregate: &str, n: u32) -> Uuid {
     id
 }
 
+/// An event without sensitive fields.
+#[derive(serde::Serialize)]
+struct Plain {
+    n: u32,
+}
+
+impl outbox_core::OutboxEvent for Plain {
+    const EVENT_TYPE: &'static str = "plain.happened";
+    const AGGREGATE_TYPE: &'static str = "plain";
+    const VERSION: u32 = 1;
+
+    fn aggregate_id(&self) -> String {
+        "p".to_owned()
+    }
+}
+
 async fn rows(db: &TestDatabase) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM outbox_events").fetch_one(&db.pool).await.unwrap()
 }
@@ -659,12 +675,19 @@ async fn a_message_mode_transaction_sends_its_events_with_the_commit_and_without
     sqlx::query("CREATE TABLE orders (id INT PRIMARY KEY)").execute(&db.pool).await.unwrap();
     let orders = || async { sqlx::query_scalar::<_, i32>("SELECT id FROM orders").fetch_all(&db.pool).await.unwrap() };
 
-    let mut tx = Outbox::new().via_wal().begin(&db.pool).await.unwrap();
-    sqlx::query("INSERT INTO orders VALUES (1)").execute(&mut *tx).await.unwrap();
-    tx.enqueue(&common::event("t", 0)).unwrap();
-    let refused = tx.commit().await;
-    assert!(matches!(refused, Err(outbox_core::Error::WalSourceOff)), "no slot yet: {refused:?}");
-    assert!(orders().await.is_empty(), "the domain change is rolled back with the events");
+    // Events with a sensitive field are written with parameters before the `COMMIT`; others travel with it.
+    for sensitive in [true, false] {
+        let mut tx = Outbox::new().via_wal().begin(&db.pool).await.unwrap();
+        sqlx::query("INSERT INTO orders VALUES (1)").execute(&mut *tx).await.unwrap();
+        if sensitive {
+            tx.enqueue(&common::event("t", 0)).unwrap();
+        } else {
+            tx.enqueue(&Plain { n: 0 }).unwrap();
+        }
+        let refused = tx.commit().await;
+        assert!(matches!(refused, Err(outbox_core::Error::WalSourceOff)), "no slot yet: {refused:?}");
+        assert!(orders().await.is_empty(), "the domain change is rolled back with the events");
+    }
 
     let (_sink_dir, sink, mut relay) = wal_relay_with_its_slot(&db, "with-the-commit").await;
     let mut tx = Outbox::new().via_wal().begin(&db.pool).await.unwrap();
@@ -674,6 +697,12 @@ async fn a_message_mode_transaction_sends_its_events_with_the_commit_and_without
     assert_eq!(tx.commit().await.unwrap(), [first, second]);
     assert_eq!(orders().await, [2]);
     assert_eq!(wait_for_lines(&sink, 2), [first, second], "published in order");
+    let mut tx = Outbox::new().via_wal().begin(&db.pool).await.unwrap();
+    sqlx::query("INSERT INTO orders VALUES (3)").execute(&mut *tx).await.unwrap();
+    let plain = [tx.enqueue(&Plain { n: 1 }).unwrap(), tx.enqueue(&Plain { n: 2 }).unwrap()];
+    assert_eq!(tx.commit().await.unwrap(), plain);
+    assert_eq!(wait_for_lines(&sink, 4)[2..], plain, "published in order");
+    assert_eq!(orders().await, [2, 3]);
     assert_eq!(rows(&db).await, 0, "no table row");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }

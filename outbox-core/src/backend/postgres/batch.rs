@@ -3,7 +3,7 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::fence::{held_leases, lease_arrays};
+use super::fence::{by_partition, held_leases, lease_arrays};
 use crate::error::Result;
 use crate::store::PartitionLease;
 
@@ -16,7 +16,7 @@ use crate::store::PartitionLease;
 /// Committed without waiting for its WAL flush: a record lost in a server crash only means that crash counts no
 /// attempt (the server crashed, not the relay).
 const START_BATCH: &str = concat!(
-    held_leases!("\n   AND p.generation = ($6::int8[])[array_position($2::int2[], p.partition)]"),
+    held_leases!("\n   AND p.generation = ($6::int8[])[p.partition + 1]"),
     "
 INSERT INTO outbox_batches (relay_id, batch_id, events)
 SELECT $1, $4, $5 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS commit_mode
@@ -32,7 +32,7 @@ pub(super) async fn start_batch(
 ) -> Result<bool> {
     let epochs: Vec<(u16, i64)> = leases.iter().map(|lease| (lease.partition, lease.epoch)).collect();
     let (partitions, epochs) = lease_arrays(&epochs);
-    let generations: Vec<i64> = leases.iter().map(|lease| lease.generation).collect();
+    let generations = by_partition(leases.iter().map(|lease| (lease.partition, lease.generation)));
     let done = sqlx::query(START_BATCH)
         .bind(relay)
         .bind(partitions)
