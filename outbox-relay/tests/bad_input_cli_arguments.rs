@@ -97,11 +97,18 @@ async fn invalid_durations_sizes_counts_and_addresses_exit_2_with_one_line_and_w
         (args(&["events", "list", "--status", "pending", "--limit", "4294967296"]), "4294967296"),
         (args(&["events", "purge", "--older-than", ""]), "malformed duration"),
         (args(&["events", "purge", "--older-than", "7 parsecs"]), "malformed duration"),
+        // An age the databases cannot count back from now (PostgreSQL errs, SQLite matches nothing).
+        (args(&["events", "purge", "--older-than", "10000y"]), "more than 1000 years"),
+        (args(&["events", "list", "--older-than", "10000y"]), "more than 1000 years"),
+        (args(&["events", "cancel", "--older-than", "1001y"]), "more than 1000 years"),
         (args(&["events", "show", "not-a-uuid"]), "not-a-uuid"),
         (args(&["events", "retry", "12345"]), "12345"),
         (args(&["events", "cancel", ""]), "invalid value"),
     ];
     refuse_all(&db.url, &cases);
+    let oldest = outbox(&db.url, &args(&["events", "list", "--older-than", "1000y", "--json"]));
+    assert!(oldest.status.success(), "the longest age: {}", String::from_utf8_lossy(&oldest.stderr));
+    assert_eq!(String::from_utf8_lossy(&oldest.stdout).trim(), "[]");
     assert!(!dir.exists(), "the file sink's directory was created");
     assert_eq!(snapshot(&db.pool).await, before, "a refused command changed the outbox table");
 }

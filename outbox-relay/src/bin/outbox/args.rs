@@ -263,7 +263,7 @@ pub(crate) enum EventsCommand {
     /// Delete published and cancelled events older than an age, in small batches.
     Purge {
         /// The age, e.g. `7d`.
-        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        #[arg(long, value_parser = parse_age, value_name = "DURATION")]
         older_than: Duration,
     },
 }
@@ -281,7 +281,7 @@ pub(crate) struct FilterArgs {
     #[arg(long, value_name = "ID")]
     pub(crate) aggregate_id: Option<String>,
     /// Only events enqueued more than this long ago, e.g. `30m`, `7d`.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_age, value_name = "DURATION")]
     pub(crate) older_than: Option<Duration>,
 }
 
@@ -309,6 +309,19 @@ fn parse_sink(sink: &str) -> Result<Sink, String> {
 fn parse_duration(duration: &str) -> Result<Duration, String> {
     humantime::parse_duration(duration)
         .map_err(|error| format!("malformed duration ({error}); use e.g. 500ms, 30s, 7d"))
+}
+
+/// The longest age an event filter takes: the databases count the time it names back from now, and SQLite's dates
+/// end at year 0 (PostgreSQL's a few thousand years earlier). (`--retention` has its own range.)
+const MAX_AGE: Duration = Duration::from_secs(1000 * 31_557_600); // humantime's `1000y` (years of 365.25 days)
+
+/// An age (`--older-than`): a duration of at most [`MAX_AGE`].
+fn parse_age(age: &str) -> Result<Duration, String> {
+    let age = parse_duration(age)?;
+    if age > MAX_AGE {
+        return Err("an age of more than 1000 years names no event; use e.g. 30d".to_owned());
+    }
+    Ok(age)
 }
 
 fn parse_status(status: &str) -> Result<EventStatus, String> {
