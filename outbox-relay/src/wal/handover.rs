@@ -231,14 +231,15 @@ impl Handover {
     /// The held aggregates this run reads: at most [`AGGREGATES_PER_RUN`], in key order from where the last run
     /// stopped, so that aggregates held by failed events at the front never keep the others waiting.
     fn next_turn(&mut self) -> Vec<(AggregateKey, u16)> {
-        let mut held: Vec<(AggregateKey, u16)> =
-            self.held.iter().map(|(key, partition)| (key.clone(), *partition)).collect();
-        held.sort();
-        let start = self.resume_after.as_ref().map_or(0, |after| held.partition_point(|(key, _)| key <= after));
+        let mut held: Vec<(&AggregateKey, &u16)> = self.held.iter().collect();
+        held.sort_unstable();
+        let start = self.resume_after.as_ref().map_or(0, |after| held.partition_point(|(key, _)| *key <= after));
         let start = if start >= held.len() { 0 } else { start };
         let end = (start + AGGREGATES_PER_RUN).min(held.len());
+        let turn: Vec<(AggregateKey, u16)> =
+            held[start..end].iter().map(|(key, partition)| ((*key).clone(), **partition)).collect();
         self.resume_after = (end < held.len()).then(|| held[end - 1].0.clone());
-        held.drain(start..end).collect()
+        turn
     }
 
     /// The `seq` of the oldest failed event of each aggregate (with ordering: a failed event holds its aggregate);

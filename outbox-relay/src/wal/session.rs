@@ -111,8 +111,8 @@ impl Session<'_> {
     ) -> Result<Option<(Vec<Uuid>, i64)>> {
         // One slot per table: a relay started with another `--slot` would stream beside the relay of the recorded
         // one, and message-mode events are written only while the recorded slot keeps them.
-        let recorded = self.store.wal_state().await.map_err(Error::from_store)?.slot;
-        if let Some(recorded) = recorded.as_deref().filter(|recorded| *recorded != self.slot) {
+        let state = self.store.wal_state().await.map_err(Error::from_store)?;
+        if let Some(recorded) = state.slot.as_deref().filter(|recorded| *recorded != self.slot) {
             return Err(Error::WalUnavailable {
                 what: format!(
                     "the WAL source of this table reads the replication slot `{recorded}`, not `{}`",
@@ -149,7 +149,6 @@ impl Session<'_> {
             Err(error) if sqlstate(&error) == Some("42710") => {
                 // Invalidated while this relay ran (or stood by): nothing can be streamed from it any more.
                 super::preflight::refuse_lost_slot(self.store, self.slot).await?;
-                let state = self.store.wal_state().await.map_err(Error::from_store)?;
                 if state.slot.is_none() {
                     // Created by a relay that stopped before recording it (killed, or a database error between the
                     // two): its snapshot, and with it the rows pending then, are lost. No producer wrote for it (a

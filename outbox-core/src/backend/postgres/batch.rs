@@ -30,8 +30,7 @@ pub(super) async fn start_batch(
     leases: &[PartitionLease],
     events: &[Uuid],
 ) -> Result<bool> {
-    let epochs: Vec<(u16, i64)> = leases.iter().map(|lease| (lease.partition, lease.epoch)).collect();
-    let (partitions, epochs) = lease_arrays(&epochs);
+    let (partitions, epochs) = lease_arrays(leases.iter().map(|lease| (lease.partition, lease.epoch)));
     let generations = by_partition(leases.iter().map(|lease| (lease.partition, lease.generation)));
     let done = sqlx::query(START_BATCH)
         .bind(relay)

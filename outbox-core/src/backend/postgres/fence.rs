@@ -1,8 +1,9 @@
 //! The partition-lease fence of the statements that write for a batch (its record and its settle).
 
 /// `held`: the partitions of `$2` (partitions) at the epochs `$3` (by partition: see [`lease_arrays`]) that relay
-/// `$1` still owns, locked FOR KEY SHARE. A takeover changes the epoch (a key column), so it waits for the statement to commit, and a statement
-/// that starts after a takeover finds no lease. Heartbeats do not change the epoch, so they never wait for it.
+/// `$1` still owns, locked FOR KEY SHARE. A takeover changes the epoch (a key column), so it waits for the
+/// statement to commit, and a statement that starts after a takeover finds no lease. Heartbeats do not change the
+/// epoch, so they never wait for it.
 /// `fence`: what the statement's writes check, computed once: `whole` when every partition is held (the usual
 /// case: no row needs a check of its own), otherwise the `partitions` held.
 ///
@@ -45,9 +46,9 @@ pub(super) use in_held_partition;
 
 /// The leases as the fence binds them: the partitions (`$2`) and their epochs by partition (`$3`, see
 /// [`by_partition`]).
-pub(super) fn lease_arrays(leases: &[(u16, i64)]) -> (Vec<i16>, Vec<Option<i64>>) {
-    let partitions = leases.iter().map(|&(partition, _)| i16::try_from(partition).unwrap_or(i16::MAX)).collect();
-    (partitions, by_partition(leases.iter().copied()))
+pub(super) fn lease_arrays(leases: impl Iterator<Item = (u16, i64)> + Clone) -> (Vec<i16>, Vec<Option<i64>>) {
+    let partitions = leases.clone().map(|(partition, _)| i16::try_from(partition).unwrap_or(i16::MAX)).collect();
+    (partitions, by_partition(leases))
 }
 
 /// `values` as an array indexed by partition (PostgreSQL's arrays count from 1: partition `p` at `p + 1`), `NULL`
@@ -67,7 +68,7 @@ mod tests {
     fn values_are_placed_at_their_partition_and_the_others_are_null() {
         assert_eq!(super::by_partition([(2_u16, 5_i64), (0, 1)].into_iter()), [Some(1), None, Some(5)]);
         assert_eq!(super::by_partition(std::iter::empty::<(u16, i64)>()), []);
-        let (partitions, epochs) = super::lease_arrays(&[(255, 7)]);
+        let (partitions, epochs) = super::lease_arrays([(255, 7)].into_iter());
         assert_eq!((partitions, epochs.len(), epochs[255]), (vec![255], 256, Some(7)));
     }
 }

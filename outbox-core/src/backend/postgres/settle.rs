@@ -234,7 +234,7 @@ pub(super) fn all_published(settlements: &[Settlement]) -> Option<(Vec<uuid::Uui
 }
 
 pub(super) async fn settle(pool: &PgPool, batch: &SettleBatch) -> Result<SettleReport> {
-    let (partitions, epochs) = lease_arrays(&batch.leases);
+    let (partitions, epochs) = lease_arrays(batch.leases.iter().copied());
     if let Some((ids, versions)) = all_published(&batch.settlements) {
         let sql = if batch.delete_published { DELETE_ALL_PUBLISHED } else { MARK_ALL_PUBLISHED };
         // Prepared once: a nested loop of tuple fetches by `ctid`, whatever the batch's size.

@@ -24,11 +24,10 @@ pub(super) async fn start_batch(
             AND NOT EXISTS (SELECT 1 FROM outbox_events
                              WHERE id IN (SELECT value FROM json_each(?4)) AND status <> 'pending')"
     );
-    let epochs: Vec<(u16, i64)> = leases.iter().map(|lease| (lease.partition, lease.epoch)).collect();
     let done = sqlx::query(&record)
         .bind(batch.hyphenated().to_string())
         .bind(relay.hyphenated().to_string())
-        .bind(partition_zero_epoch(&epochs))
+        .bind(partition_zero_epoch(leases.iter().map(|lease| (lease.partition, lease.epoch))))
         .bind(serde_json::to_string(&events).unwrap_or_else(|_| String::from("[]")))
         .execute(pool)
         .await?;

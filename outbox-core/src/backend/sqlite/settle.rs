@@ -62,7 +62,7 @@ fn update(held: &str) -> String {
 pub(super) async fn settle(pool: &SqlitePool, batch: &SettleBatch) -> Result<SettleReport> {
     let (rows, outcome_of) = entries(&batch.settlements);
     let relay = batch.relay.hyphenated().to_string();
-    let epoch = partition_zero_epoch(&batch.leases);
+    let epoch = partition_zero_epoch(batch.leases.iter().copied());
     let mut tx = pool.begin().await?;
     let mut applied: Vec<String> = Vec::new();
     if batch.delete_published {
