@@ -1,5 +1,8 @@
 //! The error type of `outbox-relay`.
 
+use sqlx::error::DatabaseError;
+use sqlx::sqlite::SqliteError;
+
 /// Everything that can go wrong building or running a relay.
 ///
 /// Errors are either **fatal** (bad configuration, missing tables, a sink that cannot be opened: retrying would
@@ -122,13 +125,18 @@ impl Error {
         matches!(self, Self::Database { .. } | Self::Unreachable { .. })
     }
 
-    /// Sorts a store error into fatal ([`Error::Schema`]) or retryable ([`Error::Database`]) by its SQLSTATE:
-    /// class 42 (undefined table or column, syntax), 28 (authorization) and 3D (no such database) are fatal.
+    /// Sorts a store error into fatal ([`Error::Schema`]) or retryable ([`Error::Database`]). On PostgreSQL by
+    /// its SQLSTATE: class 42 (undefined table or column, syntax), 28 (authorization) and 3D (no such database) are
+    /// fatal. On SQLite by its result code: a missing table or column, a file that may not be written, opened or
+    /// read as a database, or is corrupt, are fatal; a busy or locked file, a full disk, I/O errors are retryable.
     pub(crate) fn from_store(source: outbox_core::Error) -> Self {
         let fatal = match &source {
-            outbox_core::Error::Database(sqlx::Error::Database(db)) => {
-                db.code().is_some_and(|code| code.starts_with("42") || code.starts_with("28") || code.starts_with("3D"))
-            }
+            outbox_core::Error::Database(sqlx::Error::Database(db)) => match db.try_downcast_ref::<SqliteError>() {
+                Some(sqlite) => sqlite_fatal(sqlite),
+                None => db
+                    .code()
+                    .is_some_and(|code| code.starts_with("42") || code.starts_with("28") || code.starts_with("3D")),
+            },
             outbox_core::Error::Database(sqlx::Error::Configuration(_))
             | outbox_core::Error::Migrate(_)
             | outbox_core::Error::InvalidIdentifier(_) => true,
@@ -143,6 +151,20 @@ impl Error {
 
     pub(crate) fn config(field: &'static str, reason: impl Into<String>) -> Self {
         Self::InvalidConfig { field, reason: reason.into() }
+    }
+}
+
+/// Whether a SQLite error cannot pass by itself: `SQLITE_ERROR` for a missing table, column or function (SQLite's
+/// generic code, which also covers statements that may pass), `SQLITE_PERM`, `SQLITE_READONLY`, `SQLITE_CORRUPT`,
+/// `SQLITE_CANTOPEN`, `SQLITE_AUTH` and `SQLITE_NOTADB` (by their primary code, the extended code's low byte).
+fn sqlite_fatal(error: &SqliteError) -> bool {
+    let Some(code) = error.code().and_then(|code| code.parse::<i32>().ok()) else {
+        return false;
+    };
+    match code & 0xff {
+        1 => error.message().starts_with("no such "),
+        3 | 8 | 11 | 14 | 23 | 26 => true,
+        _ => false,
     }
 }
 

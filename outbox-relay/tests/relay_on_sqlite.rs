@@ -308,3 +308,67 @@ async fn sqlite_retention_deletes_only_old_finished_rows() {
 async fn total(pool: &SqlitePool) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM outbox_events").fetch_one(pool).await.unwrap()
 }
+
+/// A retry or cancel commits its change together with the generation's bump that tells the partition's owner to
+/// read afresh: a change that committed alone would leave the owner blocked behind a failed head that is pending
+/// again, or never told that one was cancelled.
+#[tokio::test]
+async fn sqlite_a_retry_or_cancel_whose_generation_bump_fails_changes_nothing() {
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue_interleaved(&db.pool, 2, 1).await;
+    sqlx::query("UPDATE outbox_events SET status = 'failed', attempts = 1").execute(&db.pool).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE TRIGGER refuse_bumps BEFORE UPDATE ON outbox_partitions
+           BEGIN SELECT RAISE(ABORT, 'bumps refused by the test'); END;",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let store = SqliteStore::new(db.pool.clone());
+    assert!(store.retry(&RetryTarget::Ids(vec![ids[0]])).await.is_err(), "the bump's failure is reported");
+    assert!(store.retry(&RetryTarget::AllFailed { event_type: None }).await.is_err());
+    assert!(store.cancel(&CancelTarget::Ids(vec![ids[1]])).await.is_err());
+    assert_eq!(count(&db.pool, "failed").await, 2, "a change committed without its bump");
+
+    sqlx::raw_sql("DROP TRIGGER refuse_bumps").execute(&db.pool).await.unwrap();
+    let generation = || sqlx::query_scalar::<_, i64>("SELECT generation FROM outbox_partitions").fetch_one(&db.pool);
+    let before = generation().await.unwrap();
+    assert_eq!(store.retry(&RetryTarget::Ids(vec![ids[0]])).await.unwrap(), [ids[0]]);
+    assert_eq!(store.cancel(&CancelTarget::Ids(vec![ids[1]])).await.unwrap(), [ids[1]]);
+    assert_eq!(generation().await.unwrap(), before + 2, "each change bumped the generation");
+}
+
+/// A relay started on a file without the outbox tables stops with the schema error, as on PostgreSQL, instead of
+/// retrying a statement that cannot pass.
+#[tokio::test]
+async fn sqlite_relay_on_a_file_without_the_outbox_tables_stops_with_a_schema_error() {
+    let db = TestDatabase::create().await;
+    let relay = Relay::new(SqliteStore::new(db.pool.clone()), Recorder::default(), config().build().unwrap());
+    let outcome = tokio::time::timeout(Duration::from_secs(20), relay.run(CancellationToken::new()))
+        .await
+        .expect("the relay kept retrying on a file without the outbox tables");
+    let error = outcome.expect_err("the relay ran without its tables");
+    assert!(matches!(error, outbox_relay::Error::Schema { .. }), "{error}");
+    assert!(!error.is_retryable());
+}
+
+/// Migrators of one file, each on its own pool (as separate processes are), all succeed: each migration's
+/// transaction takes the write lock before it checks what is applied.
+#[tokio::test]
+async fn sqlite_concurrent_migrations_from_separate_pools_all_succeed() {
+    for _ in 0..10 {
+        let db = TestDatabase::create().await;
+        let mut runs = Vec::new();
+        for _ in 0..4 {
+            let options = db.pool.connect_options().as_ref().clone();
+            runs.push(tokio::spawn(async move {
+                let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect_with(options).await?;
+                outbox_core::migrate(&pool).await.map_err(|error| sqlx::Error::Protocol(error.to_string()))
+            }));
+        }
+        for run in runs {
+            run.await.unwrap().expect("a concurrent migration failed");
+        }
+        assert_eq!(count(&db.pool, "pending").await, 0, "the tables are there");
+    }
+}

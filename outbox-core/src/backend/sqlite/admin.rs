@@ -1,6 +1,6 @@
 //! Operator actions on SQLite: retry failed events, cancel pending or failed ones.
 
-use sqlx::{Row, SqlitePool};
+use sqlx::{Row, SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
 use super::clock::{self, now};
@@ -54,36 +54,47 @@ const CANCEL_SET: &str = "status = 'cancelled'";
 /// Events in a batch being published are left alone.
 const NOT_IN_A_BATCH: &str = "\n   AND id NOT IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j)";
 
+/// The change and the generation's bump commit together: a change whose bump failed would leave a relay blocked
+/// behind a failed head that is pending again, never told to read it afresh.
 pub(super) async fn retry(pool: &SqlitePool, target: &RetryTarget) -> Result<Vec<Uuid>> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let rows = match target {
-        RetryTarget::Ids(ids) => sqlx::query(RETRY_IDS).bind(id_list(ids)).fetch_all(pool).await?,
+        RetryTarget::Ids(ids) => sqlx::query(RETRY_IDS).bind(id_list(ids)).fetch_all(&mut *tx).await?,
         RetryTarget::AllFailed { event_type } => {
-            sqlx::query(RETRY_ALL_FAILED).bind(event_type.as_deref()).fetch_all(pool).await?
+            sqlx::query(RETRY_ALL_FAILED).bind(event_type.as_deref()).fetch_all(&mut *tx).await?
         }
-        RetryTarget::Matching(filter) => update_matching(pool, &matching(RETRY_SET, "'failed'", ""), filter).await?,
+        RetryTarget::Matching(filter) => update_matching(&mut tx, &matching(RETRY_SET, "'failed'", ""), filter).await?,
     };
-    bump(pool, rows.len()).await?;
+    bump(&mut tx, rows.len()).await?;
+    tx.commit().await?;
     rows.iter().map(|row| clock::uuid(row.try_get("id")?)).collect()
 }
 
-async fn bump(pool: &SqlitePool, changed: usize) -> Result<()> {
+async fn bump(conn: &mut SqliteConnection, changed: usize) -> Result<()> {
     if changed > 0 {
-        sqlx::query(BUMP_GENERATION).execute(pool).await?;
+        sqlx::query(BUMP_GENERATION).execute(conn).await?;
     }
     Ok(())
 }
 
+/// As [`retry`], in one transaction with the bump.
 pub(super) async fn cancel(pool: &SqlitePool, target: &CancelTarget) -> Result<Vec<Uuid>> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let rows = match target {
-        CancelTarget::Ids(ids) => sqlx::query(CANCEL).bind(id_list(ids)).fetch_all(pool).await?,
+        CancelTarget::Ids(ids) => sqlx::query(CANCEL).bind(id_list(ids)).fetch_all(&mut *tx).await?,
         CancelTarget::Matching(filter) => {
-            update_matching(pool, &matching(CANCEL_SET, "'pending', 'failed'", NOT_IN_A_BATCH), filter).await?
+            update_matching(&mut tx, &matching(CANCEL_SET, "'pending', 'failed'", NOT_IN_A_BATCH), filter).await?
         }
     };
-    bump(pool, rows.len()).await?;
+    bump(&mut tx, rows.len()).await?;
+    tx.commit().await?;
     rows.iter().map(|row| clock::uuid(row.try_get("id")?)).collect()
 }
 
-async fn update_matching(pool: &SqlitePool, sql: &str, filter: &EventFilter) -> Result<Vec<sqlx::sqlite::SqliteRow>> {
-    Ok(bind_filter(sqlx::query(sql), filter).fetch_all(pool).await?)
+async fn update_matching(
+    conn: &mut SqliteConnection,
+    sql: &str,
+    filter: &EventFilter,
+) -> Result<Vec<sqlx::sqlite::SqliteRow>> {
+    Ok(bind_filter(sqlx::query(sql), filter).fetch_all(conn).await?)
 }

@@ -19,7 +19,12 @@ const RENEW: &str = concat!(
     ", expires_at = excluded.expires_at, host = excluded.host"
 );
 
-const REMOVE_DEAD: &str = concat!("DELETE FROM outbox_relays WHERE expires_at < ", now!());
+/// The heartbeat's one moment (`?1`): SQLite reads the clock once per statement, not per transaction, and
+/// relays judged dead, live and free at three moments could take a partition from a relay whose crashed batch was
+/// not yet counted.
+const NOW: &str = concat!("SELECT ", now!());
+
+const REMOVE_DEAD: &str = "DELETE FROM outbox_relays WHERE expires_at < ?1";
 
 const ORPHAN_EVENTS: &str = "\
 SELECT e.id, e.attempts FROM outbox_events e
@@ -40,7 +45,7 @@ const RELEASE: &str = concat!(
     " WHERE owner = ?1 AND partition IN (SELECT value FROM json_each(?2))"
 );
 
-const LIVE: &str = concat!("SELECT relay_id FROM outbox_relays WHERE expires_at >= ", now!(), " ORDER BY relay_id");
+const LIVE: &str = "SELECT relay_id FROM outbox_relays WHERE expires_at >= ?1 ORDER BY relay_id";
 
 const PARTITIONS: &str = "\
 SELECT (SELECT count(*) FROM outbox_partitions) AS partitions,
@@ -48,25 +53,22 @@ SELECT (SELECT count(*) FROM outbox_partitions) AS partitions,
 
 const OWNED: &str = "SELECT partition, epoch, generation FROM outbox_partitions WHERE owner = ?1 ORDER BY partition";
 
-const TAKE: &str = concat!(
-    "UPDATE outbox_partitions SET owner = ?1, epoch = epoch + 1, changed_at = ",
-    now!(),
-    "
-      WHERE partition IN (
-            SELECT f.partition FROM outbox_partitions f
-             WHERE f.owner IS NULL
-                OR NOT EXISTS (SELECT 1 FROM outbox_relays r WHERE r.relay_id = f.owner AND r.expires_at >= ",
-    now!(),
-    ")
-             ORDER BY f.partition LIMIT ?2)
-      RETURNING partition, epoch, generation"
-);
+const TAKE: &str = "\
+UPDATE outbox_partitions SET owner = ?1, epoch = epoch + 1, changed_at = ?3
+ WHERE partition IN (
+       SELECT f.partition FROM outbox_partitions f
+        WHERE f.owner IS NULL
+           OR NOT EXISTS (SELECT 1 FROM outbox_relays r WHERE r.relay_id = f.owner AND r.expires_at >= ?3)
+        ORDER BY f.partition LIMIT ?2)
+RETURNING partition, epoch, generation";
 
 pub(super) async fn heartbeat(pool: &SqlitePool, beat: &Heartbeat<'_>) -> Result<Membership> {
     let relay = beat.relay.hyphenated().to_string();
     let mut tx = pool.begin().await?;
     sqlx::query(RENEW).bind(&relay).bind(beat.host).bind(clock::later(beat.lease)).execute(&mut *tx).await?;
-    let removed = sqlx::query(REMOVE_DEAD).execute(&mut *tx).await?.rows_affected();
+    // Read once the renewal holds the write lock.
+    let now: String = sqlx::query_scalar(NOW).fetch_one(&mut *tx).await?;
+    let removed = sqlx::query(REMOVE_DEAD).bind(&now).execute(&mut *tx).await?.rows_affected();
     let crashed = account_crashes(&mut tx, beat.on_crash).await?;
     if !beat.forget.is_empty() {
         let forget: Vec<String> = beat.forget.iter().map(|batch| batch.hyphenated().to_string()).collect();
@@ -78,6 +80,7 @@ pub(super) async fn heartbeat(pool: &SqlitePool, beat: &Heartbeat<'_>) -> Result
         sqlx::query(RELEASE).bind(&relay).bind(release).execute(&mut *tx).await?;
     }
     let relays = sqlx::query_scalar::<_, String>(LIVE)
+        .bind(&now)
         .fetch_all(&mut *tx)
         .await?
         .iter()
@@ -91,7 +94,7 @@ pub(super) async fn heartbeat(pool: &SqlitePool, beat: &Heartbeat<'_>) -> Result
     let mut owned = leases(&sqlx::query(OWNED).bind(&relay).fetch_all(&mut *tx).await?)?;
     let missing = usize::from(share).saturating_sub(owned.len());
     if beat.take && missing > 0 {
-        let taken = sqlx::query(TAKE).bind(&relay).bind(missing as i64).fetch_all(&mut *tx).await?;
+        let taken = sqlx::query(TAKE).bind(&relay).bind(missing as i64).bind(&now).fetch_all(&mut *tx).await?;
         owned.extend(leases(&taken)?);
         owned.sort();
     }

@@ -140,7 +140,9 @@ async fn apply_pending(conn: &mut SqliteConnection) -> Result<()> {
     conn.execute(CREATE_MIGRATIONS_TABLE).await?;
     let applied: Vec<(i64, Vec<u8>)> = sqlx::query_as(SELECT_APPLIED).fetch_all(&mut *conn).await?;
     for migration in super::pending_migrations(&MIGRATOR, &applied)? {
-        let mut tx = conn.begin().await?;
+        // Immediate: the check below reads before the migration writes, and a deferred transaction that another
+        // connection wrote past in between fails at its first write instead of waiting its turn.
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let already: Option<i64> = sqlx::query_scalar("SELECT version FROM _outbox_migrations WHERE version = ?1")
             .bind(migration.version)
             .fetch_optional(&mut *tx)
