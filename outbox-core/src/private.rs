@@ -37,6 +37,13 @@ pub fn prefixed(prefix: &str, paths: Vec<String>) -> Vec<String> {
     crate::redact::prefixed(prefix, paths)
 }
 
+/// What a derived `Redact` impl returns for `Self`, computed by `paths`: a type that holds itself gets its values
+/// inside itself redacted whole, instead of endless pointers.
+#[must_use]
+pub fn recursion_guarded<T: ?Sized>(paths: impl Fn() -> Vec<String>) -> Vec<String> {
+    crate::redact::recursion_guarded(std::any::type_name::<T>(), paths)
+}
+
 /// A value that can be an aggregate id: anything that formats with `Display`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be an aggregate id: it does not implement `std::fmt::Display`",
@@ -54,8 +61,10 @@ impl<T: Display + ?Sized> AggregateId for T {
     }
 }
 
-/// The sensitive paths of a field's type, when the type implements [`Redact`]; none otherwise. Called as
-/// `(&Probe::<T>::new()).redact_paths()` with `ViaRedact` and `Opaque` in scope (autoref specialization).
+/// The sensitive paths of a field's type, when the type implements [`Redact`]; a compile error when its derived
+/// `Redact` does not hold for its type arguments; none otherwise. Called as `(&&Probe::<T>::new()).redact_paths()`
+/// with `ViaRedact`, `RedactNotForTheseArguments` and `Opaque` in scope (autoref specialization: the first whose
+/// impl applies, in that order, is picked).
 pub struct Probe<T: ?Sized>(PhantomData<T>);
 
 impl<T: ?Sized> std::fmt::Debug for Probe<T> {
@@ -73,17 +82,53 @@ impl<T: ?Sized> Probe<T> {
     }
 }
 
+/// A type whose `Redact` impl `#[derive(Redact)]` or `#[derive(OutboxEvent)]` wrote, for every type argument:
+/// its own fields carry `#[outbox(sensitive)]` marks that only that impl reads.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` marks fields `#[outbox(sensitive)]`, but its `Redact` impl is not derived, so the marks do nothing",
+    label = "`RedactedDebug` masks what `Redact` names",
+    note = "add `#[derive(Redact)]` (or `#[derive(OutboxEvent)]` for an event) beside `RedactedDebug`, in place of a hand-written `impl Redact`"
+)]
+pub trait DerivedRedact {}
+
 /// Picked first, when `T: Redact`.
 pub trait ViaRedact {
     /// `T`'s paths.
     fn redact_paths(&self) -> Vec<String>;
 }
 
-impl<T: Redact + ?Sized> ViaRedact for Probe<T> {
+impl<T: Redact + ?Sized> ViaRedact for &Probe<T> {
     fn redact_paths(&self) -> Vec<String> {
         T::redact_paths()
     }
 }
+
+/// Picked next, for a type with a derived `Redact` impl that does not hold for these type arguments
+/// (`Envelope<Money>` where `Money` does not implement `Redact`): a compile error, since taking it as holding
+/// nothing sensitive would lose its own sensitive fields.
+pub trait RedactNotForTheseArguments {
+    /// Never returns: the bound cannot hold.
+    fn redact_paths(&self) -> Vec<String>
+    where
+        Self: RedactForEveryArgument;
+}
+
+impl<T: DerivedRedact + ?Sized> RedactNotForTheseArguments for &&Probe<T> {
+    fn redact_paths(&self) -> Vec<String>
+    where
+        Self: RedactForEveryArgument,
+    {
+        Vec::new()
+    }
+}
+
+/// What [`RedactNotForTheseArguments`] asks for and never gets.
+#[diagnostic::on_unimplemented(
+    message = "a field's type has sensitive fields of its own, but does not implement `Redact` with the type arguments it is given here",
+    label = "a type argument of this field's type does not implement `outbox_core::Redact`",
+    note = "its derived `Redact` requires each type argument it holds to implement `Redact` too: implement it for that type (`impl outbox_core::Redact for Money {{}}` when it holds nothing sensitive, `#[derive(Redact)]` otherwise)"
+)]
+pub trait RedactForEveryArgument {}
 
 /// Picked otherwise: a type that does not implement `Redact` holds nothing sensitive.
 pub trait Opaque {
@@ -91,7 +136,7 @@ pub trait Opaque {
     fn redact_paths(&self) -> Vec<String>;
 }
 
-impl<T: ?Sized> Opaque for &Probe<T> {
+impl<T: ?Sized> Opaque for Probe<T> {
     fn redact_paths(&self) -> Vec<String> {
         Vec::new()
     }

@@ -206,7 +206,10 @@ fn redact_at(value: &mut Value, segments: &[String]) {
 ///
 /// A field whose type does not implement `Redact` is taken as holding nothing sensitive, except in a generic
 /// struct: a field whose type names a type parameter requires that type to implement `Redact` (as serde requires
-/// `T: Serialize`), so that `Envelope<Card>` cannot lose `Card`'s sensitive fields.
+/// `T: Serialize`), so that `Envelope<Card>` cannot lose `Card`'s sensitive fields; and a field of type
+/// `Envelope<Money>`, where `Money` does not implement `Redact`, does not compile (taken as holding nothing, it
+/// would lose `Envelope`'s own sensitive fields). A derived impl of a type that holds itself (`children:
+/// Vec<Unit>`) redacts the values of the type inside itself whole when the type has sensitive fields.
 ///
 /// # Example
 ///
@@ -240,6 +243,52 @@ pub trait Redact {
     fn redact_paths() -> Vec<String> {
         Vec::new()
     }
+}
+
+/// What a derived [`Redact`] impl returns for the type named `name`, computed by `paths`, which calls the impls
+/// of the type's fields: for a type that holds itself (`children: Vec<Unit>`, directly or through other types)
+/// those calls come back to this one, and the pointers of its values are endless. A type met again inside itself
+/// adds no pointers at first; when its own fields name sensitive values, the pointers are computed again with the
+/// whole of each value of the type met inside itself redacted (`/children/*`): more than needed, never less.
+pub(crate) fn recursion_guarded(name: &'static str, paths: impl Fn() -> Vec<String>) -> Vec<String> {
+    thread_local! {
+        /// The derived impls running on this thread, innermost last: the type's name, whether it was met inside
+        /// itself, and whether a value met so is redacted whole.
+        static RUNNING: std::cell::RefCell<Vec<(&'static str, bool, bool)>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    /// Takes the impl off the list however it ends.
+    struct Running;
+    impl Drop for Running {
+        fn drop(&mut self) {
+            RUNNING.with(|running| running.borrow_mut().pop());
+        }
+    }
+    let again = RUNNING.with(|running| {
+        let mut running = running.borrow_mut();
+        let found = running.iter_mut().rev().find(|(running, _, _)| *running == name);
+        found.map(|(_, met, whole)| {
+            *met = true;
+            *whole
+        })
+    });
+    match again {
+        Some(true) => return vec![String::new()],
+        Some(false) => return Vec::new(),
+        None => {}
+    }
+    RUNNING.with(|running| running.borrow_mut().push((name, false, false)));
+    let _running = Running;
+    let first = paths();
+    let met_inside = RUNNING.with(|running| running.borrow().last().is_some_and(|(_, met, _)| *met));
+    if !met_inside || first.is_empty() {
+        return first;
+    }
+    RUNNING.with(|running| {
+        if let Some(top) = running.borrow_mut().last_mut() {
+            top.2 = true;
+        }
+    });
+    paths()
 }
 
 /// `prefix` + each of `paths`: the pointers of a nested value, seen from its parent.
@@ -392,6 +441,31 @@ mod tests {
             redact(&mut value, &[pointer]);
             assert_eq!(value, json!(REDACTED), "{pointer:?}");
         }
+    }
+
+    #[test]
+    fn a_type_that_holds_itself_has_its_values_inside_itself_redacted_whole() {
+        struct Unit;
+        impl Redact for Unit {
+            fn redact_paths() -> Vec<String> {
+                super::recursion_guarded("Unit", || {
+                    let mut paths = vec!["/email".to_owned()];
+                    paths.extend(super::prefixed("/children", <Vec<Self>>::redact_paths()));
+                    paths
+                })
+            }
+        }
+        struct Comment;
+        impl Redact for Comment {
+            fn redact_paths() -> Vec<String> {
+                super::recursion_guarded("Comment", || {
+                    super::prefixed("/reply_to", <Option<Box<Self>>>::redact_paths())
+                })
+            }
+        }
+        assert_eq!(Unit::redact_paths(), ["/email", "/children/*"]);
+        assert_eq!(<Vec<Unit>>::redact_paths(), ["/*/email", "/*/children/*"]);
+        assert!(Comment::redact_paths().is_empty(), "nothing sensitive anywhere: nothing redacted");
     }
 
     #[test]

@@ -121,20 +121,26 @@ fn redact_impl(input: &Input<'_>, krate: &syn::Path) -> TokenStream {
             quote_spanned! {ty.span()=>
                 #paths.extend(#private::prefixed(#pointer, {
                     #[allow(unused_imports)]
-                    use #private::{Opaque as _, ViaRedact as _};
-                    (&#private::Probe::<#ty>::new()).redact_paths()
+                    use #private::{Opaque as _, RedactNotForTheseArguments as _, ViaRedact as _};
+                    (&&#private::Probe::<#ty>::new()).redact_paths()
                 }));
             }
         }
     });
+    let (own_impl_generics, own_ty_generics, own_where_clause) = input.node.generics.split_for_impl();
     quote! {
+        #[automatically_derived]
+        impl #own_impl_generics #private::DerivedRedact for #ident #own_ty_generics #own_where_clause {}
+
         #[automatically_derived]
         impl #impl_generics #private::Redact for #ident #ty_generics #where_clause {
             fn redact_paths() -> #private::Vec<#private::String> {
-                #[allow(unused_mut)]
-                let mut #paths = #private::Vec::new();
-                #(#pushes)*
-                #paths
+                #private::recursion_guarded::<Self>(|| {
+                    #[allow(unused_mut)]
+                    let mut #paths = #private::Vec::new();
+                    #(#pushes)*
+                    #paths
+                })
             }
         }
     }
@@ -278,8 +284,21 @@ pub(crate) fn derive_redacted_debug(node: &DeriveInput) -> TokenStream {
     let mut generics = node.generics.clone();
     generics.make_where_clause().predicates.push(syn::parse_quote!(Self: #private::Serialize + #private::Redact));
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    // Field marks are read by a derived `Redact` only: beside a hand-written one they would mask nothing.
+    let marks_read = has_field_marks(node).then(|| {
+        let (impl_generics, ty_generics, where_clause) = node.generics.split_for_impl();
+        quote! {
+            #[allow(dead_code)]
+            fn __outbox_field_marks_are_read #impl_generics () #where_clause {
+                fn derived<T: ?Sized + #private::DerivedRedact>() {}
+                derived::<#ident #ty_generics>();
+            }
+        }
+    });
     quote! {
         const _: () = {
+            #marks_read
+
             #[automatically_derived]
             impl #impl_generics #private::fmt::Debug for #ident #ty_generics #where_clause {
                 fn fmt(&self, f: &mut #private::fmt::Formatter<'_>) -> #private::fmt::Result {
@@ -288,6 +307,14 @@ pub(crate) fn derive_redacted_debug(node: &DeriveInput) -> TokenStream {
             }
         };
     }
+}
+
+/// Whether a field of the struct carries an `#[outbox(...)]` mark.
+fn has_field_marks(node: &DeriveInput) -> bool {
+    let syn::Data::Struct(data) = &node.data else {
+        return false;
+    };
+    data.fields.iter().any(|field| field.attrs.iter().any(|attr| attr.path().is_ident("outbox")))
 }
 
 /// The JSON keys of the struct's fields in declaration order (as serde names them), so that the redacted `Debug`

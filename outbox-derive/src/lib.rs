@@ -98,7 +98,11 @@ use syn::{parse_macro_input, DeriveInput};
 ///
 /// A non-generic event must also implement `schemars::JsonSchema`: it is registered with its schema
 /// (`outbox_core::registry::events()`). Generic structs are not registered, as they have no single concrete type.
-/// In a generic struct, a field whose type names a type parameter requires that type to implement `Redact`.
+/// In a generic struct, a field whose type names a type parameter requires that type to implement `Redact`; a
+/// field of a generic type with sensitive fields of its own (`Envelope<Money>`) whose type arguments do not
+/// implement `Redact` is a compile error, not a type taken as holding nothing sensitive. A type that holds itself
+/// (`children: Vec<Unit>`) has its values inside itself redacted whole when it has sensitive fields.
+/// `#[serde(into = "...")]` is refused: the JSON would be another type's, which is where to derive.
 #[proc_macro_derive(OutboxEvent, attributes(outbox))]
 pub fn derive_outbox_event(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

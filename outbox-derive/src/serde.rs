@@ -1,5 +1,5 @@
 //! The `#[serde(...)]` attributes that move or hide a field in the JSON: `rename`, `rename_all`, `flatten`,
-//! `skip`, `skip_serializing`, `transparent`. Everything else is left to serde, which also reports mistakes in
+//! `skip`, `skip_serializing`, `transparent`, and `into`, which serializes another type in the struct's place. Everything else is left to serde, which also reports mistakes in
 //! them, so this parser stays quiet.
 
 use syn::Attribute;
@@ -12,6 +12,8 @@ use crate::case::RenameRule;
 pub(crate) struct Container {
     pub(crate) rename_all: Option<RenameRule>,
     pub(crate) transparent: bool,
+    /// `into = "..."`: the JSON is another type's, so the struct's fields do not say where their values land.
+    pub(crate) into: Option<syn::Path>,
 }
 
 /// The field-level serde attributes that change where the field lands.
@@ -37,6 +39,9 @@ pub(crate) fn container(attrs: &[Attribute]) -> Container {
                 }
             } else if meta.path.is_ident("transparent") {
                 container.transparent = true;
+            } else if meta.path.is_ident("into") {
+                container.into = Some(meta.path.clone());
+                skip_value(&meta)?;
             } else {
                 skip_value(&meta)?;
             }

@@ -207,6 +207,19 @@ fn aggregate_id_path<'a>(input: &Input<'_>, lit: &'a LitStr, errors: &mut Errors
             ));
             return None;
         }
+        let marked =
+            input.fields.iter().find(|field| field.ident.unraw() == first.unraw() && field.attrs.sensitive.is_some());
+        if let Some(field) = marked {
+            errors.push(syn::Error::new_spanned(
+                lit,
+                format!(
+                    "the aggregate id cannot come from `{}`, a field marked sensitive: the aggregate id is stored and \
+                     published in clear, to order and key the events; use an opaque identifier as the aggregate id",
+                    field.ident
+                ),
+            ));
+            return None;
+        }
     }
     Some(AggregateId::Path { steps, lit })
 }
@@ -251,6 +264,14 @@ fn step_ident(name: &str, lit: &LitStr) -> Result<Ident, String> {
 
 /// The checks on fields that both derives share.
 pub(crate) fn fields(input: &Input<'_>, errors: &mut Errors) {
+    if let Some(into) = &input.serde.into {
+        errors.push(syn::Error::new_spanned(
+            into,
+            "`#[serde(into = \"...\")]` serializes another type in this struct's place, so the sensitive marks on \
+             these fields would name places the JSON does not have; derive on the type serialized instead (the \
+             `into` type), or serialize this struct itself",
+        ));
+    }
     for field in &input.fields {
         let attrs = &field.attrs;
         if let (Some(sensitive), Some(_)) = (&attrs.sensitive, &attrs.not_sensitive) {
