@@ -53,6 +53,15 @@ pub enum Error {
         source: outbox_core::Error,
     },
 
+    /// A lane of the relay (one of its `concurrency` readers and publishers) stopped by itself, which only a defect
+    /// does (a panic). The relay stops and hands its partitions over rather than keep partitions that nothing
+    /// reads. Fatal. The panic's message is not repeated here (it is the panic hook's to print).
+    #[error("a lane of the relay stopped unexpectedly ({reason}); the relay stopped and handed its partitions over")]
+    LaneStopped {
+        /// How it stopped: `panicked`, or `ended`.
+        reason: &'static str,
+    },
+
     /// A server the relay needs (the database, or the broker of the sink) refused it for a reason retrying with the
     /// same settings cannot fix: wrong credentials, no permission, a missing database, vhost or exchange. Fatal:
     /// `outbox relay` exits at once (exit 2).

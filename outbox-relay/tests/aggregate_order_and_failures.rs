@@ -101,6 +101,33 @@ async fn poison_event_fails_and_only_its_aggregate_waits() {
     assert_eq!(agg3, [0, 2, 3, 4]);
 }
 
+/// A publisher whose error holds a NUL character, which PostgreSQL's `text` refuses.
+#[derive(Clone)]
+struct NulError;
+
+impl outbox_relay::Publisher for NulError {
+    async fn publish(&self, batch: &[outbox_relay::Message]) -> Vec<outbox_relay::Outcome> {
+        vec![outbox_relay::Outcome::permanent("refused: bad\0byte"); batch.len()]
+    }
+}
+
+/// An error with a NUL character is stored with U+FFFD in its place: a settle refused for it would leave the
+/// event pending, to be published again for ever.
+#[tokio::test]
+async fn a_publisher_error_with_a_nul_character_is_stored_and_the_event_fails() {
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue(&db.pool, &[event("nul", 0)]).await;
+    let relay = start(&db, NulError, common::config().build().unwrap());
+    wait_until(Duration::from_secs(30), "the event failed", || async { count(&db.pool, "failed").await == 1 }).await;
+    relay.stop().await;
+    let last_error: Option<String> = sqlx::query_scalar("SELECT last_error FROM outbox_events WHERE id = $1")
+        .bind(ids[0])
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(last_error.as_deref(), Some("refused: bad\u{fffd}byte"));
+}
+
 #[tokio::test]
 async fn retrying_a_failed_event_publishes_it_and_then_its_successors() {
     let db = TestDatabase::migrated().await;

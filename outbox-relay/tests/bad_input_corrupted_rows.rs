@@ -162,6 +162,39 @@ async fn a_corrupted_head_holds_back_its_aggregate_with_a_sink_that_keeps_order(
     }
 }
 
+/// Times PostgreSQL stores but Rust's time types do not hold (`'infinity'`, `'-infinity'`, the year 20000), set
+/// by hand: the relay reads them clamped and never stops. An event parked with `next_attempt_at = 'infinity'` waits;
+/// events with such a `created_at` are published; every other event, in every lane, is published.
+#[tokio::test]
+async fn times_beyond_what_rust_holds_neither_stop_the_relay_nor_hold_back_other_events() {
+    let db = outbox_tests::pg::TestDatabase::migrated().await;
+    let good: Vec<_> = (0..GOOD).map(|n| event(format!("good-{n}"), 0)).collect();
+    let good = common::enqueue(&db.pool, &good).await;
+    let odd = [event("parked", 0), event("parked-far", 0), event("far", 0), event("ancient", 0)];
+    let odd = common::enqueue(&db.pool, &odd).await;
+    for (id, set) in odd.iter().zip([
+        "next_attempt_at = 'infinity', attempts = 1",
+        "next_attempt_at = '20000-01-01 00:00:00+00', attempts = 1",
+        "created_at = 'infinity', next_attempt_at = '-infinity'",
+        "created_at = '-infinity'",
+    ]) {
+        sqlx::query(&format!("UPDATE outbox_events SET {set} WHERE id = $1")).bind(id).execute(&db.pool).await.unwrap();
+    }
+    let recorder = Recorder::new();
+    let relay = common::start(&db, recorder.for_relay(0), config().build().unwrap());
+    wait_until(Duration::from_secs(30), "every event but the parked one is published", || async {
+        common::count(&db.pool, "published").await == (GOOD + 2) as i64
+    })
+    .await;
+    for parked in &odd[..2] {
+        assert_eq!(common::status_of(&db.pool, *parked).await, "pending", "an event parked for ever was published");
+    }
+    assert!(!relay.handle.is_finished(), "the relay stopped");
+    relay.stop().await;
+    let seen: Vec<Uuid> = recorder.seen().iter().map(|s| s.id).collect();
+    assert!(good.iter().chain(&odd[2..]).all(|id| seen.contains(id)));
+}
+
 #[tokio::test]
 async fn postgres_refuses_an_unknown_status_written_by_hand() {
     let db = outbox_tests::pg::TestDatabase::migrated().await;

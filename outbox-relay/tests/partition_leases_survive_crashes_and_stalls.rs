@@ -341,6 +341,42 @@ async fn three_relays_never_publish_an_event_twice() {
     assert!(twice.is_empty(), "published more than once: {twice:?}");
 }
 
+/// A relay told to stop goes on renewing its membership while its batches in flight finish: a drain longer than
+/// the lease does not get it taken for dead, its batch counted as crashed and published again by another relay.
+#[tokio::test]
+async fn a_stopping_relay_whose_drain_outlasts_the_lease_keeps_its_batches() {
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue(&db.pool, &(0..8).map(|n| event(format!("d{n}"), 0)).collect::<Vec<_>>()).await;
+    let stalled = Stalling::default();
+    let lease = Duration::from_millis(500);
+    let relay_a = start(&db, stalled.clone(), common::config().lease(lease).build().unwrap());
+    tokio::time::timeout(Duration::from_secs(10), stalled.started.notified()).await.expect("A started publishing");
+    let recorder = Recorder::new();
+    let relay_b = start(&db, recorder.for_relay(2), common::config().lease(lease).build().unwrap());
+    // A is told to stop in the middle of its publish, which lasts four leases more.
+    relay_a.shutdown.cancel();
+    tokio::time::sleep(lease * 4).await;
+    stalled.release.add_permits(1000);
+    let summary_a = tokio::time::timeout(Duration::from_secs(30), relay_a.handle)
+        .await
+        .expect("A did not stop")
+        .expect("A's task")
+        .expect("A failed");
+    wait_until(Duration::from_secs(20), "all 8 are published", || async { count(&db.pool, "published").await == 8 })
+        .await;
+    relay_b.stop().await;
+    assert_eq!(summary_a.fenced, 0, "A's settle was fenced: its partitions were taken while it drained");
+    let attempts: i64 =
+        sqlx::query_scalar("SELECT sum(attempts) FROM outbox_events").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(attempts, 0, "a crash was counted for a relay that was stopping");
+    let mut times: HashMap<Uuid, usize> = HashMap::new();
+    for id in stalled.published.lock().unwrap().iter().chain(recorder.seen().iter().map(|s| &s.id)) {
+        *times.entry(*id).or_default() += 1;
+    }
+    assert_eq!(times.len(), ids.len());
+    assert!(times.values().all(|&n| n == 1), "an event was published twice: {times:?}");
+}
+
 #[tokio::test]
 async fn shutdown_abandons_batches_that_do_not_finish_in_time_and_hands_the_partitions_over() {
     let db = TestDatabase::migrated().await;

@@ -138,6 +138,31 @@ async fn a_plain_sql_transaction_that_commits_after_a_later_one_of_its_partition
     a_late_commit_in_a_read_partition_is_published(true).await;
 }
 
+/// A transaction that holds an id and never writes to the outbox (another part of the application, idle in its
+/// transaction for hours) is not waited for: the partitions' starts move past the published rows while it stays
+/// open. Waited for, it kept every range read since it began open, so that the relay's memory and every read's
+/// recheck grew for as long as it ran.
+#[tokio::test]
+async fn a_long_transaction_that_never_writes_to_the_outbox_does_not_hold_the_partitions_starts_back() {
+    let db = TestDatabase::migrated().await;
+    sqlx::raw_sql("CREATE TABLE unrelated (n int)").execute(&db.pool).await.unwrap();
+    let mut long = db.pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO unrelated VALUES (1)").execute(&mut *long).await.unwrap();
+    let recorder = Recorder::new();
+    let relay = start(&db, recorder.for_relay(0), common::config().build().unwrap());
+    let ids = enqueue(&db.pool, &(0..8).map(|n| event(format!("s{n}"), 0)).collect::<Vec<_>>()).await;
+    wait_until(Duration::from_secs(10), "all 8 are published", || async { count(&db.pool, "published").await == 8 })
+        .await;
+    let behind = "SELECT count(*) FROM outbox_events e JOIN outbox_partitions p USING (partition)
+                   WHERE e.id = ANY($1) AND p.start_seq <= e.seq";
+    wait_until(Duration::from_secs(10), "the starts move past the published rows", || async {
+        sqlx::query_scalar::<_, i64>(behind).bind(&ids).fetch_one(&db.pool).await.unwrap() == 0
+    })
+    .await;
+    long.commit().await.unwrap();
+    relay.stop().await;
+}
+
 /// A plain SQL insert takes its `seq` before its transaction id, and here it stalls in between (a `BEFORE` trigger
 /// that sleeps well past the late-commit grace) while a later row of its partition is read and published: the
 /// relay keeps waiting for that writer by its session's transaction, not for the grace only, so the row is

@@ -109,11 +109,17 @@ pub struct SettleReport {
 /// Errors are stored short: enough to diagnose, never a payload dump.
 pub(crate) const MAX_ERROR_CHARS: usize = 500;
 
-/// `error`, cut to [`MAX_ERROR_CHARS`] characters on a character boundary.
+/// `error`, cut to [`MAX_ERROR_CHARS`] characters on a character boundary, with each NUL character replaced by
+/// U+FFFD: PostgreSQL's `text` refuses NUL, and a settle refused for it would publish its batch again, for ever.
 pub(crate) fn short_error(error: &str) -> String {
-    match error.char_indices().nth(MAX_ERROR_CHARS) {
+    let error = match error.char_indices().nth(MAX_ERROR_CHARS) {
         Some((end, _)) => format!("{}...", &error[..end]),
         None => error.to_owned(),
+    };
+    if error.contains('\0') {
+        error.replace('\0', "\u{fffd}")
+    } else {
+        error
     }
 }
 
@@ -125,5 +131,6 @@ mod tests {
         let cut = super::short_error(&long);
         assert_eq!(cut.chars().count(), super::MAX_ERROR_CHARS + 3);
         assert_eq!(super::short_error("boom"), "boom");
+        assert_eq!(super::short_error("bad\0byte"), "bad\u{fffd}byte");
     }
 }

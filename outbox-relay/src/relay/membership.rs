@@ -253,6 +253,23 @@ impl Members {
         }
     }
 
+    /// Runs `work` (the lanes' drain at shutdown), renewing the membership every heartbeat interval meanwhile
+    /// without taking partitions; a failed beat is logged and tried again at the next interval.
+    pub(crate) async fn keep_alive<F: std::future::Future>(&self, work: F) -> F::Output {
+        let interval = self.shared.config.heartbeat_interval();
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                output = &mut work => return output,
+                () = tokio::time::sleep(interval) => {
+                    if let Err(error) = self.beat(false).await {
+                        tracing::warn!(error = %error, "cannot renew the relay's membership while it stops");
+                    }
+                }
+            }
+        }
+    }
+
     /// A graceful exit: every partition handed over at once, the membership removed.
     pub(crate) async fn leave(&self) {
         match self.shared.store.leave(self.shared.relay).await {

@@ -161,12 +161,28 @@ impl Relay {
             );
             lanes.spawn(lane.run(lane_wake, stop_lanes.clone()));
         }
-        let result = members.run(&shutdown).await;
+        let result = tokio::select! {
+            result = members.run(&shutdown) => result,
+            // A lane runs until the relay stops: one that ended first panicked, and its partitions are read no more.
+            Some(ended) = lanes.join_next() => {
+                let reason = match ended {
+                    Err(error) if error.is_panic() => "panicked",
+                    _ => "ended",
+                };
+                tracing::error!(reason, "a lane of the relay stopped unexpectedly; stopping the relay");
+                Err(crate::error::Error::LaneStopped { reason })
+            }
+        };
         // Shutdown: no more reads; the batches in flight finish within the shutdown timeout, or are abandoned
-        // (their events stay pending and are published by the relays that take the partitions).
+        // (their events stay pending and are published by the relays that take the partitions). The heartbeat
+        // goes on meanwhile, taking nothing: a drain longer than the lease does not have the relay taken for dead
+        // and its batches counted as crashed and published again.
         stop_lanes.cancel();
-        let drained =
-            tokio::time::timeout(config.shutdown_timeout, async { while lanes.join_next().await.is_some() {} }).await;
+        let drained = tokio::time::timeout(
+            config.shutdown_timeout,
+            members.keep_alive(async { while lanes.join_next().await.is_some() {} }),
+        )
+        .await;
         if drained.is_err() {
             tracing::warn!(
                 timeout = ?config.shutdown_timeout,

@@ -66,7 +66,24 @@ struct OpenRange {
 /// A read's snapshot, and when the read was sent: the snapshot was taken no earlier.
 type Taken<'a> = (&'a Snapshot, Instant);
 
+/// The most open ranges a partition keeps; a later one is merged into the newest.
+const MAX_OPEN_RANGES: usize = 64;
+
 impl OpenRange {
+    /// Takes in `later`, read after it: complete only when both would be.
+    fn absorb(&mut self, later: Self) {
+        self.through = self.through.max(later.through);
+        self.waiting.extend(later.waiting);
+        self.waiting.sort_unstable();
+        self.waiting.dedup();
+        self.since = self.since.min(later.since);
+        self.grace_until = self.grace_until.max(later.grace_until);
+        self.unseen.extend(later.unseen);
+        self.unseen.sort_unstable();
+        self.unseen.dedup();
+        self.xmax = self.xmax.min(later.xmax);
+    }
+
     /// Whether it is complete by snapshot `latest` at `now`.
     ///
     /// A range read while writers had no transaction id yet stays open past its grace while a later snapshot
@@ -257,9 +274,11 @@ impl PartitionState {
         if self.failed.get(&aggregate).is_some_and(|head| seq >= *head) {
             return;
         }
-        self.replays.remove(&aggregate);
-        let park = self.parked.entry(aggregate).or_insert(Park { first_seq: seq, until });
-        park.first_seq = park.first_seq.min(seq);
+        // A replay still reading it is folded in: its rows not read yet lie from its position on, below `seq`
+        // when the event held back came from a read of new rows (without ordering, those do not wait for replays).
+        let first_seq = self.replays.remove(&aggregate).map_or(seq, |after| seq.min(after + 1));
+        let park = self.parked.entry(aggregate).or_insert(Park { first_seq, until });
+        park.first_seq = park.first_seq.min(first_seq);
         park.until = park.until.max(until);
     }
 
@@ -364,12 +383,16 @@ impl PartitionState {
                             unseen: snapshot.unseen_writers.clone(),
                             xmax: snapshot.xmax,
                         };
+                        let crowded = self.open.len() >= MAX_OPEN_RANGES;
                         match self.open.back_mut() {
                             // The same transactions and writers to wait for: one range (a writer that keeps no id
                             // for long does not add a range per read).
                             Some(back) if back.waiting == open.waiting && back.unseen == open.unseen => {
                                 back.through = open.through;
                             }
+                            // Behind a writer that stays open for long, the ranges of later reads add up: past a
+                            // bound, the newest range takes this one in, waiting for what both wait for.
+                            Some(back) if crowded => back.absorb(open),
                             _ => self.open.push_back(open),
                         }
                         if !self.recheck_cut {
@@ -665,6 +688,44 @@ mod tests {
         let ranges = state.ranges(100, now);
         assert_eq!(ranges.len(), 1, "{ranges:?}");
         assert_eq!(ranges[0].0.after, 40);
+    }
+
+    #[test]
+    fn an_aggregate_held_back_while_its_replay_reads_on_is_read_again_from_the_replays_position() {
+        let mut state = PartitionState::new(PartitionLease::new(0, 1, 0));
+        let now = Instant::now();
+        state.answered(&Purpose::Next, 3, 100, Some(400), None, now);
+        state.park(key("7"), 100, Some(now));
+        assert!(state.ranges(15, now).iter().any(|(_, purpose)| *purpose == Purpose::Replay(key("7"))));
+        // The replay came back full at 150: the aggregate's rows after it are not read yet.
+        state.answered(&Purpose::Replay(key("7")), 15, 15, Some(150), None, now);
+        // Without ordering, a new row of the aggregate (200) was taken in the same read, and its publish failed.
+        state.park(key("7"), 200, Some(now + LATE_COMMIT_GRACE));
+        assert_eq!(state.start(), 151, "the rows the replay had yet to read are unfinished");
+        assert!(state.held_back(&key("7"), 151));
+        let ranges = state.ranges(15, now + LATE_COMMIT_GRACE);
+        let replay = ranges.iter().find(|(_, purpose)| *purpose == Purpose::Replay(key("7"))).unwrap();
+        assert_eq!(replay.0.after, 150, "read again from where the replay was");
+    }
+
+    #[test]
+    fn the_open_ranges_behind_a_long_writer_stay_bounded_and_close_when_everything_they_wait_for_finished() {
+        let mut state = PartitionState::new(PartitionLease::new(3, 1, 0));
+        let now = Instant::now();
+        // Writer 10 stays open while each read sees another short transaction running.
+        for n in 0..1_000_u64 {
+            let seq = i64::try_from(n).unwrap() * 2 + 2;
+            read(&mut state, 1, Some(seq), &Snapshot::new(10, 20 + n).running(vec![10, 11 + n]), now);
+        }
+        assert!(state.open.len() <= super::MAX_OPEN_RANGES, "{} open ranges", state.open.len());
+        // Every short transaction finished; 10 still runs.
+        read(&mut state, 0, None, &Snapshot::new(10, 2_000).running(vec![10]), now);
+        assert!(recheck(&state.ranges(100, now)).is_some());
+        assert!(state.start() <= 2, "nothing is complete while 10 runs");
+        read(&mut state, 0, None, &Snapshot::new(2_000, 2_000), now);
+        let ranges = state.ranges(100, now);
+        assert_eq!(ranges.len(), 1, "{ranges:?}");
+        assert_eq!(state.start(), 2_001);
     }
 
     #[test]

@@ -89,9 +89,13 @@ SELECT l.pid, ",
 ),
 -- The snapshot lists the running transactions below xmax only, and xmax is the newest finished one's id + 1: a
 -- writer that got its id after that one runs unlisted, though it may have taken a `seq` below the rows read.
+-- Of the listed ones, a transaction of a session that holds no lock on outbox_events when pg_locks is read (a
+-- relay; any other transaction of the cluster, open for hours perhaps) has taken no `seq`: an INSERT locks the
+-- table before it takes one, and keeps the lock to the end. The `seq` it may take later comes after every row
+-- read. Not waited for. (A prepared transaction has no session, so no pid in `held`: it is waited for.)
 running AS (
 SELECT x::text::int8 AS xid FROM snap, pg_snapshot_xip(snap.s) x
- WHERE x::text::int8 NOT IN (SELECT xid FROM held WHERE pid IN (SELECT pid FROM relays))
+ WHERE x::text::int8 NOT IN (SELECT xid FROM held WHERE pid NOT IN (SELECT pid FROM writers))
 UNION
 -- Writers at or past xmax, each by its transaction's id (the lowest it holds: its subtransactions' come after).
 SELECT min(xid) FROM held WHERE pid IN (SELECT pid FROM writers)
@@ -304,21 +308,39 @@ impl ReadColumns {
             payload: row.try_get_unchecked(self.payload)?,
             headers: Checked::from_json_text(headers),
             sensitive_paths: Checked::from_json_text(sensitive),
-            created_at: row.try_get_unchecked(self.created_at)?,
+            created_at: timestamp(row, self.created_at)?,
             attempts: row.try_get_unchecked::<i32, _>(self.attempts)?.unsigned_abs(),
         };
         // Both by the database's clock; zero when the later one is not later.
-        let read_at: OffsetDateTime = row.try_get_unchecked(self.read_at)?;
+        let read_at = timestamp(row, self.read_at)?;
         let between = |from: OffsetDateTime, to: OffsetDateTime| Duration::try_from(to - from).unwrap_or_default();
         Ok(Some(ReadRow {
             range: usize::try_from(n - 1).unwrap_or(usize::MAX),
             partition: row.try_get_unchecked::<i16, _>(self.partition)?.unsigned_abs(),
-            wait: between(read_at, row.try_get_unchecked(self.next_attempt_at)?),
-            since_commit: between(row.try_get_unchecked(self.committed_at)?, read_at),
+            wait: between(read_at, timestamp(row, self.next_attempt_at)?),
+            since_commit: between(timestamp(row, self.committed_at)?, read_at),
             event,
             version: self.row_version.map(|index| row.try_get_unchecked(index).map(RowVersion)).transpose()?,
         }))
     }
+}
+
+/// A `timestamptz` column of a read row, clamped to the years `time` holds (-9999 to 9999). PostgreSQL also
+/// stores `'infinity'`, `'-infinity'` and years up to 294276 (a row parked by hand with `next_attempt_at =
+/// 'infinity'`), which sqlx's decoder turns into a panic, and a panic in the relay's read stops its lane. Decoded
+/// from the binary value, microseconds since 2000-01-01 UTC, as sqlx's own decoder does.
+fn timestamp(row: &PgRow, index: usize) -> Result<OffsetDateTime> {
+    /// 2000-01-01T00:00:00Z, PostgreSQL's epoch.
+    const EPOCH_UNIX: i64 = 946_684_800;
+    let micros: i64 = row.try_get_unchecked(index)?;
+    let epoch = OffsetDateTime::from_unix_timestamp(EPOCH_UNIX).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    Ok(epoch.checked_add(time::Duration::microseconds(micros)).unwrap_or_else(|| {
+        if micros < 0 {
+            time::PrimitiveDateTime::MIN.assume_utc()
+        } else {
+            time::PrimitiveDateTime::MAX.assume_utc()
+        }
+    }))
 }
 
 /// Failed rows through the index of rows that failed an attempt (`outbox_events_attempted_idx`; a failed row

@@ -181,7 +181,9 @@ const MARK_PUBLISHED: &str = settle_sql!(mark_published!(), "  FROM");
 const DELETE_PUBLISHED: &str = settle_sql!(delete_published!(), " USING");
 
 /// The attempts of a dead relay's batches, counted by the relay that adopted them (no lease: the event may be in any
-/// partition), and the adopted batches deleted, in one statement: counted once, whoever dies when.
+/// partition), and the adopted batches deleted, in one statement: counted once, whoever dies when. A partition
+/// where an event failed gets a new generation, as an operator's change does: a relay that took the partition
+/// over before this count, and read its failed heads then, reads it afresh and holds the aggregate back.
 const APPLY_ADOPTED: &str = concat!(
     "WITH counted AS (
 UPDATE outbox_events e
@@ -189,7 +191,11 @@ UPDATE outbox_events e
     failure_set!(),
     "  FROM UNNEST($3::uuid[], $4::text[], $5::text[], $6::float8[]) AS s(id, outcome, error, delay_secs)
  WHERE e.id = s.id AND e.status = 'pending' AND s.outcome <> 'published'
-RETURNING 1
+RETURNING e.partition, e.status
+),
+bumped AS (
+UPDATE outbox_partitions p SET generation = p.generation + 1
+ WHERE p.partition IN (SELECT partition FROM counted WHERE status = 'failed')
 ),
 forgotten AS (DELETE FROM outbox_batches WHERE relay_id = $1 AND crashed AND batch_id = ANY($2))
 SELECT count(*) FROM counted"
