@@ -545,3 +545,222 @@ fn a_recursive_type_that_stops_recursing_breaks_both_ways_and_an_unchanged_one_p
         assert!(finding.pointer.contains("children/items"), "{finding:?}");
     }
 }
+
+/// The base event with a `serde_json::Value` field. Its schema (`true`) accepts any value, `null` included, but
+/// serde reads it missing as an error, not as `None`.
+mod value_field_added {
+    use super::*;
+
+    #[derive(serde::Serialize, JsonSchema, OutboxEvent)]
+    #[schemars(crate = "outbox_core::schemars")]
+    #[outbox(event_type = "order.placed", aggregate = "order", version = 1)]
+    pub(crate) struct OrderPlaced {
+        #[outbox(aggregate_id)]
+        order_id: u64,
+        #[outbox(sensitive)]
+        customer_email: String,
+        quantity: u32,
+        lines: Vec<Line>,
+        metadata: serde_json::Value,
+    }
+
+    pub(crate) fn contracts() -> Contracts {
+        let event = EventDescriptor::of::<OrderPlaced>("value_field_added::OrderPlaced");
+        Contracts::from_events([&event]).expect("contracts")
+    }
+}
+
+#[test]
+fn adding_a_json_value_field_breaks_new_readers_of_old_events() {
+    #[derive(serde::Deserialize)]
+    struct NewReader {
+        #[allow(dead_code)] // only read
+        metadata: serde_json::Value,
+    }
+    let missing = serde_json::from_str::<NewReader>("{}").err().expect("a missing Value is an error");
+    assert!(missing.to_string().contains("missing field `metadata`"), "{missing}");
+
+    let changed = value_field_added::contracts();
+    assert_eq!(cli_verdict(&changed, Mode::Backward), [Rule::RequiredPropertyAdded]);
+    assert_eq!(cli_verdict(&changed, Mode::Forward), []);
+    assert!(matches!(snapshot_verdict(changed), Outcome::Breaking(_)));
+}
+
+/// How a payment was made: flattened into the payment, so schemars writes its variants in a `oneOf` beside the
+/// payment's own properties.
+#[derive(serde::Serialize, JsonSchema)]
+#[schemars(crate = "outbox_core::schemars")]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[allow(dead_code)] // only its schema is used
+pub(crate) enum Method {
+    Card { last4: String },
+    Cash,
+}
+
+/// A payment with its method flattened into it.
+mod flattened_base {
+    use super::*;
+
+    #[derive(serde::Serialize, JsonSchema, OutboxEvent)]
+    #[schemars(crate = "outbox_core::schemars")]
+    #[outbox(event_type = "payment.taken", aggregate = "payment", version = 1)]
+    pub(crate) struct PaymentTaken {
+        #[outbox(aggregate_id)]
+        payment_id: u64,
+        amount: i64,
+        #[serde(flatten)]
+        method: Method,
+    }
+
+    pub(crate) fn contracts() -> Contracts {
+        let event = EventDescriptor::of::<PaymentTaken>("flattened_base::PaymentTaken");
+        Contracts::from_events([&event]).expect("contracts")
+    }
+}
+
+/// The same, its amount now a decimal string with a currency beside it.
+mod flattened_amount_changed {
+    use super::*;
+
+    #[derive(serde::Serialize, JsonSchema, OutboxEvent)]
+    #[schemars(crate = "outbox_core::schemars")]
+    #[outbox(event_type = "payment.taken", aggregate = "payment", version = 1)]
+    pub(crate) struct PaymentTaken {
+        #[outbox(aggregate_id)]
+        payment_id: u64,
+        amount: String,
+        currency: String,
+        #[serde(flatten)]
+        method: Method,
+    }
+
+    pub(crate) fn contracts() -> Contracts {
+        let event = EventDescriptor::of::<PaymentTaken>("flattened_amount_changed::PaymentTaken");
+        Contracts::from_events([&event]).expect("contracts")
+    }
+}
+
+#[test]
+fn the_fields_beside_a_flattened_enum_are_compared() {
+    let old = exported("flattened-old", &flattened_base::contracts());
+    let new = exported("flattened-new", &flattened_amount_changed::contracts());
+    let verdict = |mode| diff_paths(&old, &new, &options(mode)).expect("diff");
+    let backward = verdict(Mode::Backward);
+    assert_eq!(backward.breaking_rules(), [Rule::RequiredPropertyAdded, Rule::TypeChanged], "{backward}");
+    assert!(backward.breaking().any(|f| f.pointer == "/properties/amount/type"), "{backward}");
+    assert_eq!(verdict(Mode::Forward).breaking_rules(), [Rule::TypeChanged]);
+}
+
+/// Two types that point at each other: a chain's head step, each step's link, each link's next step.
+mod mutual_base {
+    use super::*;
+
+    #[derive(serde::Serialize, JsonSchema)]
+    #[schemars(crate = "outbox_core::schemars")]
+    pub(crate) struct Step {
+        id: u64,
+        link: Option<Box<Link>>,
+    }
+
+    #[derive(serde::Serialize, JsonSchema)]
+    #[schemars(crate = "outbox_core::schemars")]
+    pub(crate) struct Link {
+        name: String,
+        next: Option<Box<Step>>,
+    }
+
+    #[derive(serde::Serialize, JsonSchema, OutboxEvent)]
+    #[schemars(crate = "outbox_core::schemars")]
+    #[outbox(event_type = "chain.changed", aggregate = "chain", version = 1)]
+    pub(crate) struct ChainChanged {
+        #[outbox(aggregate_id)]
+        chain_id: u64,
+        head: Step,
+    }
+
+    pub(crate) fn contracts() -> Contracts {
+        let event = EventDescriptor::of::<ChainChanged>("mutual_base::ChainChanged");
+        Contracts::from_events([&event]).expect("contracts")
+    }
+}
+
+/// The same with both types renamed.
+mod mutual_renamed {
+    use super::*;
+
+    #[derive(serde::Serialize, JsonSchema)]
+    #[schemars(crate = "outbox_core::schemars")]
+    pub(crate) struct Stage {
+        id: u64,
+        link: Option<Box<Hop>>,
+    }
+
+    #[derive(serde::Serialize, JsonSchema)]
+    #[schemars(crate = "outbox_core::schemars")]
+    pub(crate) struct Hop {
+        name: String,
+        next: Option<Box<Stage>>,
+    }
+
+    #[derive(serde::Serialize, JsonSchema, OutboxEvent)]
+    #[schemars(crate = "outbox_core::schemars")]
+    #[outbox(event_type = "chain.changed", aggregate = "chain", version = 1)]
+    pub(crate) struct ChainChanged {
+        #[outbox(aggregate_id)]
+        chain_id: u64,
+        head: Stage,
+    }
+
+    pub(crate) fn contracts() -> Contracts {
+        let event = EventDescriptor::of::<ChainChanged>("mutual_renamed::ChainChanged");
+        Contracts::from_events([&event]).expect("contracts")
+    }
+}
+
+/// The same, a link's next now another link: the value under `next` is a `Link`, no longer a `Step`.
+mod mutual_repointed {
+    use super::*;
+
+    #[derive(serde::Serialize, JsonSchema)]
+    #[schemars(crate = "outbox_core::schemars")]
+    pub(crate) struct Step {
+        id: u64,
+        link: Option<Box<Link>>,
+    }
+
+    #[derive(serde::Serialize, JsonSchema)]
+    #[schemars(crate = "outbox_core::schemars")]
+    pub(crate) struct Link {
+        name: String,
+        next: Option<Box<Self>>,
+    }
+
+    #[derive(serde::Serialize, JsonSchema, OutboxEvent)]
+    #[schemars(crate = "outbox_core::schemars")]
+    #[outbox(event_type = "chain.changed", aggregate = "chain", version = 1)]
+    pub(crate) struct ChainChanged {
+        #[outbox(aggregate_id)]
+        chain_id: u64,
+        head: Step,
+    }
+
+    pub(crate) fn contracts() -> Contracts {
+        let event = EventDescriptor::of::<ChainChanged>("mutual_repointed::ChainChanged");
+        Contracts::from_events([&event]).expect("contracts")
+    }
+}
+
+#[test]
+fn a_recursion_pointed_at_another_type_breaks_both_ways_and_renamed_types_pass() {
+    let old = exported("mutual-old", &mutual_base::contracts());
+    let renamed = exported("mutual-renamed", &mutual_renamed::contracts());
+    let repointed = exported("mutual-repointed", &mutual_repointed::contracts());
+    for mode in [Mode::Backward, Mode::Forward, Mode::Full] {
+        let report = diff_paths(&old, &renamed, &options(mode)).expect("diff");
+        assert!(report.findings.is_empty(), "{mode}: {report}");
+        let report = diff_paths(&old, &repointed, &options(mode)).expect("diff");
+        assert_eq!(report.breaking_rules(), [Rule::TypeChanged], "{mode}: {report}");
+        let finding = report.breaking().next().unwrap();
+        assert!(finding.pointer.contains("link/properties/next"), "{finding:?}");
+    }
+}

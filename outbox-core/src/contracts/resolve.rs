@@ -3,8 +3,12 @@
 
 use serde_json::{Map, Value};
 
-/// Where a reference would recurse into itself, the resolved tree holds `{ RECURSIVE: "<the $ref>" }`.
+/// Where a reference would recurse into itself, the resolved tree holds `{ RECURSIVE: "<the $ref>", LEVELS_UP: n }`.
 pub(crate) const RECURSIVE: &str = "x-outbox-recursive";
+/// Beside [`RECURSIVE`]: how many levels of the value (properties, items, map values; not the branches of a
+/// union) lie between the marker and the place where the type it repeats was expanded. The `$ref` names a
+/// definition, which a rename changes; the levels tell which ancestor the value repeats.
+pub(crate) const LEVELS_UP: &str = "x-outbox-levels-up";
 
 /// Keywords whose value is one subschema.
 const SCHEMA_KEYWORDS: &[&str] = &[
@@ -25,6 +29,8 @@ const SCHEMA_KEYWORDS: &[&str] = &[
 const ARRAY_KEYWORDS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems", "items"];
 /// Keywords whose value is a map of subschemas.
 const MAP_KEYWORDS: &[&str] = &["properties", "patternProperties", "dependentSchemas"];
+/// Keywords whose subschemas apply to the value itself, not to a part of it: they do not count as a level.
+const SAME_VALUE_KEYWORDS: &[&str] = &["anyOf", "oneOf", "allOf", "not", "if", "then", "else", "dependentSchemas"];
 /// Keywords dropped from the resolved tree: definitions are inlined where used, identifiers mean nothing there.
 const DROPPED: &[&str] = &["$defs", "definitions", "$schema", "$id", "$anchor", "$comment", "$dynamicAnchor"];
 
@@ -43,19 +49,21 @@ pub(crate) struct Resolved {
 /// reference becomes `true` (any value) and is listed in [`Resolved::dangling`].
 pub(crate) fn resolve(root: &Value) -> Resolved {
     let mut resolver = Resolver { root, stack: Vec::new(), dangling: Vec::new(), nodes: 0 };
-    let schema = resolver.schema(root, 0);
+    let schema = resolver.schema(root, 0, 0);
     Resolved { schema, dangling: resolver.dangling }
 }
 
 struct Resolver<'r> {
     root: &'r Value,
-    stack: Vec<String>,
+    /// The references being expanded, each with the level of the value where it was.
+    stack: Vec<(String, usize)>,
     dangling: Vec<String>,
     nodes: usize,
 }
 
 impl Resolver<'_> {
-    fn schema(&mut self, node: &Value, depth: usize) -> Value {
+    /// `node` resolved; `level` is how deep in the value it applies (see [`LEVELS_UP`]).
+    fn schema(&mut self, node: &Value, depth: usize, level: usize) -> Value {
         self.nodes += 1;
         let Value::Object(map) = node else { return node.clone() };
         let mut out = Map::new();
@@ -64,20 +72,21 @@ impl Resolver<'_> {
                 continue;
             }
             let key_str = key.as_str();
+            let below = if SAME_VALUE_KEYWORDS.contains(&key_str) { level } else { level + 1 };
             let resolved = match value {
                 Value::Array(items) if ARRAY_KEYWORDS.contains(&key_str) => {
-                    Value::Array(items.iter().map(|item| self.schema(item, depth + 1)).collect())
+                    Value::Array(items.iter().map(|item| self.schema(item, depth + 1, below)).collect())
                 }
                 Value::Object(children) if MAP_KEYWORDS.contains(&key_str) => Value::Object(
-                    children.iter().map(|(name, child)| (name.clone(), self.schema(child, depth + 1))).collect(),
+                    children.iter().map(|(name, child)| (name.clone(), self.schema(child, depth + 1, below))).collect(),
                 ),
-                Value::Object(_) if SCHEMA_KEYWORDS.contains(&key_str) => self.schema(value, depth + 1),
+                Value::Object(_) if SCHEMA_KEYWORDS.contains(&key_str) => self.schema(value, depth + 1, below),
                 _ => value.clone(),
             };
             out.insert(key.clone(), resolved);
         }
         let Some(reference) = map.get("$ref").and_then(Value::as_str) else { return Value::Object(out) };
-        let base = self.reference(reference, depth);
+        let base = self.reference(reference, depth, level);
         match base {
             Value::Object(mut target) => {
                 // Keywords beside `$ref` apply too; on a clash (a `description`, an `x-sensitive`) they win.
@@ -89,7 +98,7 @@ impl Resolver<'_> {
         }
     }
 
-    fn reference(&mut self, reference: &str, depth: usize) -> Value {
+    fn reference(&mut self, reference: &str, depth: usize, level: usize) -> Value {
         let Some(pointer) = reference.strip_prefix('#') else {
             self.dangling.push(reference.to_owned());
             return Value::Bool(true);
@@ -100,11 +109,16 @@ impl Resolver<'_> {
             self.dangling.push(reference.to_owned());
             return Value::Bool(true);
         };
-        if self.stack.iter().any(|r| r == reference) || depth > MAX_DEPTH || self.nodes > BUDGET {
-            return Value::Object(Map::from_iter([(RECURSIVE.to_owned(), Value::String(reference.to_owned()))]));
+        let expanded = self.stack.iter().find(|(r, _)| r == reference).map(|(_, at)| *at);
+        if expanded.is_some() || depth > MAX_DEPTH || self.nodes > BUDGET {
+            let mut marker = Map::from_iter([(RECURSIVE.to_owned(), Value::String(reference.to_owned()))]);
+            if let Some(at) = expanded {
+                marker.insert(LEVELS_UP.to_owned(), Value::from(level - at));
+            }
+            return Value::Object(marker);
         }
-        self.stack.push(reference.to_owned());
-        let resolved = self.schema(target, depth + 1);
+        self.stack.push((reference.to_owned(), level));
+        let resolved = self.schema(target, depth + 1, level);
         self.stack.pop();
         resolved
     }
@@ -114,7 +128,7 @@ impl Resolver<'_> {
 mod tests {
     use serde_json::json;
 
-    use super::{resolve, RECURSIVE};
+    use super::{resolve, LEVELS_UP, RECURSIVE};
 
     #[test]
     fn references_are_inlined_and_definitions_dropped() {
@@ -145,7 +159,33 @@ mod tests {
             "$defs": { "Node": { "type": "object", "properties": { "next": { "$ref": "#/$defs/Node" } } } }
         });
         let resolved = resolve(&schema);
-        assert_eq!(resolved.schema.pointer("/properties/next"), Some(&json!({ RECURSIVE: "#/$defs/Node" })));
+        assert_eq!(
+            resolved.schema.pointer("/properties/next"),
+            Some(&json!({ RECURSIVE: "#/$defs/Node", LEVELS_UP: 1 }))
+        );
+    }
+
+    #[test]
+    fn a_recursion_marker_counts_the_levels_up_to_the_type_it_repeats() {
+        // A { b: Option<B> }, B { next: Option<A>, again: Vec<B> }: `next` repeats A two levels up (`b`, then
+        // `next`; the union of `Option` is no level), an item of `again` repeats B two levels up (`again`, then
+        // its items).
+        let schema = json!({
+            "$ref": "#/$defs/A",
+            "$defs": {
+                "A": { "type": "object", "properties": {
+                    "b": { "anyOf": [{ "$ref": "#/$defs/B" }, { "type": "null" }] }
+                } },
+                "B": { "type": "object", "properties": {
+                    "next": { "anyOf": [{ "$ref": "#/$defs/A" }, { "type": "null" }] },
+                    "again": { "type": "array", "items": { "$ref": "#/$defs/B" } }
+                } }
+            }
+        });
+        let resolved = resolve(&schema).schema;
+        let b = "/properties/b/anyOf/0/properties";
+        assert_eq!(resolved.pointer(&format!("{b}/next/anyOf/0/{LEVELS_UP}")), Some(&json!(2)));
+        assert_eq!(resolved.pointer(&format!("{b}/again/items/{LEVELS_UP}")), Some(&json!(2)));
     }
 
     #[test]

@@ -85,9 +85,11 @@ rules! {
     ///
     /// Breaks backward: events written under the old schema lack it, and new readers require it. Forward it is
     /// compatible unless the old schema is closed (old readers reject the unknown property) or the old schema's
-    /// `additionalProperties` does not accept its value. For tolerant readers a required property that accepts
-    /// `null` (an `Option<T>` field, which serde writes as `null`) or has a `default` (`#[serde(default)]`) is
-    /// not required of old events: serde reads it missing as `None` or as the default.
+    /// `additionalProperties` does not accept its value. For tolerant readers a required property whose schema
+    /// names `null` (an `Option<T>` field, which serde writes as `null`) or has a `default` (`#[serde(default)]`)
+    /// is not required of old events: serde reads it missing as `None` or as the default. A schema that accepts
+    /// any value (`true`, a `serde_json::Value` field) does not count: serde reads a missing `Value` as an error.
+    /// An `Option<serde_json::Value>` gets the same schema; with `#[serde(default)]` it has a `default` and counts.
     RequiredPropertyAdded = "REQUIRED_PROPERTY_ADDED",
     /// An optional property was removed.
     ///
@@ -99,18 +101,18 @@ rules! {
     /// A required property was removed.
     ///
     /// Breaks forward: old readers require the property and new events no longer carry it (for tolerant readers,
-    /// unless it accepts `null` or has a `default`: a missing `Option` reads as `None`). Backward it is
+    /// unless its schema names `null` or has a `default`: a missing `Option` reads as `None`). Backward it is
     /// compatible unless the new schema is closed, so new readers reject the property in old events.
     RequiredPropertyRemoved = "REQUIRED_PROPERTY_REMOVED",
     /// A property that was optional is now required.
     ///
     /// Breaks backward: old events may omit it, and new readers require it (tolerant readers do not require a
-    /// property that accepts `null` or has a `default`). Forward compatible: old readers accept it present.
+    /// property whose schema names `null` or has a `default`). Forward compatible: old readers accept it present.
     PropertyMadeRequired = "PROPERTY_MADE_REQUIRED",
     /// A property that was required is now optional.
     ///
     /// Breaks forward: new events may omit it, and old readers require it (tolerant readers do not require a
-    /// property that accepts `null` or has a `default`). Backward compatible.
+    /// property whose schema names `null` or has a `default`). Backward compatible.
     PropertyMadeOptional = "PROPERTY_MADE_OPTIONAL",
     /// The schema accepts fewer undeclared properties than before: `additionalProperties` became `false`, or a
     /// schema where any value was accepted.

@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use super::resolve::RECURSIVE;
+use super::resolve::{LEVELS_UP, RECURSIVE};
 use super::{ContentModel, Rule};
 use crate::schema::SENSITIVE;
 
@@ -133,17 +133,28 @@ impl Walk {
     }
 
     /// Where the resolver closed a recursion (a reference back into a definition being expanded) on either side,
-    /// whether the walk ends here. On both sides the same structure recurs (a renamed definition included): the
-    /// level above compared it. On one side only, a recursive type became another type, or the other way round
-    /// (`children: Vec<Unit>` became `Vec<String>`): a change of type, breaking both ways, never passed over.
+    /// whether the walk ends here. On both sides the value repeats the same ancestor (as many levels up, whatever
+    /// its definition is named): the level above compared it. On both sides but different ancestors (`next:
+    /// Option<A>` became `Option<B>`), or on one side only (a recursive type became another type, or the other
+    /// way round: `children: Vec<Unit>` became `Vec<String>`): a change of type, breaking both ways, never passed
+    /// over. A marker without levels (a reserved schema stored by an older version) matches any other.
     fn recursion(&mut self, old: &Value, new: &Value, at: &str) -> bool {
-        let describe = |value: &Value| match value.get(RECURSIVE).and_then(Value::as_str) {
-            Some(reference) => format!("recursive {reference}"),
-            None => summary(value),
+        let levels = |value: &Value| value.get(LEVELS_UP).and_then(Value::as_u64);
+        let describe = |value: &Value| match (value.get(RECURSIVE).and_then(Value::as_str), levels(value)) {
+            (Some(reference), Some(1)) => format!("recursive {reference} (1 level up)"),
+            (Some(reference), Some(levels)) => format!("recursive {reference} ({levels} levels up)"),
+            (Some(reference), None) => format!("recursive {reference}"),
+            (None, _) => summary(value),
         };
         match (is_recursive(old), is_recursive(new)) {
             (false, false) => false,
-            (true, true) => true,
+            (true, true) => {
+                if matches!((levels(old), levels(new)), (Some(old_levels), Some(new_levels)) if old_levels != new_levels)
+                {
+                    self.push(Rule::TypeChanged, &format!("{at}/type"), describe(old), describe(new), true, true);
+                }
+                true
+            }
             _ => {
                 self.push(Rule::TypeChanged, &format!("{at}/type"), describe(old), describe(new), true, true);
                 true

@@ -26,12 +26,13 @@ impl Walk {
             let old_schema = declared(old_props, &old_required, &old_extra);
             let new_schema = declared(new_props, &new_required, &new_extra);
             let (was_required, is_required) = (old_required.contains(name), new_required.contains(name));
-            // A tolerant (serde) reader reads a missing value that may be null as `None`, and a missing value with
-            // a `default` as that default: such a property is required of writers (serde writes it) but not of
-            // the events a reader gets.
+            // A tolerant (serde) reader reads a missing value whose schema names null as `None`, and a missing
+            // value with a `default` as that default: such a property is required of writers (serde writes it)
+            // but not of the events a reader gets.
             let demands = |required: bool, schema: &Value| {
                 required
-                    && !(model == ContentModel::Tolerant && (accepts_null(schema) || schema.get("default").is_some()))
+                    && !(model == ContentModel::Tolerant
+                        && (reads_missing_as_none(schema) || schema.get("default").is_some()))
             };
             match (old_schema, new_schema) {
                 (None, None) => {}
@@ -180,8 +181,11 @@ impl<'v> Extra<'v> {
     }
 }
 
-pub(super) fn accepts_null(schema: &Value) -> bool {
-    branches(schema).1
+/// Whether a tolerant (serde) reader reads the property missing as `None`: its schema names `null` (an
+/// `Option<T>`). A schema that accepts any value (`true`, what a `serde_json::Value` gets) does not count: serde
+/// reads a missing `Value` as an error.
+pub(super) fn reads_missing_as_none(schema: &Value) -> bool {
+    names_null(schema)
 }
 
 pub(super) fn property_text(schema: &Value, required: bool) -> String {

@@ -50,6 +50,37 @@ pub(super) fn types_of(map: &Map<String, Value>) -> u8 {
     }
 }
 
+/// Whether [`types_of`] reads the types off the schema (`type`, `const`, `enum`) rather than taking them all.
+pub(super) fn names_types(map: &Map<String, Value>) -> bool {
+    matches!(map.get("type"), Some(Value::String(_) | Value::Array(_)))
+        || map.contains_key("const")
+        || map.get("enum").and_then(Value::as_array).is_some_and(|values| !values.is_empty())
+}
+
+/// The JSON types a `type` keyword names, normalized (`number` includes `integer`), so two of them intersect.
+pub(super) fn type_bits(names: &Value) -> u8 {
+    match names {
+        Value::String(name) => normalized(type_bit(name)),
+        Value::Array(names) => normalized(names.iter().filter_map(Value::as_str).map(type_bit).fold(0, |a, b| a | b)),
+        _ => ALL,
+    }
+}
+
+/// A `type` keyword that names `types`: one name, or a list.
+pub(super) fn type_value(types: u8) -> Value {
+    let mut names: Vec<Value> = TYPE_NAMES
+        .iter()
+        .filter(|(bit, _)| types & bit != 0)
+        .filter(|(bit, _)| !(*bit == INTEGER && types & NUMBER != 0))
+        .map(|(_, name)| Value::String((*name).to_owned()))
+        .collect();
+    if names.len() == 1 {
+        names.remove(0)
+    } else {
+        Value::Array(names)
+    }
+}
+
 pub(super) fn union_types(branches: &[Value]) -> u8 {
     branches.iter().filter_map(as_map).map(types_of).fold(0, |a, b| a | b)
 }
