@@ -372,3 +372,32 @@ async fn sqlite_concurrent_migrations_from_separate_pools_all_succeed() {
         assert_eq!(count(&db.pool, "pending").await, 0, "the tables are there");
     }
 }
+
+/// Times set by hand in another format (`datetime('now')`, no `T` and no zone) or not times at all are read as
+/// SQLite reads them, or as now: such a row neither stops the relay's reads nor holds back other aggregates.
+#[tokio::test]
+async fn sqlite_rows_whose_times_were_set_by_hand_in_another_format_are_published_with_the_rest() {
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue_interleaved(&db.pool, 3, 2).await;
+    for (aggregate, set) in [
+        ("agg-0", "created_at = datetime('now'), next_attempt_at = datetime('now')"),
+        ("agg-1", "created_at = 'yesterday', next_attempt_at = 'soon'"),
+    ] {
+        sqlx::query(&format!("UPDATE outbox_events SET {set} WHERE aggregate_id = ?1"))
+            .bind(aggregate)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    let recorder = Recorder::default();
+    let (stop, running) = start(&db, &recorder, config().build().unwrap());
+    wait_for(&db.pool, "published", ids.len() as i64).await;
+    stop.cancel();
+    running.await.unwrap();
+    let agg0: Vec<u32> = recorder.seen.lock().unwrap().iter().filter(|(a, _)| a == "agg-0").map(|(_, n)| *n).collect();
+    assert_eq!(agg0, [0, 1]);
+    let store = SqliteStore::new(db.pool.clone());
+    let listed = store.list(&outbox_core::store::EventFilter::default().status(None)).await.unwrap();
+    assert_eq!(listed.len(), ids.len(), "the operator's list shows every row");
+    assert!(store.show(ids[0]).await.unwrap().is_some());
+}

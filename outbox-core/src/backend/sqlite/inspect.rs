@@ -48,9 +48,13 @@ const RELAYS: &str = concat!(
     " ORDER BY r.relay_id"
 );
 
-/// A pending row in a batch that a relay is publishing now is `in_flight`.
+/// A pending row in a batch that a relay is publishing now is `in_flight`. Times come in the tables' one format
+/// whatever format a row was set in by hand (`datetime('now')`); one SQLite cannot read at all shows as the Unix
+/// epoch, rather than failing the whole list.
 const SUMMARY_COLUMNS: &str = "id, seq, event_type, aggregate_type, aggregate_id, schema_version, status, attempts, \
-created_at, next_attempt_at, published_at, last_error";
+COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', created_at), '1970-01-01T00:00:00.000Z') AS created_at, \
+COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', next_attempt_at), '1970-01-01T00:00:00.000Z') AS next_attempt_at, \
+strftime('%Y-%m-%dT%H:%M:%fZ', published_at) AS published_at, last_error";
 
 pub(super) async fn status(pool: &SqlitePool) -> Result<StatusReport> {
     let mut report = StatusReport::default();

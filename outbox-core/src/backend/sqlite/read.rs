@@ -10,15 +10,20 @@ use super::control;
 use crate::error::Result;
 use crate::store::{BlockedAggregate, Checked, ReadBatch, ReadRequest, ReadRow, StoredEvent};
 
+/// Times are read through `strftime` and `julianday`, which take any format SQLite knows (a row written by hand
+/// with `datetime('now')`) in the tables' one format; a time they cannot read counts as now (due, just written):
+/// one row set by hand does not stop every read.
 const READ: &str = concat!(
     "SELECT id, seq, event_type, aggregate_type, aggregate_id, schema_version, payload, headers, sensitive_paths,
-            created_at, attempts,
-            MAX(0.0, (julianday(next_attempt_at) - julianday(",
+            COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', created_at), ",
     now!(),
-    "))) * 86400.0 AS wait_secs,
-            MAX(0.0, (julianday(",
+    ") AS created_at, attempts,
+            COALESCE(MAX(0.0, (julianday(next_attempt_at) - julianday(",
     now!(),
-    ") - julianday(created_at))) * 86400.0 AS since_commit_secs
+    "))) * 86400.0, 0.0) AS wait_secs,
+            COALESCE(MAX(0.0, (julianday(",
+    now!(),
+    ") - julianday(created_at))) * 86400.0, 0.0) AS since_commit_secs
        FROM outbox_events
       WHERE status = 'pending' AND seq > ?1 AND seq <= ?2
         AND (?3 IS NULL OR (aggregate_type = ?3 AND aggregate_id = ?4))
