@@ -91,6 +91,25 @@ impl<T: ?Sized> Probe<T> {
 )]
 pub trait DerivedRedact {}
 
+// A wrapper or container of such a type has its marks too: `Option<Envelope<Money>>` must not be taken as opaque
+// where `Envelope<Money>` is a compile error.
+macro_rules! derived_through {
+    ($($ty:ty),* $(,)?) => {
+        $(impl<T: DerivedRedact + ?Sized> DerivedRedact for $ty {})*
+    };
+}
+derived_through!(Box<T>, std::rc::Rc<T>, std::sync::Arc<T>, &T, &mut T);
+impl<T: DerivedRedact> DerivedRedact for [T] {}
+impl<T: DerivedRedact> DerivedRedact for Option<T> {}
+impl<T: DerivedRedact> DerivedRedact for Vec<T> {}
+impl<T: DerivedRedact> DerivedRedact for std::collections::VecDeque<T> {}
+impl<T: DerivedRedact> DerivedRedact for std::collections::BTreeSet<T> {}
+impl<T: DerivedRedact, const N: usize> DerivedRedact for [T; N] {}
+impl<T: DerivedRedact, S> DerivedRedact for std::collections::HashSet<T, S> {}
+impl<K, V: DerivedRedact> DerivedRedact for std::collections::BTreeMap<K, V> {}
+impl<K, V: DerivedRedact, S> DerivedRedact for std::collections::HashMap<K, V, S> {}
+impl<T: DerivedRedact + ToOwned + ?Sized> DerivedRedact for std::borrow::Cow<'_, T> {}
+
 /// Picked first, when `T: Redact`.
 pub trait ViaRedact {
     /// `T`'s paths.
@@ -126,7 +145,7 @@ impl<T: DerivedRedact + ?Sized> RedactNotForTheseArguments for &&Probe<T> {
 #[diagnostic::on_unimplemented(
     message = "a field's type has sensitive fields of its own, but does not implement `Redact` with the type arguments it is given here",
     label = "a type argument of this field's type does not implement `outbox_core::Redact`",
-    note = "its derived `Redact` requires each type argument it holds to implement `Redact` too: implement it for that type (`impl outbox_core::Redact for Money {{}}` when it holds nothing sensitive, `#[derive(Redact)]` otherwise)"
+    note = "its derived `Redact` requires each type argument it holds to implement `Redact` too: implement it for that type (`impl outbox_core::Redact for Money {{}}` when it holds nothing sensitive, `#[derive(Redact)]` otherwise; for a type of another crate, wrap it in a newtype of yours)"
 )]
 pub trait RedactForEveryArgument {}
 

@@ -245,6 +245,21 @@ pub trait Redact {
     }
 }
 
+thread_local! {
+    /// The derived impls running on this thread, innermost last: the type's name, whether it was met inside
+    /// itself, and whether a value met so is redacted whole.
+    static RUNNING: std::cell::RefCell<Vec<(&'static str, bool, bool)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Takes a derived impl off [`RUNNING`] however it ends.
+struct Running;
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.with(|running| running.borrow_mut().pop());
+    }
+}
+
 /// What a derived [`Redact`] impl returns for the type named `name`, computed by `paths`, which calls the impls
 /// of the type's fields: for a type that holds itself (`children: Vec<Unit>`, directly or through other types)
 /// those calls come back to this one, and the pointers of its values are endless. A type met again inside itself
@@ -252,17 +267,25 @@ pub trait Redact {
 /// whole of each value of the type met inside itself redacted (`/children/*`): more than needed, never less.
 pub(crate) fn recursion_guarded(name: &'static str, paths: impl Fn() -> Vec<String>) -> Vec<String> {
     thread_local! {
-        /// The derived impls running on this thread, innermost last: the type's name, whether it was met inside
-        /// itself, and whether a value met so is redacted whole.
-        static RUNNING: std::cell::RefCell<Vec<(&'static str, bool, bool)>> = const { std::cell::RefCell::new(Vec::new()) };
+        /// What each type's impl returned when called from outside any derived impl: the same at every call, and
+        /// for types that hold each other costly to compute (each met inside itself computes twice).
+        static COMPUTED: std::cell::RefCell<std::collections::HashMap<&'static str, Vec<String>>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
     }
-    /// Takes the impl off the list however it ends.
-    struct Running;
-    impl Drop for Running {
-        fn drop(&mut self) {
-            RUNNING.with(|running| running.borrow_mut().pop());
+    let outermost = RUNNING.with(|running| running.borrow().is_empty());
+    if outermost {
+        if let Some(paths) = COMPUTED.with(|computed| computed.borrow().get(name).cloned()) {
+            return paths;
         }
+        let paths = recursion_guarded_uncached(name, paths);
+        COMPUTED.with(|computed| computed.borrow_mut().insert(name, paths.clone()));
+        return paths;
     }
+    recursion_guarded_uncached(name, paths)
+}
+
+/// [`recursion_guarded`] without the memo.
+fn recursion_guarded_uncached(name: &'static str, paths: impl Fn() -> Vec<String>) -> Vec<String> {
     let again = RUNNING.with(|running| {
         let mut running = running.borrow_mut();
         let found = running.iter_mut().rev().find(|(running, _, _)| *running == name);
@@ -379,6 +402,25 @@ macro_rules! every_element {
 
 every_element!(Vec<T>, VecDeque<T>, [T], BTreeSet<T>);
 
+impl<T: ?Sized> Redact for std::marker::PhantomData<T> {}
+
+/// A tuple serializes as an array: each element's pointers under its index.
+macro_rules! tuple {
+    ($($name:ident $index:literal),+) => {
+        impl<$($name: Redact),+> Redact for ($($name,)+) {
+            fn redact_paths() -> Vec<String> {
+                let mut paths = Vec::new();
+                $(paths.extend(prefixed(concat!("/", $index), $name::redact_paths()));)+
+                paths
+            }
+        }
+    };
+}
+tuple!(A 0);
+tuple!(A 0, B 1);
+tuple!(A 0, B 1, C 2);
+tuple!(A 0, B 1, C 2, D 3);
+
 impl<T: Redact, const N: usize> Redact for [T; N] {
     fn redact_paths() -> Vec<String> {
         prefixed("/*", T::redact_paths())
@@ -477,6 +519,7 @@ mod tests {
             }
         }
         assert_eq!(<Vec<Option<Box<Inner>>>>::redact_paths(), ["/*/pin"]);
+        assert_eq!(<Vec<(u32, Inner)>>::redact_paths(), ["/*/1/pin"]);
         assert_eq!(<std::collections::HashMap<String, Vec<Inner>>>::redact_paths(), ["/*/*/pin"]);
         assert!(<Option<String>>::redact_paths().is_empty());
     }

@@ -154,6 +154,17 @@ fn walk(root: &Value, at: String, segments: &[String], found: &mut Vec<String>, 
     if is_index && node.get("items").is_some_and(|items| !items.is_boolean()) {
         walk(root, format!("{at}/items"), rest, found, depth + 1);
     }
+    // A tuple: one schema per position.
+    if let Some(items) = node.get("prefixItems").and_then(Value::as_array) {
+        let positions: Vec<usize> = match segment.parse::<usize>() {
+            Ok(index) => vec![index],
+            Err(_) if segment == "*" => (0..items.len()).collect(),
+            Err(_) => Vec::new(),
+        };
+        for index in positions.into_iter().filter(|index| *index < items.len()) {
+            walk(root, format!("{at}/prefixItems/{index}"), rest, found, depth + 1);
+        }
+    }
     if segment == "*" && node.get("additionalProperties").is_some_and(Value::is_object) {
         walk(root, format!("{at}/additionalProperties"), rest, found, depth + 1);
     }

@@ -164,15 +164,23 @@ impl Error {
 }
 
 /// Whether a SQLite error cannot pass by itself: `SQLITE_ERROR` for a missing table, column or function (SQLite's
-/// generic code, which also covers statements that may pass), `SQLITE_PERM`, `SQLITE_READONLY`, `SQLITE_CORRUPT`,
-/// `SQLITE_CANTOPEN`, `SQLITE_AUTH` and `SQLITE_NOTADB` (by their primary code, the extended code's low byte).
+/// generic code, which also covers statements that may pass), `SQLITE_PERM`, `SQLITE_CORRUPT`, `SQLITE_AUTH`,
+/// `SQLITE_NOTADB`, a read-only file (but for the read-only states of recovery and of a lock not yet taken, which
+/// pass), and a path that cannot be a database file (a directory, a path that cannot be resolved; a plain
+/// `SQLITE_CANTOPEN` can be a process out of file descriptors, which passes).
 fn sqlite_fatal(error: &SqliteError) -> bool {
     let Some(code) = error.code().and_then(|code| code.parse::<i32>().ok()) else {
         return false;
     };
+    /// `SQLITE_READONLY_RECOVERY`, `SQLITE_READONLY_CANTLOCK`, `SQLITE_READONLY_CANTINIT`.
+    const READONLY_PASSING: [i32; 3] = [264, 520, 1288];
+    /// `SQLITE_CANTOPEN_ISDIR`, `SQLITE_CANTOPEN_FULLPATH`, `SQLITE_CANTOPEN_CONVPATH`, `SQLITE_CANTOPEN_SYMLINK`.
+    const CANTOPEN_FATAL: [i32; 4] = [526, 782, 1038, 1550];
     match code & 0xff {
         1 => error.message().starts_with("no such "),
-        3 | 8 | 11 | 14 | 23 | 26 => true,
+        3 | 11 | 23 | 26 => true,
+        8 => !READONLY_PASSING.contains(&code),
+        14 => CANTOPEN_FATAL.contains(&code),
         _ => false,
     }
 }

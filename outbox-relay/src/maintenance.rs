@@ -8,11 +8,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{RelayConfig, Retention};
 
-/// Rows deleted per retention statement: small, so no statement holds many row locks or runs long.
-const RETENTION_BATCH: u32 = 500;
-/// Retention statements per pass, with a short pause between them, so a huge backlog of old rows is worked off
-/// over several passes instead of in one long burst.
-const RETENTION_BATCHES_PER_PASS: u32 = 20;
+/// Rows deleted per retention statement: small enough that no statement holds many row locks or runs long.
+const RETENTION_BATCH: u32 = 2_000;
+/// The pause between two statements of a pass, so that a pass over a large backlog of old rows leaves the
+/// database room for everything else.
+const RETENTION_PAUSE: Duration = Duration::from_millis(10);
 
 /// Runs until `shutdown`: with [`Retention::After`], deletes old finished rows every `age / 10` (between 100ms
 /// and 60s).
@@ -30,9 +30,12 @@ pub(crate) async fn run(store: Arc<dyn Store>, config: RelayConfig, shutdown: Ca
     }
 }
 
+/// One pass: statement after statement until one deletes less than a full batch, so that rows are deleted as
+/// fast as they come of age, whatever the publish rate (a pass capped at a number of rows fell behind any rate
+/// above that number per interval, and the table grew for good).
 async fn delete_old(store: &dyn Store, age: Duration, shutdown: &CancellationToken) {
     let mut deleted = 0;
-    for _ in 0..RETENTION_BATCHES_PER_PASS {
+    loop {
         match store.delete_finished(age, RETENTION_BATCH).await {
             Ok(n) => {
                 deleted += n;
@@ -45,7 +48,10 @@ async fn delete_old(store: &dyn Store, age: Duration, shutdown: &CancellationTok
                 break;
             }
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(RETENTION_PAUSE) => {}
+        }
     }
     if deleted > 0 {
         tracing::debug!(rows = deleted, "retention: deleted old published rows");

@@ -356,6 +356,15 @@ async fn a_stopping_relay_whose_drain_outlasts_the_lease_keeps_its_batches() {
     // A is told to stop in the middle of its publish, which lasts four leases more.
     relay_a.shutdown.cancel();
     tokio::time::sleep(lease * 4).await;
+    // Meanwhile A has handed over every partition but those of its batch in flight (8 events).
+    let most_kept: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(min(n), 0) FROM (SELECT count(*) AS n FROM outbox_partitions
+                                            WHERE owner IS NOT NULL GROUP BY owner) owners",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(most_kept <= 8, "the stopping relay kept {most_kept} partitions while it drained");
     stalled.release.add_permits(1000);
     let summary_a = tokio::time::timeout(Duration::from_secs(30), relay_a.handle)
         .await

@@ -153,6 +153,35 @@ async fn retention_deletes_only_old_published_and_cancelled_rows() {
     assert_eq!(common::status_of(&db.pool, pending[0]).await, "published");
 }
 
+/// A pass of retention deletes every row that has come of age, however many: a pass capped at a number of rows
+/// fell behind any publish rate above that number per interval (every minute for a retention of 10 minutes or
+/// more), and the table grew for good.
+#[tokio::test]
+async fn retention_deletes_every_row_that_came_of_age_in_one_pass() {
+    let db = TestDatabase::migrated().await;
+    sqlx::query(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload, status, created_at,
+                                    published_at)
+         SELECT gen_random_uuid(), 'test', 'old-' || (i % 100), 'test.happened', '{}', 'published',
+                now() - interval '8 days', now() - interval '8 days'
+           FROM generate_series(1, 30000) i",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let relay = start(
+        &db,
+        Recorder::new().for_relay(0),
+        common::config().retention(Retention::After(Duration::from_secs(7 * 24 * 3600))).build().unwrap(),
+    );
+    // The first pass runs at start; the next would come a minute later.
+    wait_until(Duration::from_secs(30), "every old row is deleted", || async {
+        common::counts(&db.pool).await.is_empty()
+    })
+    .await;
+    relay.stop().await;
+}
+
 #[tokio::test]
 async fn immediate_retention_deletes_rows_as_they_are_published() {
     let db = TestDatabase::migrated().await;

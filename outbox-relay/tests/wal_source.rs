@@ -727,6 +727,44 @@ async fn a_paused_wal_relay_publishes_no_row_and_no_message_until_resumed() {
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
+/// The WAL relay does the table relay's upkeep too: `--retention 7d` deletes published rows past it, and the
+/// backlog and pause gauges follow the database (before, retention deleted nothing and the gauges kept the values
+/// of the relay's start).
+#[tokio::test]
+async fn a_wal_relay_deletes_published_rows_past_the_retention_and_its_gauges_follow_a_pause() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    sqlx::query(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload, status, created_at,
+                                    published_at)
+         SELECT gen_random_uuid(), 'test', 'old-' || i, 'test.happened', '{}', 'published',
+                now() - interval '8 days', now() - interval '8 days'
+           FROM generate_series(1, 500) i",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let (_sink_dir, sink) = sink_in("retention");
+    let sink_url = format!("file:{}", sink.display());
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let args = ["relay", "--source", "wal", "--retention", "7d", "--sink", &sink_url, "--metrics-addr", &metrics];
+    let mut relay = bad_input_support::start(&db.url, &args, &[]);
+    common::wait_until(Duration::from_secs(30), "the old published rows are deleted", || async {
+        rows(&db).await == 0
+    })
+    .await;
+    assert!(outbox(&db.url, &["pause"]).status.success());
+    let paused = format!("http://{metrics}/metrics");
+    common::wait_until(Duration::from_secs(30), "the paused gauge shows the pause", || async {
+        let scrape = async { reqwest::get(&paused).await.ok()?.text().await.ok() }.await;
+        scrape.is_some_and(|text| {
+            text.lines().any(|line| line.starts_with("outbox_relay_paused") && line.ends_with(" 1"))
+        })
+    })
+    .await;
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
 /// A migrated database published by the WAL source (`outbox wal enable`), on a PostgreSQL of its own started with
 /// `settings`: for tests that change server-wide settings. The server stops when the first value is dropped.
 async fn wal_database_on_private_server(settings: &str) -> (outbox_tests::pg::PrivateServer, TestDatabase) {

@@ -82,9 +82,13 @@ impl ReadRange {
 /// rows they commit later may have a `seq` below what the read returned, so the relay reads such a range once
 /// more after each of them has finished.
 ///
-/// Only transactions that may write events count: the relay's own (those that record or settle batches) never
-/// insert a row, so they are left out of [`running`](Self::running), and a read taken while nothing but relays
-/// was writing is complete at once, or at the next read when a relay's transaction ended while it ran.
+/// Only transactions that may have written events count: those of sessions that held no lock on the outbox
+/// table when the read looked (`pg_locks`, after the snapshot) have taken no `seq` (an insert locks the table
+/// before it takes one, and keeps the lock to its end), and whatever they write later comes after every row read.
+/// So the relays' own transactions (which record and settle batches, and insert no row) and the cluster's other
+/// transactions are left out of [`running`](Self::running): a read taken while nothing but relays was writing to
+/// the outbox is complete at once, or at the next read when a relay's transaction ended while it ran. (A prepared
+/// transaction has no session to tell: it is counted.)
 ///
 /// PostgreSQL's snapshot lists the running transactions below its `xmax` only, and its `xmax` is the newest
 /// finished transaction's id plus one: a writer whose id is newer than every finished one runs unlisted. The
@@ -99,8 +103,9 @@ pub struct Snapshot {
     /// Every transaction from this id on had not finished when the snapshot was taken (the newest finished one's
     /// id plus one).
     pub xmax: u64,
-    /// The transactions not finished at the snapshot that may write events (every one but the relays', those at
-    /// or past [`xmax`](Self::xmax) included), ascending.
+    /// The transactions not finished at the snapshot that may have written events (those of sessions that hold a
+    /// lock on the outbox table, other than the relays', and prepared ones; those at or past
+    /// [`xmax`](Self::xmax) included), ascending.
     pub running: Vec<u64>,
     /// The sessions writing to the outbox table without a transaction id, by their transaction's virtual id
     /// (`pg_locks.virtualtransaction`, ascending): writers that may have taken a `seq` before their transaction id

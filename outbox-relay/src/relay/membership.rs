@@ -41,6 +41,8 @@ pub(crate) struct Handover {
     pub(crate) beaten: Notify,
     /// Batches whose settle failed for good: the next heartbeat deletes their records.
     abandoned: Mutex<Vec<Uuid>>,
+    /// The relay stops: every partition is to be handed over as soon as nothing of it is in flight.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -188,7 +190,11 @@ impl Members {
     /// highest, so the split converges without moving a partition twice).
     fn publish(&self, membership: &Membership) {
         let leases: BTreeMap<u16, PartitionLease> = membership.owned.iter().map(|l| (l.partition, *l)).collect();
-        let excess = leases.len().saturating_sub(usize::from(membership.share));
+        let excess = if self.handover.stopping.load(std::sync::atomic::Ordering::Relaxed) {
+            leases.len()
+        } else {
+            leases.len().saturating_sub(usize::from(membership.share))
+        };
         let releasing: BTreeSet<u16> = leases.keys().rev().take(excess).copied().collect();
         self.handover.owned(&leases, &releasing);
         let next = Ownership { leases, releasing, paused: membership.paused };
@@ -253,20 +259,24 @@ impl Members {
         }
     }
 
-    /// Runs `work` (the lanes' drain at shutdown), renewing the membership every heartbeat interval meanwhile
-    /// without taking partitions; a failed beat is logged and tried again at the next interval.
+    /// Runs `work` (the lanes' drain at shutdown), renewing the membership meanwhile without taking partitions:
+    /// at once, then every heartbeat interval, and whenever a partition goes idle, each beat handing over the
+    /// partitions with nothing in flight (all are to be handed over now). A failed beat is logged and tried again.
     pub(crate) async fn keep_alive<F: std::future::Future>(&self, work: F) -> F::Output {
+        self.handover.stopping.store(true, std::sync::atomic::Ordering::Relaxed);
         let interval = self.shared.config.heartbeat_interval();
         tokio::pin!(work);
+        let mut next = tokio::time::Instant::now();
         loop {
             tokio::select! {
                 output = &mut work => return output,
-                () = tokio::time::sleep(interval) => {
-                    if let Err(error) = self.beat(false).await {
-                        tracing::warn!(error = %error, "cannot renew the relay's membership while it stops");
-                    }
-                }
+                () = tokio::time::sleep_until(next) => {}
+                () = self.handover.kick.notified() => {}
             }
+            if let Err(error) = self.beat(false).await {
+                tracing::warn!(error = %error, "cannot renew the relay's membership while it stops");
+            }
+            next = tokio::time::Instant::now() + interval;
         }
     }
 

@@ -70,10 +70,13 @@ type Taken<'a> = (&'a Snapshot, Instant);
 const MAX_OPEN_RANGES: usize = 64;
 
 impl OpenRange {
-    /// Takes in `later`, read after it: complete only when both would be.
-    fn absorb(&mut self, later: Self) {
+    /// Takes in `later`, read after it at `snapshot`: complete only when both would be. The transactions that
+    /// snapshot shows finished are waited for no more (finished stays finished), so the merged range waits for
+    /// what still runs, not for every transaction met since.
+    fn absorb(&mut self, later: Self, snapshot: &Snapshot) {
         self.through = self.through.max(later.through);
-        self.waiting.extend(later.waiting);
+        self.waiting.retain(|xid| !snapshot.finished(*xid));
+        self.waiting.extend(later.waiting.into_iter().filter(|xid| !snapshot.finished(*xid)));
         self.waiting.sort_unstable();
         self.waiting.dedup();
         self.since = self.since.min(later.since);
@@ -392,7 +395,7 @@ impl PartitionState {
                             }
                             // Behind a writer that stays open for long, the ranges of later reads add up: past a
                             // bound, the newest range takes this one in, waiting for what both wait for.
-                            Some(back) if crowded => back.absorb(open),
+                            Some(back) if crowded => back.absorb(open, snapshot),
                             _ => self.open.push_back(open),
                         }
                         if !self.recheck_cut {
@@ -718,6 +721,8 @@ mod tests {
             read(&mut state, 1, Some(seq), &Snapshot::new(10, 20 + n).running(vec![10, 11 + n]), now);
         }
         assert!(state.open.len() <= super::MAX_OPEN_RANGES, "{} open ranges", state.open.len());
+        let waiting: usize = state.open.iter().map(|open| open.waiting.len()).sum();
+        assert!(waiting <= 3 * super::MAX_OPEN_RANGES, "{waiting} transactions waited for");
         // Every short transaction finished; 10 still runs.
         read(&mut state, 0, None, &Snapshot::new(10, 2_000).running(vec![10]), now);
         assert!(recheck(&state.ranges(100, now)).is_some());

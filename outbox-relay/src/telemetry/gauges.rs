@@ -28,6 +28,7 @@ pub(crate) async fn refresh_backlog(store: Arc<dyn Store>, shutdown: Cancellatio
     let mut registered = false;
     let mut wait = Duration::ZERO;
     let mut max_age = BACKLOG_REFRESH;
+    let mut counted = true;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -40,6 +41,7 @@ pub(crate) async fn refresh_backlog(store: Arc<dyn Store>, shutdown: Cancellatio
         wait = max_age;
         match read {
             Ok(Some(shared)) => {
+                counted = true;
                 max_age = BACKLOG_REFRESH.max(shared.took * REFRESH_COST_SHARE);
                 // Again when these counts are as old as counts may be: then this relay or another counts anew
                 // (counts older than that are another relay's count under way: soon again).
@@ -51,7 +53,13 @@ pub(crate) async fn refresh_backlog(store: Arc<dyn Store>, shutdown: Cancellatio
                 shown.show(&shared.backlog);
             }
             Ok(None) => wait = FIRST_COUNT_POLL,
-            // The read loop reports database trouble; the gauges keep their last values meanwhile.
+            // The gauges keep their last values meanwhile. The first failure after a count is a warning (a count
+            // that fails alone, such as past a role's `statement_timeout`, would otherwise freeze them unseen); the
+            // read loop reports a database that is down.
+            Err(error) if counted => {
+                counted = false;
+                tracing::warn!(error = %error, "cannot refresh the backlog gauges; they keep their last values");
+            }
             Err(error) => tracing::debug!(error = %error, "cannot refresh the backlog gauges"),
         }
     }

@@ -82,6 +82,7 @@ pub struct WalRelay {
     shared: Arc<Shared>,
     store: PgStore,
     target: replication::Target,
+    /// The leader's connection (an ordinary one, holding the slot's lock): made as the pool makes its connections.
     options: sqlx::postgres::PgConnectOptions,
     slot: String,
     retry_in_place: Duration,
@@ -96,16 +97,23 @@ impl std::fmt::Debug for WalRelay {
 impl WalRelay {
     /// A WAL relay of the database `pool` connects to, streaming over a replication connection to
     /// `database_url` (the same database), publishing with `publisher`. Its slot is `outbox_events_DATABASE`
-    /// ([`slot`](Self::slot) names another).
+    /// ([`slot`](Self::slot) names another). Its other connections are made as the pool makes its own.
+    ///
+    /// The replication connection uses TLS as the URL's `sslmode` says (libpq's six modes, `prefer` when none is
+    /// given), trusting the authorities of `sslrootcert` and sending the client certificate of `sslcert` and
+    /// `sslkey`; the environment's `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY` fill what the URL
+    /// leaves out, as for sqlx's connections. Over a Unix socket it uses none, as libpq.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] when `database_url` is not a `postgres://` URL.
+    /// [`Error::InvalidConfig`] when `database_url` is not a `postgres://` URL, or its TLS settings are not
+    /// valid (an unknown `sslmode`, `sslcert` without `sslkey`).
     pub fn new(pool: sqlx::PgPool, database_url: &str, publisher: impl Publisher, config: RelayConfig) -> Result<Self> {
         let target = replication::Target::from_url(database_url)?;
-        let options: sqlx::postgres::PgConnectOptions = database_url
+        let _: sqlx::postgres::PgConnectOptions = database_url
             .parse()
             .map_err(|_| Error::InvalidConfig { field: "database_url", reason: "is not a postgres:// URL".into() })?;
+        let options = (*pool.connect_options()).clone();
         let publisher: Arc<dyn crate::publish::ErasedPublisher> =
             Arc::new(crate::telemetry::Instrumented::new(Arc::new(publisher)));
         let store = PgStore::new(pool);
@@ -165,6 +173,14 @@ impl WalRelay {
         let mut summary = RunSummary::default();
         let mut restarts = restart::Restarts::new();
         let gauges = slot_gauges::SlotGauges::start();
+        // As beside the table source: retention of published rows kept (`--retention D`), and the backlog, failed
+        // and paused gauges, each a task of its own until the relay stops.
+        let background = CancellationToken::new();
+        let _stop_background = background.clone().drop_guard();
+        let mut tasks = tokio::task::JoinSet::new();
+        let config = self.shared.config.clone();
+        tasks.spawn(crate::maintenance::run(Arc::clone(&self.shared.store), config, background.clone()));
+        tasks.spawn(crate::telemetry::refresh_backlog(Arc::clone(&self.shared.store), background.clone()));
         // When the stop must be over, fixed by the first wait that sees the signal.
         let stop_by = std::sync::OnceLock::new();
         loop {
@@ -215,6 +231,8 @@ impl WalRelay {
                 () = tokio::time::sleep(wait) => {}
             }
         }
+        background.cancel();
+        while tasks.join_next().await.is_some() {}
         tracing::info!(relay_id = %self.shared.relay, published = summary.published, "WAL relay stopped");
         Ok(summary)
     }

@@ -19,5 +19,6 @@ struct PayoutSent {
     #[outbox(aggregate_id)]
     id: u64,
     transfer: Envelope<Money>,
+    earlier: Vec<Option<Envelope<Money>>>,
 }
 fn main() {}
