@@ -215,6 +215,20 @@ mod tests {
     }
 
     #[test]
+    fn tuple_positions_are_followed() {
+        let schema = schema(json!({
+            "properties": {
+                "pairs": { "type": "array", "items": {
+                    "type": "array", "prefixItems": [{ "type": "integer" }, { "$ref": "#/$defs/Card" }]
+                } }
+            },
+            "$defs": { "Card": { "properties": { "number": { "type": "string" } } } }
+        }));
+        assert_eq!(locate(&schema, "/pairs/*/1/number"), ["/$defs/Card/properties/number"]);
+        assert!(locate(&schema, "/pairs/*/2/number").is_empty());
+    }
+
+    #[test]
     fn marking_a_missing_path_reports_false_and_changes_nothing() {
         let mut marked = schema(json!({ "properties": { "a": { "type": "string" } } }));
         let original = marked.clone();

@@ -54,6 +54,7 @@ async fn invalid_durations_sizes_counts_and_addresses_exit_2_with_one_line_and_w
     let dir = temp.path().join("sink");
     let sink = format!("file:{}/events.jsonl", dir.display());
     let relay = |flag: &str, value: &str| args(&["relay", "--sink", &sink, flag, value]);
+    let wal = |flag: &str, value: &str| args(&["relay", "--source", "wal", "--sink", &sink, flag, value]);
     let cases: Vec<(Vec<String>, &str)> = vec![
         // Durations: not humantime, negative, overflowing, or out of the setting's range.
         (relay("--lease", "30 parsecs"), "malformed duration"),
@@ -73,6 +74,11 @@ async fn invalid_durations_sizes_counts_and_addresses_exit_2_with_one_line_and_w
         (relay("--retention", "200years"), "`retention`"),
         (relay("--shutdown-timeout", "never"), "malformed duration"),
         (relay("--shutdown-timeout", "2h"), "`shutdown_timeout`"),
+        // Past what an `Instant` holds (a panic at the first failing publish, before it was bounded), or merely
+        // longer than a stream should stand still.
+        (wal("--retry-in-place", "300000000000y"), "--retry-in-place"),
+        (wal("--retry-in-place", "25h"), "at most 24h"),
+        (wal("--retry-in-place", "soon"), "malformed duration"),
         // Sizes and counts: not numbers, negative, fractional, too large, or out of range.
         (relay("--batch-size", "0"), "`batch_size`"),
         (relay("--batch-size", "10001"), "`batch_size`"),

@@ -6,7 +6,11 @@
 //!   publishes every event, without having spent an attempt on any;
 //! - a signal while it waits stops it with exit 0, having written nothing;
 //! - wrong credentials: exit 2 at once, one line on stderr, password masked; the right password works, so it is the
-//!   password that was refused.
+//!   password that was refused;
+//! - a role without CONNECT on the database (`42501 permission denied for database` at connect): exit 2 at once,
+//!   one line naming the refusal and the database, password masked;
+//! - outbox tables missing, or a role that may connect but not use them: exit 2 with the schema error;
+//! - a signal while the first heartbeat waits for the database (its statements time out): exit 0.
 
 mod bad_input_support;
 
@@ -173,4 +177,96 @@ async fn wrong_database_credentials_exit_2_at_once_with_one_line_and_the_passwor
             .await
             .unwrap();
     assert_eq!(pending, 3, "nothing was claimed or changed");
+}
+
+/// A role of this test's own (roles belong to the whole server) with the relay role's grants and a login.
+async fn relay_role(db: &TestDatabase, prefix: &str) -> String {
+    let role = format!("{prefix}_{}", uuid::Uuid::now_v7().simple());
+    sqlx::raw_sql(&outbox_tests::pg::relay_role_sql(&role)).execute(&db.pool).await.expect("the relay role");
+    sqlx::raw_sql(&format!("ALTER ROLE {role} LOGIN")).execute(&db.pool).await.expect("a login");
+    role
+}
+
+/// `url` with `role` as its user and [`PASSWORD`] as its password (the test server trusts 127.0.0.1: any works).
+fn as_role(url: &str, role: &str) -> String {
+    let mut url = url::Url::parse(url).expect("a URL");
+    url.set_username(role).expect("a URL that takes a user");
+    with_password(url.as_str(), PASSWORD)
+}
+
+#[tokio::test]
+async fn a_role_without_connect_on_the_database_exits_2_at_once_naming_the_refusal_with_the_password_masked() {
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, 2).await;
+    let role = relay_role(&db, "outbox_no_connect").await;
+    // PUBLIC's CONNECT is what lets a role in by default: without it, PostgreSQL refuses the login with
+    // `FATAL 42501 permission denied for database`.
+    sqlx::raw_sql(&format!("REVOKE CONNECT ON DATABASE {} FROM PUBLIC", db.name)).execute(&db.pool).await.unwrap();
+    let url = as_role(&db.url, &role);
+    for args in [vec!["relay", "--sink", "stdout"], vec!["status"]] {
+        let started = tokio::time::Instant::now();
+        let mut command = start(&url, &args, &[]);
+        let exit = command.wait_for_exit(Duration::from_secs(15)).await;
+        let stderr = command.stderr();
+        assert_eq!(exit.code(), Some(2), "{args:?}: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}: not at once");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: not one line: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(stderr.contains("permission denied for database"), "{args:?}: the cause is not named: {stderr}");
+        assert!(!stderr.contains(PASSWORD), "{args:?}: the password was printed: {stderr}");
+        assert!(command.stdout().is_empty(), "{args:?}");
+    }
+    // The relay's line names the database it was refused by, masked.
+    let mut relay = start(&url, &["relay", "--sink", "stdout"], &[]);
+    relay.wait_for_exit(Duration::from_secs(15)).await;
+    let stderr = relay.stderr();
+    assert!(stderr.contains(&format!("the database at postgres://{role}:***@127.0.0.1")), "{stderr}");
+    let pending: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE status = 'pending' AND attempts = 0")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(pending, 2, "nothing was changed");
+}
+
+#[tokio::test]
+async fn missing_outbox_tables_or_a_role_that_may_not_use_them_exit_2_with_the_schema_error() {
+    // A database never migrated: the relay's first heartbeat finds no table.
+    let unmigrated = TestDatabase::create().await;
+    // A role that may log in but holds no grant on the outbox tables.
+    let db = TestDatabase::migrated().await;
+    let role = format!("outbox_no_grants_{}", uuid::Uuid::now_v7().simple());
+    sqlx::raw_sql(&format!("CREATE ROLE {role} LOGIN")).execute(&db.pool).await.unwrap();
+    for (url, cause) in
+        [(with_password(&unmigrated.url, PASSWORD), "does not exist"), (as_role(&db.url, &role), "permission denied")]
+    {
+        let mut relay = start(&url, &["relay", "--sink", "stdout"], &[]);
+        let exit = relay.wait_for_exit(Duration::from_secs(30)).await;
+        let stderr = relay.stderr();
+        assert_eq!(exit.code(), Some(2), "{stderr}");
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(last.starts_with("error: "), "the error is not the last line: {stderr}");
+        assert!(last.contains(cause) && last.contains("outbox migrate"), "{last}");
+        assert!(!stderr.contains(PASSWORD), "the password was printed: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn sigterm_while_the_first_heartbeat_waits_for_the_database_exits_0() {
+    let db = TestDatabase::migrated().await;
+    // The membership table stays locked, and the relay's statements give up on a lock after 100ms: its first
+    // heartbeat fails as against a database that does not answer in time, and is tried again and again.
+    let mut lock = db.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE outbox_relays IN ACCESS EXCLUSIVE MODE").execute(&mut *lock).await.unwrap();
+    let url = format!("{}&options[lock_timeout]=100ms", with_password(&db.url, PASSWORD));
+    let mut relay = start(&url, &["relay", "--sink", "stdout"], &[]);
+    relay.wait_for_lines("cannot join the relays of this database; retrying", 2, Duration::from_secs(30)).await;
+    let status = relay.terminate().await;
+    let stderr = relay.stderr();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stderr.lines().any(|line| line.starts_with("error: ")), "{stderr}");
+    assert!(relay.stdout().is_empty(), "{}", relay.stdout());
+    lock.rollback().await.unwrap();
+    let members: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_relays").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(members, 0, "the relay never joined");
 }

@@ -7,6 +7,8 @@
 //! relay at start (exit 2, one line), Kafka SASL passwords among them (refused by tansu, at trace level). NATS
 //! nkey seeds and `.creds` files (user JWT and seed, operator mode) never show in `--help`, in logs at trace level,
 //! in start-up errors or in `/metrics`, whether the server takes them (events published) or refuses them (exit 2).
+//! A database URL parameter the database client does not know (`?sslpassword=...`) is refused by its name, its
+//! value never printed, at any log level.
 
 mod bad_input_support;
 mod common;
@@ -174,6 +176,38 @@ async fn a_relay_prints_its_database_and_sink_masked_at_every_log_level_and_in_i
     let stderr = relay.stderr();
     assert!(stderr.contains("postgres:***@127.0.0.1") && stderr.contains("missing database"), "{stderr}");
     assert_no_secret("the error of a relay refused by its database", &stderr);
+}
+
+#[tokio::test]
+async fn an_unknown_database_url_parameter_is_refused_by_its_name_and_its_value_never_printed() {
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("a", 0)]).await;
+    // The test database's URL has a query already (`?sslmode=...`).
+    let url = format!("{}&sslpassword={DB_PASSWORD}", with_password(&db.url, DB_PASSWORD));
+    let commands: [&[&str]; 3] = [
+        &["status"],
+        &["events", "list", "--log-level", "trace"],
+        &["relay", "--sink", "stdout", "--log-level", "trace"],
+    ];
+    for args in commands {
+        let mut command = start(&url, args, &[]);
+        let exit = command.wait_for_exit(Duration::from_secs(30)).await;
+        let output = command.output();
+        assert_eq!(exit.code(), Some(2), "{args:?}: {output}");
+        assert_eq!(output.lines().count(), 1, "{args:?}: not one line: {output}");
+        assert!(output.starts_with("error: ") && output.contains("`sslpassword`"), "{args:?}: {output}");
+        assert_no_secret(&format!("`outbox {}` with an unknown URL parameter", args.join(" ")), &output);
+    }
+    // The parameters the client knows keep working, a session setting among them.
+    let known = format!("{}&application_name=outbox-cli&options[lock_timeout]=5s", db.url);
+    let mut status = start(&known, &["status", "--json"], &[]);
+    let exit = status.wait_for_exit(Duration::from_secs(30)).await;
+    assert_eq!(exit.code(), Some(0), "{}", status.output());
+    assert!(
+        status.stdout().contains("\"pending\": 1") || status.stdout().contains("\"pending\":1"),
+        "{}",
+        status.stdout()
+    );
 }
 
 /// A NATS token, an nkey seed and a password read from a file or the environment: markers too.

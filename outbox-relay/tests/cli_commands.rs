@@ -1,5 +1,6 @@
 //! The `outbox` command line: bad input is a one-line error with exit code 2 and writes nothing; every command
-//! has help; status, events, pause and resume work on a real database.
+//! has help; status, events, pause and resume work on a real database; a second signal while `outbox relay`
+//! drains ends it at once (exit 130).
 
 mod common;
 
@@ -158,4 +159,54 @@ async fn operators_inspect_retry_cancel_purge_pause_and_resume() {
     assert!(outbox(url, &["resume"]).status.success());
     let status: Value = serde_json::from_str(&stdout(&outbox(url, &["status", "--json"]))).unwrap();
     assert_eq!(status["paused"], false);
+}
+
+/// A webhook receiver on 127.0.0.1 that takes connections and never answers; returns its address and how many
+/// connections it took.
+async fn silent_receiver() -> (std::net::SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let taken = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = taken.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    (address, taken)
+}
+
+#[tokio::test]
+async fn a_second_signal_while_the_relay_drains_ends_it_at_once_with_exit_130() {
+    use std::time::Duration;
+
+    let db = TestDatabase::migrated().await;
+    let ids = enqueue(&db.pool, &[event("a", 0)]).await;
+    let (receiver, taken) = silent_receiver().await;
+    let sink = format!("http://{receiver}/hook");
+    let mut relay = outbox_tests::outbox!()
+        .database(&db.url)
+        .env("OUTBOX_WEBHOOK_SECRET", "whsec_b3V0Ym94LXRlc3Qtc2VjcmV0LWtleS0zMi1ieXRlcyE=")
+        .spawn(["relay", "--sink", &sink, "--poll-interval", "10ms", "--shutdown-timeout", "60s"]);
+    common::wait_until(Duration::from_secs(30), "the event's publish is in flight", || async {
+        taken.load(std::sync::atomic::Ordering::SeqCst) > 0
+    })
+    .await;
+    // The first signal: a graceful stop, which waits for the publish that the receiver never answers.
+    relay.signal("-TERM");
+    relay.wait_for_lines("signal received", 1, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(relay.is_running(), "the relay did not wait for its batch in flight: {}", relay.stderr());
+    // The second (Ctrl-C): at once.
+    let second = tokio::time::Instant::now();
+    relay.signal("-INT");
+    let status = relay.wait_for_exit(Duration::from_secs(5)).await;
+    assert!(second.elapsed() < Duration::from_secs(5));
+    let stderr = relay.stderr();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: ") && last.contains("second signal"), "{stderr}");
+    assert_eq!(status_of(&db.pool, ids[0]).await, "pending", "the event is published again, as after a crash");
 }

@@ -1,8 +1,9 @@
 //! The real `outbox relay --metrics-addr` binary: `/metrics` counts what it published and what failed (by kind),
 //! its backlog gauges and `outbox status` show the same numbers from a statement on the partial indexes, logs
 //! never carry a sensitive value even at trace level, the commit-to-publish lag counts from the commit,
-//! `/readyz` turns unready when the database stops, and the WAL source's slot gauges grow while events wait and
-//! fall back once they are published.
+//! `/readyz` turns unready when the database stops, `/healthz` answers and `/readyz` says what the relay waits for
+//! during its start-up waits, and the WAL source's slot gauges grow while events wait and fall back once they are
+//! published.
 
 mod common;
 
@@ -57,13 +58,28 @@ impl ServingRelay {
         Some((status, response.text().await.ok()?))
     }
 
-    async fn wait_until_serving(&mut self) {
+    /// Waits until `/healthz` answers (the endpoints are served from the start, through the start-up waits).
+    async fn wait_until_answering(&mut self) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while self.get("/healthz").await.is_none() {
             if let Some(status) = self.process.exit_status() {
                 panic!("the relay exited with {status}: {}", self.output());
             }
             assert!(tokio::time::Instant::now() < deadline, "no /healthz after 30s: {}", self.output());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until the relay is past its start-up waits (`/readyz` no longer says it starts): every metric family
+    /// is registered from then on.
+    async fn wait_until_serving(&mut self) {
+        self.wait_until_answering().await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while self.get("/readyz").await.is_none_or(|(_, reason)| reason.contains("starting")) {
+            if let Some(status) = self.process.exit_status() {
+                panic!("the relay exited with {status}: {}", self.output());
+            }
+            assert!(tokio::time::Instant::now() < deadline, "still starting after 30s: {}", self.output());
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -305,9 +321,11 @@ async fn failures_are_counted_by_kind_and_json_logs_name_the_event_but_never_its
     relay.wait_until_serving().await;
     let failures = names::PUBLISH_FAILURES_TOTAL;
     let scrape = relay
-        .scrape_until("one permanent and two transient failures, two dead letters", |s| {
-            s.get(failures, &[("event_type", "test.happened"), ("kind", "permanent")]) == Some(1.0)
-                && s.get(failures, &[("event_type", "test.happened"), ("kind", "transient")]) == Some(2.0)
+        // Failures count by what they lead to: the flaky event's first attempt is retried (transient), its second
+        // and last sends it to `failed` as the poison event's only one does (permanent: two dead letters).
+        .scrape_until("two permanent failures (two dead letters) and one transient", |s| {
+            s.get(failures, &[("event_type", "test.happened"), ("kind", "permanent")]) == Some(2.0)
+                && s.get(failures, &[("event_type", "test.happened"), ("kind", "transient")]) == Some(1.0)
                 && s.by_type(names::EVENTS_FAILED) == Some(2.0)
         })
         .await;
@@ -361,6 +379,33 @@ async fn readyz_turns_unready_while_the_database_is_stopped() {
     server.start_again().unwrap();
     // The listener reconnects with backoff (at most 30s between tries).
     wait_until(Duration::from_secs(60), "/readyz is 200 again", ready(200)).await;
+}
+
+#[tokio::test]
+async fn healthz_answers_and_readyz_says_starting_while_the_relay_waits_for_its_database_or_its_sink() {
+    // A database that is not there: nothing listens on its port.
+    let nowhere = format!("postgres://app@127.0.0.1:{}/shop", outbox_tests::process::free_port());
+    let mut relay = ServingRelay::start(&nowhere, "stdout", &[], &[]);
+    relay.process.wait_for_lines("cannot reach the database", 1, Duration::from_secs(30)).await;
+    relay.wait_until_answering().await;
+    assert_eq!(relay.get("/healthz").await, Some((200, "ok\n".to_owned())), "{}", relay.output());
+    let (code, reason) = relay.get("/readyz").await.expect("GET /readyz");
+    assert_eq!(code, 503, "{reason}");
+    assert_eq!(reason, "not ready: starting: waiting for the database\n");
+    assert!(relay.process.is_running(), "the relay still waits: {}", relay.output());
+    assert_eq!(relay.process.terminate().await.code(), Some(0), "{}", relay.output());
+
+    // The database answers, the sink's broker does not.
+    let db = TestDatabase::migrated().await;
+    let broker = format!("amqp://relay:secret@127.0.0.1:{}/%2f?exchange=outbox", outbox_tests::process::free_port());
+    let mut relay = ServingRelay::start(&db.url, &broker, &[], &[]);
+    relay.process.wait_for_lines("cannot reach the sink", 1, Duration::from_secs(30)).await;
+    relay.wait_until_answering().await;
+    assert_eq!(relay.get("/healthz").await.map(|(code, _)| code), Some(200));
+    let (code, reason) = relay.get("/readyz").await.expect("GET /readyz");
+    assert_eq!(code, 503, "{reason}");
+    assert_eq!(reason, "not ready: starting: waiting for the sink\n");
+    assert_eq!(relay.process.terminate().await.code(), Some(0), "{}", relay.output());
 }
 
 /// `EXPLAIN ANALYZE` of the backlog gauges' statement as it would run now.

@@ -57,6 +57,12 @@ impl DecodeError {
         let names_a_field =
             ["missing field", "unknown field", "duplicate field"].iter().any(|p| message.starts_with(p));
         let what = match error.classify() {
+            // The name of an unknown field comes from the payload, and may be data (the keys of a flattened map):
+            // left out. The names serde expected are the type's own.
+            _ if message.starts_with("unknown field `") => {
+                let rest = message["unknown field `".len()..].split_once('`').map_or("", |(_, rest)| rest);
+                format!("an unknown field{}", rest.split(" at line ").next().unwrap_or_default())
+            }
             _ if names_a_field => message.split(" at line ").next().unwrap_or_default().to_owned(),
             serde_json::error::Category::Data => "a value has the wrong type or is out of range".to_owned(),
             serde_json::error::Category::Syntax => "it is not valid JSON".to_owned(),
@@ -83,6 +89,16 @@ mod tests {
         let error = DecodeError::payload("user.signed_up", 1, &wrong).to_string();
         assert!(!error.contains("ana@example.com"), "{error}");
         assert!(error.contains("wrong type"), "{error}");
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Strict {
+            id: u32,
+        }
+        let unknown = serde_json::from_str::<Strict>(r#"{"id":1,"ana@example.com":true}"#).unwrap_err();
+        let error = DecodeError::payload("user.signed_up", 1, &unknown).to_string();
+        assert!(!error.contains("ana@example.com"), "{error}");
+        assert!(error.contains("an unknown field, expected `id`"), "{error}");
         let missing = serde_json::from_str::<Signup>("{}").unwrap_err();
         assert_eq!(
             DecodeError::payload("user.signed_up", 1, &missing).to_string(),

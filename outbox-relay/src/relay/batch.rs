@@ -224,6 +224,7 @@ fn settle_outcome(shared: &Shared, item: &Item, outcome: Outcome) -> SettleOutco
     };
     let settled =
         retry::after_failure_waiting(&shared.config, item.attempts, error.message().to_owned(), permanent, retry_after);
+    crate::telemetry::record_failure(&item.event_type, &settled);
     if let SettleOutcome::Retry { delay, .. } = &settled {
         tracing::warn!(
             event_id = %item.id, event_type = %item.event_type, aggregate_id = %item.aggregate.1,

@@ -100,7 +100,9 @@ impl Relay {
     /// # Errors
     ///
     /// Fatal errors only: [`Error::Schema`](crate::Error::Schema) when the outbox tables are missing or older than this relay (run
-    /// `outbox migrate`) or the database denies access.
+    /// `outbox migrate`) or the database denies access; [`Error::LaneStopped`](crate::Error::LaneStopped) when a lane
+    /// stopped by itself (a panic): the relay hands its partitions over and stops. A stop asked for while the first
+    /// heartbeat still waits for the database returns `Ok`, with nothing published.
     ///
     /// # Example
     ///
@@ -123,7 +125,10 @@ impl Relay {
         let handover = Arc::new(membership::Handover::default());
         let (members, ownership) = membership::Members::new(Arc::clone(&shared), Arc::clone(&handover));
         // The first heartbeat tells at once whether the tables are there and this relay may use them.
-        first_beat(&members, &shutdown).await?;
+        if !first_beat(&members, &shutdown).await? {
+            members.leave().await;
+            return Ok(RunSummary::default());
+        }
         // After the first beat: `outbox wal enable` sees this relay live from then on, and refuses to switch.
         if let Err(error) = table_is_the_source(&shared).await {
             tracing::error!(error = %error, "not starting");
@@ -210,15 +215,20 @@ async fn fan_out(wake: Arc<Notify>, lanes: Vec<Arc<Notify>>, shutdown: Cancellat
     }
 }
 
-/// The first heartbeat: retried while the database is unreachable, fatal when the schema is wrong.
-async fn first_beat(members: &membership::Members, shutdown: &CancellationToken) -> Result<()> {
+/// The first heartbeat: retried while the database is unreachable, fatal when the schema is wrong; `false` when the
+/// relay was stopped first (also while a heartbeat waited, on a lock say).
+async fn first_beat(members: &membership::Members, shutdown: &CancellationToken) -> Result<bool> {
     let backoff =
         crate::backoff::Backoff::new(std::time::Duration::from_millis(100), std::time::Duration::from_secs(10))
             .unwrap_or_default();
     let mut failures = 0;
     loop {
-        match members.beat(true).await {
-            Ok(_) => return Ok(()),
+        let beat = tokio::select! {
+            () = shutdown.cancelled() => return Ok(false),
+            beat = members.beat(true) => beat,
+        };
+        match beat {
+            Ok(_) => return Ok(true),
             Err(error) if !error.is_retryable() => {
                 tracing::error!(error = %error, "cannot join the relays of this database; stopping");
                 return Err(error);
@@ -228,7 +238,7 @@ async fn first_beat(members: &membership::Members, shutdown: &CancellationToken)
                 failures += 1;
                 tracing::warn!(retry_in = ?wait, error = %error, "cannot join the relays of this database; retrying");
                 tokio::select! {
-                    () = shutdown.cancelled() => return Err(error),
+                    () = shutdown.cancelled() => return Ok(false),
                     () = tokio::time::sleep(wait) => {}
                 }
             }

@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
+use outbox_core::store::SettleOutcome;
+
 use super::names;
 use crate::publish::{ErasedPublisher, Message, Outcome, Publisher};
 
@@ -44,7 +46,9 @@ fn publish_span(batch: &[Message]) -> tracing::Span {
     span
 }
 
-/// Counts the outcomes of one publish call; a missing outcome is a transient failure, as the relay treats it.
+/// Counts the events one publish call published. Failures are counted where the relay decides what they lead to
+/// ([`record_failure`]): a publish that panicked or timed out returns no outcome here, and a transient failure on
+/// an event's last attempt sends it to `failed`.
 fn record(batch: &[Message], outcomes: &[Outcome], now: Instant) {
     for (index, message) in batch.iter().enumerate() {
         let event_type = message.event_type.clone();
@@ -64,9 +68,18 @@ fn record(batch: &[Message], outcomes: &[Outcome], now: Instant) {
                 metrics::histogram!(names::COMMIT_TO_PUBLISH_SECONDS, names::LABEL_EVENT_TYPE => event_type)
                     .record(lag);
             }
-            Some(Outcome::Permanent(_)) => failure(event_type, "permanent"),
-            Some(Outcome::Transient(_)) | None => failure(event_type, "transient"),
+            Some(Outcome::Permanent(_) | Outcome::Transient(_)) | None => {}
         }
+    }
+}
+
+/// Counts a failed attempt of an event of `event_type` by what it leads to: `transient` when it is retried,
+/// `permanent` when it goes to `failed` (a permanent rejection, or a failure on its last attempt).
+pub(crate) fn record_failure(event_type: &str, outcome: &SettleOutcome) {
+    match outcome {
+        SettleOutcome::Retry { .. } => failure(event_type.to_owned(), "transient"),
+        SettleOutcome::Failed { .. } => failure(event_type.to_owned(), "permanent"),
+        SettleOutcome::Published => {}
     }
 }
 

@@ -36,7 +36,7 @@ mod trace;
 
 use std::time::Duration;
 
-pub(crate) use counters::{read_span, record_batch, record_corrupted, Instrumented};
+pub(crate) use counters::{read_span, record_batch, record_corrupted, record_failure, Instrumented};
 pub use families::describe_and_zero;
 pub(crate) use gauges::{refresh_backlog, set_paused};
 pub use health::listeners_connected;

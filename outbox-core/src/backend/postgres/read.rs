@@ -26,8 +26,9 @@ macro_rules! read_columns {
             $sensitive,
             " AS sensitive_paths,
               e.created_at, e.attempts, e.next_attempt_at,
-              -- The commit's own timestamp while the row is as its transaction wrote it (not retried yet).
-              COALESCE(CASE WHEN e.attempts = 0 AND (SELECT track_commit FROM ctl)
+              -- The commit's own timestamp while the row is as its transaction wrote it (never failed: an operator's
+              -- retry sets `attempts` back to 0 and keeps the last error).
+              COALESCE(CASE WHEN e.attempts = 0 AND e.last_error IS NULL AND (SELECT track_commit FROM ctl)
                             THEN pg_xact_commit_timestamp(e.xmin) END,
                        e.created_at) AS committed_at
          FROM outbox_events e

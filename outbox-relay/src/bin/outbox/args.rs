@@ -98,8 +98,8 @@ pub(crate) struct RelayArgs {
     pub(crate) slot: Option<String>,
 
     /// With `--source wal`: how long a failing event is retried where it stands, holding the stream, before it
-    /// and the later events of its aggregate go to the table's retry path and the stream moves on.
-    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    /// and the later events of its aggregate go to the table's retry path and the stream moves on (at most 24h).
+    #[arg(long, value_parser = parse_retry_in_place, default_value = "10s", value_name = "DURATION")]
     pub(crate) retry_in_place: Duration,
 
     /// Create a missing destination at start, with the settings of the sink URL, instead of stopping with an
@@ -324,6 +324,19 @@ fn parse_age(age: &str) -> Result<Duration, String> {
     Ok(age)
 }
 
+/// The longest `--retry-in-place`: as long as the longest `--lease` and `--publish-timeout`. A failing event holds
+/// the whole stream meanwhile, so a longer wait only stops publishing.
+const MAX_RETRY_IN_PLACE: Duration = Duration::from_secs(24 * 3600);
+
+/// `--retry-in-place`: a duration of at most [`MAX_RETRY_IN_PLACE`].
+fn parse_retry_in_place(duration: &str) -> Result<Duration, String> {
+    let duration = parse_duration(duration)?;
+    if duration > MAX_RETRY_IN_PLACE {
+        return Err("must be at most 24h (a failing event holds the stream meanwhile); use e.g. 10s".to_owned());
+    }
+    Ok(duration)
+}
+
 fn parse_status(status: &str) -> Result<EventStatus, String> {
     status.parse::<EventStatus>().map_err(|error| error.to_string())
 }
@@ -422,6 +435,26 @@ mod tests {
         match flag {
             "--concurrency" => text.parse::<usize>().is_ok(),
             _ => text.parse::<i64>().is_ok_and(|n| u32::try_from(n).is_ok()),
+        }
+    }
+
+    #[test]
+    fn retry_in_place_takes_up_to_24h_and_refuses_longer() {
+        let parse = |value: &str| {
+            let value = format!("--retry-in-place={value}");
+            Cli::try_parse_from(["outbox", "relay", "--source", "wal", "--sink", "stdout", value.as_str()]).map(|cli| {
+                match cli.command {
+                    Command::Relay(args) => args.retry_in_place,
+                    other => panic!("parsed as {other:?}"),
+                }
+            })
+        };
+        assert_eq!(parse("0s").unwrap(), Duration::ZERO);
+        assert_eq!(parse("24h").unwrap(), Duration::from_secs(24 * 3600));
+        for value in ["24h 1ms", "25h", "300000000000y"] {
+            let error = parse(value).expect_err(value).to_string();
+            // What the binary prints of it (`report_parse_error`): the first line.
+            assert!(error.lines().next().is_some_and(|line| line.contains("at most 24h")), "{value}: {error}");
         }
     }
 

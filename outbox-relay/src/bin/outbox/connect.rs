@@ -75,6 +75,9 @@ fn connect_failure(error: &sqlx::Error) -> Failure {
         sqlx::Error::Database(db) if db.code().is_some_and(|code| code.starts_with("28")) => {
             Failure::Usage(format!("the database refused the credentials: {}", db.message()))
         }
+        sqlx::Error::Database(db) if db.code().is_some_and(|code| code.starts_with("42")) => {
+            Failure::Usage(format!("the database refused the connection: {}", db.message()))
+        }
         _ => Failure::Runtime(format!("cannot connect to the database: {error}")),
     }
 }
@@ -86,8 +89,12 @@ pub(crate) fn target(database_url: &str) -> String {
 }
 
 /// One connection attempt to a PostgreSQL database (SQLite needs none: a local file), sorted into what may pass
-/// (connection refused or reset, timeout, server starting up: [`Error::Unreachable`]) and what cannot
-/// (credentials, permissions, a missing database, TLS or settings: [`Error::Refused`]).
+/// (connection refused or reset, timeout, server starting up, too many connections: [`Error::Unreachable`]) and
+/// what cannot (credentials, permissions, a missing database, TLS or settings: [`Error::Refused`]).
+///
+/// By SQLSTATE: class 28 (authorization: wrong password, no `LOGIN`, no `pg_hba.conf` entry), class 3D (no such
+/// database) and class 42 (a role without `CONNECT` on the database gets `42501 permission denied for database`
+/// at connect; an unknown setting in `options` gets `42704`) are refusals; the rest is waited for.
 ///
 /// [`Error::Unreachable`]: outbox_relay::Error::Unreachable
 /// [`Error::Refused`]: outbox_relay::Error::Refused
@@ -104,8 +111,10 @@ pub(crate) async fn probe(options: &Options, target: &str) -> outbox_relay::Resu
         }
         Ok(Err(sqlx::Error::Database(db))) => {
             let code = db.code().unwrap_or_default();
-            if code.starts_with("28") {
+            if code.starts_with("28") || code == "42501" {
                 Err(refused(format!("wrong credentials or no permission: {}", db.message())))
+            } else if code.starts_with("42") {
+                Err(refused(format!("a setting of the connection is refused: {}", db.message())))
             } else if code.starts_with("3D") {
                 Err(refused(format!("missing database: {}", db.message())))
             } else {
@@ -129,6 +138,7 @@ pub(crate) fn options(database_url: Option<&str>) -> Result<Options, Failure> {
     let scheme = url.split_once(':').map(|(scheme, _)| scheme.to_ascii_lowercase());
     match scheme.as_deref() {
         Some("postgres" | "postgresql") if url.contains("://") => {
+            known_parameters_only(url)?;
             url.parse::<PgConnectOptions>().map(Options::Postgres).map_err(malformed)
         }
         Some("sqlite") => SqliteConnectOptions::from_str(url)
@@ -139,5 +149,96 @@ pub(crate) fn options(database_url: Option<&str>) -> Result<Options, Failure> {
         _ => Err(Failure::Usage(
             "malformed database URL: expected postgres://USER@HOST/DATABASE or sqlite://PATH".to_owned(),
         )),
+    }
+}
+
+/// The query parameters of a `postgres://` URL that sqlx (0.8) reads: `options[NAME]=VALUE` too (a setting of the
+/// session, as `options=-c NAME=VALUE`).
+const POSTGRES_PARAMETERS: [&str; 19] = [
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+    "options",
+    "options[",
+];
+
+/// Refuses a query parameter sqlx does not read, naming it and never its value: sqlx would log the value at WARN
+/// and go on without it (`?sslpassword=...` is a secret), and a misspelt one (`?sslmdoe=require`) would silently
+/// connect without what it asks for.
+fn known_parameters_only(url: &str) -> Result<(), Failure> {
+    let Ok(parsed) = url::Url::parse(url) else { return Ok(()) }; // sqlx's parse reports it
+    for (key, _) in parsed.query_pairs() {
+        let known = match key.strip_prefix("options[") {
+            Some(setting) => setting.ends_with(']'),
+            None => POSTGRES_PARAMETERS.contains(&key.as_ref()),
+        };
+        if !known {
+            let shown: String = key.chars().take(64).collect::<String>().escape_debug().to_string();
+            return Err(Failure::Usage(format!(
+                "malformed database URL: unknown parameter `{shown}` (its value is not shown); known: {}",
+                POSTGRES_PARAMETERS.map(|name| if name == "options[" { "options[NAME]" } else { name }).join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{options, Options};
+    use crate::Failure;
+
+    #[test]
+    fn every_parameter_sqlx_reads_is_taken_and_any_other_is_refused_by_its_name_only() {
+        let base = "postgres://app@127.0.0.1:5432/shop";
+        let known = [
+            "sslmode=disable",
+            "ssl-mode=prefer",
+            "sslrootcert=/ca.pem",
+            "ssl-root-cert=/ca.pem",
+            "ssl-ca=/ca.pem",
+            "sslcert=/c.pem",
+            "ssl-cert=/c.pem",
+            "sslkey=/k.pem",
+            "ssl-key=/k.pem",
+            "statement-cache-capacity=10",
+            "host=/run/postgresql",
+            "hostaddr=127.0.0.1",
+            "port=5433",
+            "dbname=other",
+            "user=relay",
+            "password=pw",
+            "application_name=relay",
+            "options=-c%20jit%3Doff",
+            "options[lock_timeout]=1s",
+        ];
+        for query in known {
+            assert!(matches!(options(Some(&format!("{base}?{query}"))), Ok(Options::Postgres(_))), "{query}");
+        }
+        for query in ["sslpassword=hunter2", "sslmdoe=require", "options[x=hunter2", "connect_timeout=hunter2"] {
+            match options(Some(&format!("{base}?sslmode=disable&{query}"))) {
+                Err(Failure::Usage(message)) => {
+                    let key = query.split('=').next().unwrap_or_default();
+                    assert!(message.contains(&format!("unknown parameter `{key}`")), "{message}");
+                    assert!(!message.contains("hunter2"), "{message}");
+                }
+                Ok(_) => panic!("{query} was taken"),
+                Err(other) => panic!("{query}: {other:?}"),
+            }
+        }
     }
 }

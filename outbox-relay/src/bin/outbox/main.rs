@@ -1,8 +1,9 @@
 //! `outbox`: run the relay and operate the outbox from the command line.
 //!
 //! Exit codes: 0 success, 1 a runtime failure (database unreachable, some ids not changed), 2 bad input
-//! (unknown sink scheme, malformed URL or duration, unknown status, missing database): a one-line error on
-//! stderr and nothing written.
+//! (unknown sink scheme, malformed URL or duration, unknown status, missing database; for `outbox relay`, outbox
+//! tables it cannot use): a one-line error on stderr and nothing written; 130 `outbox relay` ended at once by a
+//! second SIGINT/SIGTERM while it stopped.
 
 use std::process::ExitCode;
 
@@ -33,6 +34,9 @@ enum Failure {
     Usage(String),
     /// The command ran and failed: exit 1.
     Runtime(String),
+    /// A second signal ended `outbox relay` without waiting for its graceful stop: exit 130 (128 + SIGINT, what a
+    /// shell reports for a process that Ctrl-C ended).
+    Forced(String),
 }
 
 impl Failure {
@@ -61,9 +65,13 @@ fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(run(cli));
-    // Clients' background tasks (a broker connection closing, say) log as they end: let them end first, so a
-    // failure's one-line error is the last thing the command prints.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    if let Err(Failure::Forced(_)) = outcome {
+        runtime.shutdown_background(); // at once: nothing is waited for
+    } else {
+        // Clients' background tasks (a broker connection closing, say) log as they end: let them end first, so a
+        // failure's one-line error is the last thing the command prints.
+        runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    }
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(message)) => {
@@ -73,6 +81,10 @@ fn main() -> ExitCode {
         Err(Failure::Runtime(message)) => {
             eprintln!("error: {}", one_line(&message));
             ExitCode::FAILURE
+        }
+        Err(Failure::Forced(message)) => {
+            eprintln!("error: {}", one_line(&message));
+            ExitCode::from(130)
         }
     }
 }
@@ -105,10 +117,14 @@ fn init_logging(level: tracing::Level, format: LogFormat) {
     // (one line, password masked): its lines are shown at the debug and trace levels only, and at most at debug,
     // and never those about returned messages: its trace lines and those print frames, payloads included.
     let quiet = if level >= tracing::Level::DEBUG { LevelFilter::DEBUG } else { LevelFilter::OFF };
+    // sqlx logs a database URL's unrecognised query parameter with its value (which may be a secret:
+    // `?sslpassword=...`) at WARN. The CLI refuses such a URL before sqlx reads it (`connect::options`); this keeps
+    // the value out of the logs should sqlx read one anyway.
     let targets = Targets::new()
         .with_default(level)
         .with_target("lapin", quiet)
-        .with_target("lapin::returned_messages", LevelFilter::OFF);
+        .with_target("lapin::returned_messages", LevelFilter::OFF)
+        .with_target("sqlx_postgres::options::parse", LevelFilter::OFF);
     let logs = tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).with_target(false);
     match format {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).finish().with(targets).init(),
