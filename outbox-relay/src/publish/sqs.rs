@@ -760,9 +760,14 @@ mod tests {
             .max_message_bytes(1000)
             .build()
             .unwrap();
+        // One time for every message: the timestamp attribute's text is as long for each.
+        let created_at = time::OffsetDateTime::now_utc().replace_nanosecond(123_456_789).unwrap();
         let message = |body: usize| {
             let payload = format!(r#"{{"n":"{}"}}"#, "x".repeat(body));
-            crate::publish::Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", payload)
+            let mut message =
+                crate::publish::Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", payload);
+            message.created_at = created_at;
+            message
         };
         let body = publisher.envelope.body(&message(100)).len();
         let (_, size) = publisher.entry(0, &message(100), false).unwrap();

@@ -123,11 +123,13 @@ fn event_types<'a>(types: impl Iterator<Item = &'a str>) -> String {
 mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
-    use super::{names, record};
+    use outbox_core::store::SettleOutcome;
+
+    use super::{names, record, record_failure};
     use crate::publish::{Message, Outcome};
 
     #[test]
-    fn outcomes_are_counted_by_event_type_and_kind() {
+    fn published_events_and_decided_failures_are_counted_by_event_type_and_kind() {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
         let first = Message::new(uuid::Uuid::now_v7(), "a.done", "a", "1", "{}");
@@ -139,7 +141,13 @@ mod tests {
         let unanswered = Message::new(uuid::Uuid::now_v7(), "b.done", "b", "2", "{}");
         let batch = [first, retried, rejected, unanswered];
         let outcomes = [Outcome::Published, Outcome::Published, Outcome::permanent("no")];
-        metrics::with_local_recorder(&recorder, || record(&batch, &outcomes, now));
+        metrics::with_local_recorder(&recorder, || {
+            record(&batch, &outcomes, now);
+            // Failures count where the relay decides what they lead to, not here.
+            record_failure("b.done", &SettleOutcome::Failed { error: "no".into() });
+            record_failure("b.done", &SettleOutcome::Retry { error: "timed out".into(), delay: Default::default() });
+            record_failure("b.done", &SettleOutcome::Published);
+        });
         let mut seen = std::collections::BTreeMap::new();
         for (key, _, _, value) in snapshotter.snapshot().into_vec() {
             let labels: Vec<String> = key.key().labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
@@ -156,7 +164,7 @@ mod tests {
         assert_eq!(seen[&format!("{}{{event_type=a.done}}", names::PUBLISH_ATTEMPTS)], "[1.0, 3.0]");
         assert_eq!(seen[&format!("{}{{event_type=a.done}}", names::COMMIT_TO_PUBLISH_SECONDS)], "[3.0, 3.0]");
         assert_eq!(seen[&format!("{}{{event_type=b.done,kind=permanent}}", names::PUBLISH_FAILURES_TOTAL)], "1");
-        // The missing fourth outcome counts as transient, as the relay retries it.
         assert_eq!(seen[&format!("{}{{event_type=b.done,kind=transient}}", names::PUBLISH_FAILURES_TOTAL)], "1");
+        assert!(!seen.keys().any(|key| key.contains("b.done") && !key.contains("kind")), "{seen:?}");
     }
 }
