@@ -48,6 +48,7 @@
 
 mod backoff;
 mod config;
+mod crypto_provider;
 mod error;
 mod maintenance;
 mod masked_url;

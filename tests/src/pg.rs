@@ -262,6 +262,48 @@ impl PrivateServer {
     ///
     /// A description of what is missing or failed, as [`start_server`].
     pub fn start_with(settings: &str) -> Result<Self, String> {
+        Self::start_prepared(settings, |_| Ok(()))
+    }
+
+    /// [`start_with`](Self::start_with) a server that takes TLS (`ssl = on`) with `certificates`' server
+    /// certificate (made out to `localhost` and `127.0.0.1`), and `hba` as the whole of its `pg_hba.conf`: e.g.
+    /// `local` lines and only `hostssl` ones, so that every TCP connection without TLS is refused. Connections that
+    /// cannot use TLS reach it through its Unix socket ([`socket_url`](Self::socket_url)); [`url`](Self::url) is
+    /// its TCP address.
+    ///
+    /// # Errors
+    ///
+    /// A description of what is missing or failed, as [`start_server`], or the files that cannot be written.
+    pub fn start_with_tls(
+        certificates: &crate::certificates::Certificates,
+        hba: &str,
+        settings: &str,
+    ) -> Result<Self, String> {
+        let settings = format!("-c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key {settings}");
+        Self::start_prepared(&settings, |data| {
+            let write = |name: &str, contents: &[u8]| -> Result<(), String> {
+                let path = data.join(name);
+                std::fs::write(&path, contents).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                // The server reads its key only when the server's user alone may read it.
+                std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                    .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
+                if running_as_root() {
+                    let status = Command::new("chown").args(["postgres:", &path.to_string_lossy()]).status();
+                    if !status.is_ok_and(|s| s.success()) {
+                        return Err(format!("cannot hand {} to the `postgres` user", path.display()));
+                    }
+                }
+                Ok(())
+            };
+            let read = |path: &Path| std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()));
+            write("server.crt", &read(&certificates.server_cert)?)?;
+            write("server.key", &read(&certificates.server_key)?)?;
+            write("pg_hba.conf", hba.as_bytes())
+        })
+    }
+
+    /// Creates a cluster, lets `prepare` change its data directory (given), and starts it with `settings`.
+    fn start_prepared(settings: &str, prepare: impl FnOnce(&Path) -> Result<(), String>) -> Result<Self, String> {
         let bin = postgres_bin_dir()?;
         let dir = init_cluster(&bin, "outbox-test-pg-private")?;
         let port = crate::process::free_port();
@@ -282,8 +324,22 @@ impl PrivateServer {
             .map_err(|e| format!("cannot start the watchdog: {e}"))?;
         let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
         let server = Self { url, bin, dir, port, settings: settings.to_owned() };
+        prepare(&server.dir.join("data"))?;
         server.start_again()?;
         Ok(server)
+    }
+
+    /// The server's port on 127.0.0.1 (also the number of its Unix socket).
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The admin URL through the server's Unix socket (`postgres:///postgres?host=DIR&port=PORT&user=postgres`),
+    /// for [`TestDatabase::create_on`]: a `local` connection of `pg_hba.conf`, never TLS.
+    #[must_use]
+    pub fn socket_url(&self) -> String {
+        format!("postgres:///postgres?host={}&port={}&user=postgres", self.dir.display(), self.port)
     }
 
     /// Stops the server (fast shutdown: sessions are disconnected) and waits until it is down.

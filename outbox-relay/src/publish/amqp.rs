@@ -570,6 +570,7 @@ impl AmqpBuilder {
     /// [`Error::InvalidSink`] when the URL is not `amqp://host...`, the exchange name or routing key template is
     /// invalid, or a timeout is zero.
     pub fn build(self) -> Result<AmqpPublisher> {
+        crate::crypto_provider::install_default();
         let url = self.url;
         let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
         if !matches!(url.scheme(), "amqp" | "amqps") {

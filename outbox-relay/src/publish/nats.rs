@@ -512,6 +512,7 @@ impl NatsBuilder {
     /// [`Error::InvalidSink`] when the URL is not `nats://host[:port]` or `tls://host[:port]`, the subject
     /// template or the stream name is invalid, a timeout is zero, or a certificate or creds file cannot be read.
     pub fn build(self) -> Result<NatsPublisher> {
+        crate::crypto_provider::install_default();
         let url = self.url;
         let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
         if !matches!(url.scheme(), "nats" | "tls") {

@@ -309,6 +309,7 @@ impl RedisBuilder {
     /// is invalid, the timeout is zero, TLS files are given without `rediss://` or cannot be read, or the URL
     /// has a fragment (`#insecure` would turn certificate verification off).
     pub fn build(self) -> Result<RedisPublisher> {
+        crate::crypto_provider::install_default();
         let url = self.url;
         let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
         if !matches!(url.scheme(), "redis" | "rediss") {

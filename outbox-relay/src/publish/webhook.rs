@@ -198,6 +198,7 @@ impl WebhookBuilder {
     /// [`Error::InvalidSink`] when the URL is not `http`/`https` with a host, the secret is missing or not base64,
     /// the timeout is zero, the concurrency is zero, or a TLS file cannot be read or holds no certificate (or key).
     pub fn build(self) -> Result<WebhookPublisher> {
+        crate::crypto_provider::install_default();
         let url = self.url;
         let invalid = |reason: &str| Error::InvalidSink { sink: masked(&url), reason: reason.to_owned() };
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {

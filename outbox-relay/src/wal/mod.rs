@@ -109,6 +109,7 @@ impl WalRelay {
     /// [`Error::InvalidConfig`] when `database_url` is not a `postgres://` URL, or its TLS settings are not
     /// valid (an unknown `sslmode`, `sslcert` without `sslkey`).
     pub fn new(pool: sqlx::PgPool, database_url: &str, publisher: impl Publisher, config: RelayConfig) -> Result<Self> {
+        crate::crypto_provider::install_default();
         let target = replication::Target::from_url(database_url)?;
         let _: sqlx::postgres::PgConnectOptions = database_url
             .parse()

@@ -10,13 +10,21 @@
 //! `START_REPLICATION` on one connection: the consistent point and exported snapshot the gap-free switch from the
 //! table source needs. It never creates slots on its own. It decodes the transaction frame (`Begin`, `Commit` with
 //! its end position and commit time, logical messages); we decode `Relation` and `Insert` ([`super::pgoutput`]).
-//! Without TLS it is pure Rust (no C code), and small enough to read. `pg_walstream` decodes more, but its
-//! feedback moves only while the consumer pulls, its pure-Rust TLS forces aws-lc-rs, and it creates missing slots
-//! by default.
+//! It is small enough to read. `pg_walstream` decodes more, but its feedback moves only while the consumer pulls,
+//! and it creates missing slots by default.
+//!
+//! TLS ([`Tls`]): the connection takes the database URL's `sslmode`, `sslrootcert`, `sslcert` and `sslkey` (else
+//! `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`, as sqlx reads them for the pool), with libpq's meanings,
+//! `prefer` when none is given. The client's TLS is rustls with ring, the provider of the relay's other TLS clients:
+//! it installs ring as the process's default provider (when none is installed yet) before its first handshake.
+//! Its `tls-rustls` feature also turns on rustls's default `aws_lc_rs` feature (the crate does not opt out of
+//! rustls's default features), so rustls cannot pick a provider by its features alone: a process that builds a
+//! rustls client before any default is installed must install one first.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use pgwire_replication::{PgWireError, ReplicationConfig, TlsConfig};
+use pgwire_replication::{PgWireError, ReplicationClient, ReplicationConfig, SslMode as ClientSslMode, TlsConfig};
 
 use crate::error::Error;
 
@@ -53,7 +61,7 @@ pub(crate) fn create_slot_sql(slot: &str, server_version: u32) -> String {
     }
 }
 
-/// Where to stream from: the database URL's host, port, user, password and database.
+/// Where to stream from: the database URL's host, port, user, password and database, and how to use TLS.
 #[derive(Clone)]
 pub(crate) struct Target {
     host: String,
@@ -61,6 +69,7 @@ pub(crate) struct Target {
     user: String,
     password: String,
     pub(crate) database: String,
+    tls: Tls,
     /// For logs and errors: the URL with the password masked.
     pub(crate) masked: String,
 }
@@ -72,8 +81,13 @@ impl std::fmt::Debug for Target {
 }
 
 impl Target {
-    /// Parses a `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?host=/socket/dir]` URL.
+    /// Parses a `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?host=/socket/dir][&sslmode=...]` URL.
     pub(crate) fn from_url(database_url: &str) -> Result<Self, Error> {
+        Self::from_url_and_env(database_url, |name| std::env::var(name).ok())
+    }
+
+    /// [`from_url`](Self::from_url), reading the environment through `env`.
+    fn from_url_and_env(database_url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
         let invalid = |reason: &str| Error::InvalidConfig { field: "database_url", reason: reason.to_owned() };
         let url = url::Url::parse(database_url).map_err(|_| invalid("is not a postgres:// URL"))?;
         if !matches!(url.scheme(), "postgres" | "postgresql") {
@@ -86,7 +100,9 @@ impl Target {
         let user = if user.is_empty() { std::env::var("USER").unwrap_or_else(|_| "postgres".into()) } else { user };
         let database = url.path().trim_start_matches('/');
         let database = if database.is_empty() { user.clone() } else { decode(database) };
+        let tls = Tls::from_url(&url, env).map_err(|reason| invalid(&reason))?;
         Ok(Self {
+            tls,
             host,
             port: query("port").and_then(|p| p.parse().ok()).or(url.port()).unwrap_or(5432),
             password: query("password").or_else(|| url.password().map(decode)).unwrap_or_default(),
@@ -96,9 +112,36 @@ impl Target {
         })
     }
 
-    /// The replication session's settings.
-    pub(crate) fn config(&self, slot: &str, relay: uuid::Uuid) -> ReplicationConfig {
-        let config = if self.host.starts_with('/') {
+    /// Opens a gated replication session (see [`ReplicationClient::connect_gated`]) with the URL's TLS settings.
+    ///
+    /// With `sslmode=allow` (libpq's meaning: a connection without TLS first, then one with TLS if the server
+    /// refuses it), the first connection is tried at once (`IDENTIFY_SYSTEM`), so that a refusal is seen here.
+    pub(crate) async fn connect(&self, slot: &str, relay: uuid::Uuid) -> Result<ReplicationClient, PgWireError> {
+        let mut client = ReplicationClient::connect_gated(self.config(slot, relay)).await?;
+        let Some(fallback) = self.tls.fallback().filter(|_| !self.is_unix_socket()) else { return Ok(client) };
+        match client.identify_system().await {
+            Ok(_) => Ok(client),
+            Err(error @ (PgWireError::Server(_) | PgWireError::Auth(_))) => {
+                tracing::debug!(error = %error, "the server refused the connection without TLS; trying with TLS");
+                drop(client);
+                ReplicationClient::connect_gated(self.config_with(slot, relay, fallback)).await
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    fn is_unix_socket(&self) -> bool {
+        self.host.starts_with('/')
+    }
+
+    /// The replication session's settings, TLS as the URL says (none over a Unix socket, as with libpq).
+    fn config(&self, slot: &str, relay: uuid::Uuid) -> ReplicationConfig {
+        let tls = if self.is_unix_socket() { TlsConfig::disabled() } else { self.tls.config(&self.host) };
+        self.config_with(slot, relay, tls)
+    }
+
+    fn config_with(&self, slot: &str, relay: uuid::Uuid, tls: TlsConfig) -> ReplicationConfig {
+        let config = if self.is_unix_socket() {
             ReplicationConfig::unix(
                 &self.host,
                 self.port,
@@ -113,12 +156,127 @@ impl Target {
                 .with_port(self.port)
         };
         config
-            .with_tls(TlsConfig::disabled())
+            .with_tls(tls)
             // Acknowledgements reach the server within 100 ms, so a takeover replays little.
             .with_status_interval(Duration::from_millis(100))
             .with_wakeup_interval(Duration::from_secs(10))
             .with_buffer_size(16_384)
             .with_application_name(format!("outbox-relay-{relay}"))
+    }
+}
+
+/// libpq's `sslmode`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SslMode {
+    /// No TLS.
+    Disable,
+    /// No TLS; TLS if the server refuses a connection without it.
+    Allow,
+    /// TLS if the server offers it (certificate not verified); sqlx's default, and libpq's.
+    Prefer,
+    /// TLS, certificate not verified (verified as `verify-ca` when `sslrootcert` is given, as libpq does).
+    Require,
+    /// TLS, the certificate signed by a trusted authority.
+    VerifyCa,
+    /// TLS, the certificate signed by a trusted authority and made out to the host connected to.
+    VerifyFull,
+}
+
+impl SslMode {
+    /// The values sqlx takes (case-insensitive), libpq's.
+    const NAMES: [(&'static str, Self); 6] = [
+        ("disable", Self::Disable),
+        ("allow", Self::Allow),
+        ("prefer", Self::Prefer),
+        ("require", Self::Require),
+        ("verify-ca", Self::VerifyCa),
+        ("verify-full", Self::VerifyFull),
+    ];
+
+    fn parse(text: &str) -> Option<Self> {
+        Self::NAMES.iter().find(|(name, _)| name.eq_ignore_ascii_case(text)).map(|(_, mode)| *mode)
+    }
+}
+
+/// How the replication connection uses TLS, read as sqlx reads it for the relay's pool: the URL's `sslmode`
+/// (`ssl-mode`), `sslrootcert` (`ssl-root-cert`, `ssl-ca`), `sslcert` (`ssl-cert`) and `sslkey` (`ssl-key`), the
+/// last of a repeated key winning; for each one missing, `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`.
+/// An `sslmode` that is none of libpq's six is an error, never a weaker mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tls {
+    mode: SslMode,
+    /// The authorities to trust (a PEM file); without it, `verify-ca` and `verify-full` trust the Mozilla roots
+    /// (`webpki-roots`), as sqlx with rustls does.
+    root_cert: Option<PathBuf>,
+    /// The client certificate and its key (PEM files), sent when the server asks for one.
+    client: Option<(PathBuf, PathBuf)>,
+}
+
+impl Tls {
+    fn from_url(url: &url::Url, env: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        // The URL's value, else the environment's: (value, where it came from).
+        let setting = |keys: &[&str], var: &'static str| -> Option<(String, String)> {
+            let from_url = url.query_pairs().filter(|(key, _)| keys.contains(&key.as_ref())).last();
+            match from_url {
+                Some((key, value)) => Some((value.into_owned(), format!("`{key}` of the URL"))),
+                None => env(var).map(|value| (value, var.to_owned())),
+            }
+        };
+        // sqlx takes a `PG...` variable that holds a PEM document as the document itself; the client takes paths.
+        let path = |keys: &[&str], var: &'static str| -> Result<Option<PathBuf>, String> {
+            match setting(keys, var) {
+                Some((value, from)) if value.trim_start().starts_with("-----BEGIN") => Err(format!(
+                    "cannot be used for the WAL source's replication connection: {from} holds a PEM document, and it \
+                     takes the path of a PEM file"
+                )),
+                other => Ok(other.map(|(value, _)| PathBuf::from(value))),
+            }
+        };
+        let mode = match setting(&["sslmode", "ssl-mode"], "PGSSLMODE") {
+            None => SslMode::Prefer,
+            Some((value, from)) => SslMode::parse(&value).ok_or_else(|| {
+                let names: Vec<&str> = SslMode::NAMES.iter().map(|(name, _)| *name).collect();
+                format!("has an unknown sslmode `{value}` (from {from}): use one of {}", names.join(", "))
+            })?,
+        };
+        let root_cert = path(&["sslrootcert", "ssl-root-cert", "ssl-ca"], "PGSSLROOTCERT")?;
+        let cert = path(&["sslcert", "ssl-cert"], "PGSSLCERT")?;
+        let key = path(&["sslkey", "ssl-key"], "PGSSLKEY")?;
+        let client = match (cert, key) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            (Some(_), None) => return Err("has `sslcert` without `sslkey`: a client certificate needs its key".into()),
+            (None, Some(_)) => return Err("has `sslkey` without `sslcert`: a client key needs its certificate".into()),
+        };
+        Ok(Self { mode, root_cert, client })
+    }
+
+    /// The client's settings for a connection to `host` (a TCP host name or address).
+    fn config(&self, host: &str) -> TlsConfig {
+        let tls = match self.mode {
+            // `allow` tries without TLS first ([`fallback`](Self::fallback) is the second try).
+            SslMode::Disable | SslMode::Allow => return TlsConfig::disabled(),
+            SslMode::Prefer => TlsConfig { mode: ClientSslMode::Prefer, ..TlsConfig::default() },
+            SslMode::Require if self.root_cert.is_none() => TlsConfig::require(),
+            SslMode::Require | SslMode::VerifyCa => TlsConfig::verify_ca(self.root_cert.clone()),
+            // The host is also the name the certificate must be made out to, an IP address included (the client
+            // refuses `verify-full` to an address unless the name is given; rustls then checks the certificate's
+            // IP address entries, as libpq does).
+            SslMode::VerifyFull => TlsConfig::verify_full(self.root_cert.clone()).with_sni_hostname(host),
+        };
+        self.with_client_certificate(tls)
+    }
+
+    /// `allow`'s second try, after the server refused a connection without TLS: TLS, certificate not verified.
+    fn fallback(&self) -> Option<TlsConfig> {
+        (self.mode == SslMode::Allow).then(|| self.with_client_certificate(TlsConfig::require()))
+    }
+
+    fn with_client_certificate(&self, tls: TlsConfig) -> TlsConfig {
+        match &self.client {
+            Some((cert, key)) => tls.with_client_cert(cert, key),
+            None => tls,
+        }
     }
 }
 
@@ -137,21 +295,140 @@ pub(crate) fn sqlstate(error: &PgWireError) -> Option<&str> {
 }
 
 /// What a replication error means for the relay: the slot read by another session and a lost connection pass
-/// (retryable); refused credentials or permissions do not.
+/// (retryable); refused credentials or permissions, and TLS refused or not verified, do not.
 pub(crate) fn classify(error: &PgWireError, target: &Target) -> Error {
     let reason = error.to_string();
     match sqlstate(error) {
         Some(code) if code.starts_with("28") || code == "42501" || code.starts_with("3D") => {
             Error::Refused { target: target.masked.clone(), reason }
         }
-        _ if error.is_auth() || error.is_tls() => Error::Refused { target: target.masked.clone(), reason },
+        _ if error.is_auth() || (error.is_tls() && !tls_connection_lost(&reason)) => {
+            Error::Refused { target: target.masked.clone(), reason }
+        }
         _ => Error::Unreachable { target: target.masked.clone(), reason },
     }
 }
 
+/// Whether a TLS error is the connection lost during the handshake (the server restarting, the network), which
+/// passes, rather than a certificate or a setting, which does not: the client reports both as TLS errors, the
+/// former as a failed handshake with the I/O error's text.
+fn tls_connection_lost(reason: &str) -> bool {
+    let reason = reason.to_ascii_lowercase();
+    reason.contains("tls handshake failed")
+        && ["eof", "connection reset", "broken pipe", "timed out", "os error"].iter().any(|lost| reason.contains(lost))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{default_slot, sqlstate, valid_slot, Target};
+    use std::path::PathBuf;
+
+    use pgwire_replication::{PgWireError, SslMode as ClientSslMode, TlsConfig};
+
+    use super::{classify, default_slot, sqlstate, valid_slot, Target};
+    use crate::error::Error;
+
+    /// The target of `url` in an environment of `vars` only.
+    fn target(url: &str, vars: &[(&str, &str)]) -> Result<Target, Error> {
+        Target::from_url_and_env(url, |name| vars.iter().find(|(var, _)| *var == name).map(|(_, v)| (*v).to_owned()))
+    }
+
+    /// The replication connection's TLS settings for `url` in an empty environment.
+    fn tls(url: &str) -> TlsConfig {
+        target(url, &[]).unwrap().config("slot", uuid::Uuid::nil()).tls
+    }
+
+    #[test]
+    fn every_sslmode_of_libpq_maps_to_the_client_and_prefer_is_the_default() {
+        let base = "postgres://relay@db.example.com/shop";
+        assert_eq!(tls(base).mode, ClientSslMode::Prefer, "sqlx's and libpq's default");
+        assert_eq!(tls(&format!("{base}?sslmode=disable")), TlsConfig::disabled());
+        assert_eq!(tls(&format!("{base}?sslmode=prefer")).mode, ClientSslMode::Prefer);
+        assert_eq!(tls(&format!("{base}?sslmode=require")), TlsConfig::require());
+        assert_eq!(tls(&format!("{base}?sslmode=Verify-CA")), TlsConfig::verify_ca(None), "case-insensitive");
+        assert_eq!(
+            tls(&format!("{base}?sslmode=verify-full&sslrootcert=/etc/ca.pem")),
+            TlsConfig::verify_full(Some("/etc/ca.pem".into())).with_sni_hostname("db.example.com")
+        );
+        // libpq: `require` with a root certificate verifies as `verify-ca`.
+        assert_eq!(
+            tls(&format!("{base}?sslmode=require&sslrootcert=/etc/ca.pem")),
+            TlsConfig::verify_ca(Some("/etc/ca.pem".into()))
+        );
+        // `allow`: without TLS first, then with TLS if the server refuses.
+        let allow = target(&format!("{base}?sslmode=allow"), &[]).unwrap();
+        assert_eq!(allow.config("slot", uuid::Uuid::nil()).tls, TlsConfig::disabled());
+        assert_eq!(allow.tls.fallback(), Some(TlsConfig::require()));
+        assert_eq!(target(base, &[]).unwrap().tls.fallback(), None);
+    }
+
+    #[test]
+    fn verify_full_to_an_ip_address_checks_the_address_and_a_client_certificate_is_sent_whole() {
+        let url =
+            "postgres://relay:pw@127.0.0.1:5433/shop?ssl-mode=verify-full&ssl-ca=/ca.pem&sslcert=/c.pem&sslkey=/k.pem";
+        let tls = tls(url);
+        assert_eq!(tls.mode, ClientSslMode::VerifyFull);
+        assert_eq!(tls.sni_hostname.as_deref(), Some("127.0.0.1"));
+        assert_eq!(tls.ca_pem_path, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(
+            (tls.client_cert_pem_path, tls.client_key_pem_path),
+            (Some(PathBuf::from("/c.pem")), Some(PathBuf::from("/k.pem")))
+        );
+        let half = target("postgres://relay@db/shop?sslmode=require&sslcert=/c.pem", &[]).unwrap_err().to_string();
+        assert!(half.contains("`sslcert` without `sslkey`"), "{half}");
+    }
+
+    #[test]
+    fn the_url_wins_over_the_environment_which_fills_what_the_url_leaves_out() {
+        let env = [("PGSSLMODE", "verify-full"), ("PGSSLROOTCERT", "/env/ca.pem")];
+        let from_env = target("postgres://relay@db/shop", &env).unwrap().config("s", uuid::Uuid::nil()).tls;
+        assert_eq!(from_env, TlsConfig::verify_full(Some("/env/ca.pem".into())).with_sni_hostname("db"));
+        let url = "postgres://relay@db/shop?sslmode=prefer&sslmode=verify-ca";
+        let from_url = target(url, &env).unwrap().config("s", uuid::Uuid::nil()).tls;
+        assert_eq!(from_url, TlsConfig::verify_ca(Some("/env/ca.pem".into())), "the last of a repeated key wins");
+        let pem = [("PGSSLROOTCERT", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----")];
+        let inline = target("postgres://relay@db/shop?sslmode=verify-ca", &pem).unwrap_err().to_string();
+        assert!(inline.contains("PGSSLROOTCERT holds a PEM document"), "{inline}");
+    }
+
+    #[test]
+    fn an_unknown_sslmode_is_a_one_line_error_not_a_weaker_mode() {
+        for (url, env, from) in [
+            ("postgres://relay@db/shop?sslmode=verify_full", &[][..], "`sslmode` of the URL"),
+            ("postgres://relay@db/shop", &[("PGSSLMODE", "on")][..], "PGSSLMODE"),
+        ] {
+            let error = target(url, env).unwrap_err();
+            assert!(matches!(error, Error::InvalidConfig { field: "database_url", .. }), "{error:?}");
+            let text = error.to_string();
+            assert!(!text.contains('\n') && text.contains("unknown sslmode") && text.contains(from), "{text}");
+            assert!(text.contains("verify-full"), "names the values it takes: {text}");
+        }
+    }
+
+    #[test]
+    fn a_unix_socket_is_never_encrypted_as_with_libpq() {
+        let socket = target("postgres:///shop?host=/run/postgresql&sslmode=verify-full", &[]).unwrap();
+        assert_eq!(socket.config("s", uuid::Uuid::nil()).tls, TlsConfig::disabled());
+    }
+
+    #[test]
+    fn tls_refusals_are_fatal_and_a_connection_lost_in_the_handshake_passes() {
+        let target = target("postgres://relay@db/shop", &[]).unwrap();
+        let refused = [
+            "TLS handshake failed: invalid peer certificate: UnknownIssuer",
+            "server does not support TLS (SSLRequest rejected)",
+            "TLS config error: failed to open CA PEM '/nope': No such file or directory (os error 2)",
+        ];
+        for reason in refused {
+            let error = classify(&PgWireError::Tls(reason.into()), &target);
+            assert!(matches!(error, Error::Refused { .. }), "{reason}: {error:?}");
+        }
+        for reason in
+            ["TLS handshake failed: tls handshake eof", "TLS handshake failed: Connection reset by peer (os error 104)"]
+        {
+            let error = classify(&PgWireError::Tls(reason.into()), &target);
+            assert!(error.is_retryable(), "{reason}: {error:?}");
+        }
+    }
 
     #[test]
     fn the_default_slot_is_a_valid_name_derived_from_the_database() {

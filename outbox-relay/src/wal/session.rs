@@ -60,9 +60,8 @@ pub(crate) struct Session<'a> {
 impl Session<'_> {
     /// Runs the session until shutdown or an error (retryable ones: the caller starts a new session).
     pub(crate) async fn run(&mut self, shutdown: &CancellationToken) -> Result<Ended> {
-        let config = self.target.config(self.slot, self.shared.relay);
         let mut client =
-            ReplicationClient::connect_gated(config).await.map_err(|error| classify(&error, self.target))?;
+            self.target.connect(self.slot, self.shared.relay).await.map_err(|error| classify(&error, self.target))?;
         let backlog = self.slot_and_backlog(&mut client, shutdown).await?;
         if shutdown.is_cancelled() {
             // The backlog may not have been read: nothing of the stream may go before it.
