@@ -241,3 +241,30 @@ async fn notify_wakes_the_relay_and_the_listener_reconnects_after_losing_its_con
     .await;
     relay.stop().await;
 }
+
+/// A listener whose connection the database dropped, and which sqlx made again by itself, wakes the relay at once:
+/// notifications sent while it was away were lost, and with a long poll interval their events would wait for it.
+#[tokio::test]
+async fn a_listener_that_reconnects_wakes_the_relay_for_the_notifications_it_missed() {
+    let db = TestDatabase::migrated().await;
+    let recorder = Recorder::new();
+    let config = common::config()
+        .poll_interval(Duration::from_secs(3600))
+        .wakeup(Wakeup::Notify { channel: outbox_core::DEFAULT_CHANNEL.to_owned() })
+        .build()
+        .unwrap();
+    let relay = start(&db, recorder.for_relay(0), config);
+    wait_until(Duration::from_secs(20), "the relay listens", || async { listener_pid(&db).await.is_some() }).await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // past the reads that follow connecting
+                                                          // Written without a notification, as one sent while the listener was away is lost.
+    enqueue(&db.pool, &[event("missed", 0)]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(recorder.count(), 0, "published without a wake-up");
+    let first = listener_pid(&db).await.unwrap();
+    sqlx::query("SELECT pg_terminate_backend($1)").bind(first).execute(&db.pool).await.unwrap();
+    wait_until(Duration::from_secs(20), "the event is published once the listener is back", || async {
+        recorder.count() == 1
+    })
+    .await;
+    relay.stop().await;
+}

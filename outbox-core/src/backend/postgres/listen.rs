@@ -13,8 +13,9 @@ struct PgWakeups {
 impl Wakeups for PgWakeups {
     fn next(&mut self) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            // `recv` reconnects by itself after a dropped connection; it fails when reconnecting fails.
-            self.listener.recv().await?;
+            // A notification, or a connection lost and made again (`None`; it fails when reconnecting fails):
+            // notifications sent meanwhile were lost, so a reconnection wakes the relay as one does.
+            self.listener.try_recv().await?;
             Ok(())
         })
     }
