@@ -197,7 +197,8 @@ async fn a_second_signal_while_the_relay_drains_ends_it_at_once_with_exit_130() 
     // The first signal: a graceful stop, which waits for the publish that the receiver never answers.
     relay.signal("-TERM");
     relay.wait_for_lines("signal received", 1, Duration::from_secs(10)).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Past the second within which a signal is taken as the first one sent twice (one Ctrl-C through a wrapper).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert!(relay.is_running(), "the relay did not wait for its batch in flight: {}", relay.stderr());
     // The second (Ctrl-C): at once.
     let second = tokio::time::Instant::now();

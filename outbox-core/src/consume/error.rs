@@ -60,8 +60,14 @@ impl DecodeError {
             // The name of an unknown field comes from the payload, and may be data (the keys of a flattened map):
             // left out. The names serde expected are the type's own.
             _ if message.starts_with("unknown field `") => {
-                let rest = message["unknown field `".len()..].split_once('`').map_or("", |(_, rest)| rest);
-                format!("an unknown field{}", rest.split(" at line ").next().unwrap_or_default())
+                // What follows the name is the type's own: cut at its start, not at the name's first backtick (a
+                // name can hold one).
+                let message = message.split(" at line ").next().unwrap_or_default();
+                let rest = ["`, expected ", "`, there are no fields"]
+                    .iter()
+                    .find_map(|tail| message.rfind(tail).map(|at| &message[at + 1..]))
+                    .unwrap_or_default();
+                format!("an unknown field{rest}")
             }
             _ if names_a_field => message.split(" at line ").next().unwrap_or_default().to_owned(),
             serde_json::error::Category::Data => "a value has the wrong type or is out of range".to_owned(),
@@ -99,6 +105,9 @@ mod tests {
         let error = DecodeError::payload("user.signed_up", 1, &unknown).to_string();
         assert!(!error.contains("ana@example.com"), "{error}");
         assert!(error.contains("an unknown field, expected `id`"), "{error}");
+        let unknown = serde_json::from_str::<Strict>(r#"{"id":1,"x`ana@example.com":true}"#).unwrap_err();
+        let error = DecodeError::payload("user.signed_up", 1, &unknown).to_string();
+        assert!(!error.contains("ana@example.com"), "{error}");
         let missing = serde_json::from_str::<Signup>("{}").unwrap_err();
         assert_eq!(
             DecodeError::payload("user.signed_up", 1, &missing).to_string(),

@@ -126,7 +126,8 @@ impl Relay {
         let (members, ownership) = membership::Members::new(Arc::clone(&shared), Arc::clone(&handover));
         // The first heartbeat tells at once whether the tables are there and this relay may use them.
         if !first_beat(&members, &shutdown).await? {
-            members.leave().await;
+            // Bounded: the leave waits on what the heartbeat waited on; the lease ends the membership otherwise.
+            let _ = tokio::time::timeout(config.shutdown_timeout.min(LEAVE_AT_START), members.leave()).await;
             return Ok(RunSummary::default());
         }
         // After the first beat: `outbox wal enable` sees this relay live from then on, and refuses to switch.
@@ -214,6 +215,9 @@ async fn fan_out(wake: Arc<Notify>, lanes: Vec<Arc<Notify>>, shutdown: Cancellat
         }
     }
 }
+
+/// How long a relay stopped before its first heartbeat got through tries to leave.
+const LEAVE_AT_START: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The first heartbeat: retried while the database is unreachable, fatal when the schema is wrong; `false` when the
 /// relay was stopped first (also while a heartbeat waited, on a lock say).

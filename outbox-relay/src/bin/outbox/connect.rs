@@ -138,8 +138,9 @@ pub(crate) fn options(database_url: Option<&str>) -> Result<Options, Failure> {
     let scheme = url.split_once(':').map(|(scheme, _)| scheme.to_ascii_lowercase());
     match scheme.as_deref() {
         Some("postgres" | "postgresql") if url.contains("://") => {
-            known_parameters_only(url)?;
-            url.parse::<PgConnectOptions>().map(Options::Postgres).map_err(malformed)
+            let root_cert = known_parameters_only(url)?;
+            let options = url.parse::<PgConnectOptions>().map_err(malformed)?;
+            Ok(Options::Postgres(verified_as_libpq(options, root_cert)?))
         }
         Some("sqlite") => SqliteConnectOptions::from_str(url)
             .map(|options| {
@@ -176,25 +177,105 @@ const POSTGRES_PARAMETERS: [&str; 19] = [
     "options[",
 ];
 
-/// Refuses a query parameter sqlx does not read, naming it and never its value: sqlx would log the value at WARN
-/// and go on without it (`?sslpassword=...` is a secret), and a misspelt one (`?sslmdoe=require`) would silently
-/// connect without what it asks for.
-fn known_parameters_only(url: &str) -> Result<(), Failure> {
-    let Ok(parsed) = url::Url::parse(url) else { return Ok(()) }; // sqlx's parse reports it
-    for (key, _) in parsed.query_pairs() {
-        let known = match key.strip_prefix("options[") {
-            Some(setting) => setting.ends_with(']'),
-            None => POSTGRES_PARAMETERS.contains(&key.as_ref()),
-        };
-        if !known {
-            let shown: String = key.chars().take(64).collect::<String>().escape_debug().to_string();
+/// libpq's parameters that sqlx does not read and that only tune the connection: ignored, with a warning naming
+/// the parameter (never its value).
+const IGNORED_LIBPQ_PARAMETERS: [&str; 14] = [
+    "connect_timeout",
+    "target_session_attrs",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+    "fallback_application_name",
+    "client_encoding",
+    "sslsni",
+    "sslcompression",
+    "load_balance_hosts",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+];
+
+/// libpq's parameters that ask for a protection sqlx does not give: refused, so that the connection is never made
+/// without it (`channel_binding=require`, which Neon's URLs carry, is taken as `prefer`: accepted, with a warning).
+const UNSUPPORTED_LIBPQ_PARAMETERS: [&str; 8] = [
+    "channel_binding",
+    "sslpassword",
+    "sslcrl",
+    "sslcrldir",
+    "gssencmode",
+    "sslnegotiation",
+    "requirepeer",
+    "require_auth",
+];
+
+/// Checks the query of a `postgres://` URL: a parameter sqlx reads is taken; one of libpq's that only tunes the
+/// connection is ignored with a warning; one that asks for a protection sqlx does not give (`sslpassword`,
+/// `sslcrl`, `gssencmode=require`, `channel_binding=require`, ...) is refused, as is any other, so that a misspelt
+/// `sslmdoe=require` does not connect without what it asks for. Values are never printed (sqlx would log them at
+/// WARN, and `sslpassword` is a secret), nor the names of unknown parameters (a value with an unencoded `&` makes
+/// its tail a name). Returns whether a root certificate is given (the URL's `sslrootcert`, or `PGSSLROOTCERT`).
+fn known_parameters_only(url: &str) -> Result<bool, Failure> {
+    let Ok(parsed) = url::Url::parse(url) else { return Ok(false) }; // sqlx's parse reports it
+    let mut root_cert = std::env::var_os("PGSSLROOTCERT").is_some_and(|value| !value.is_empty());
+    let mut ssl_mode_given = false;
+    for (position, (key, value)) in parsed.query_pairs().enumerate() {
+        let key = key.as_ref();
+        if let Some(setting) = key.strip_prefix("options[") {
+            if setting.ends_with(']') {
+                continue;
+            }
+        } else if POSTGRES_PARAMETERS.contains(&key) {
+            root_cert |= matches!(key, "sslrootcert" | "ssl-root-cert" | "ssl-ca");
+            ssl_mode_given |= matches!(key, "sslmode" | "ssl-mode");
+            continue;
+        } else if IGNORED_LIBPQ_PARAMETERS.contains(&key)
+            || (key == "channel_binding" && !value.eq_ignore_ascii_case("require"))
+        {
+            tracing::warn!(parameter = key, "the database URL's libpq parameter is not supported by sqlx; ignored");
+            continue;
+        } else if key == "gssencmode" && value.eq_ignore_ascii_case("disable") {
+            continue;
+        } else if UNSUPPORTED_LIBPQ_PARAMETERS.contains(&key) {
             return Err(Failure::Usage(format!(
-                "malformed database URL: unknown parameter `{shown}` (its value is not shown); known: {}",
-                POSTGRES_PARAMETERS.map(|name| if name == "options[" { "options[NAME]" } else { name }).join(", ")
+                "malformed database URL: libpq's `{key}` asks for what this client does not support (its value is \
+                 not shown); remove it, or connect with sslmode=verify-full"
             )));
         }
+        return Err(Failure::Usage(format!(
+            "malformed database URL: its parameter number {} is unknown (neither its name nor its value is shown; a \
+             value holding `&` must be percent-encoded as %26); known: {}",
+            position + 1,
+            POSTGRES_PARAMETERS.map(|name| if name == "options[" { "options[NAME]" } else { name }).join(", ")
+        )));
     }
-    Ok(())
+    if !ssl_mode_given {
+        if let Ok(mode) = std::env::var("PGSSLMODE") {
+            if mode.trim().parse::<sqlx::postgres::PgSslMode>().is_err() {
+                return Err(Failure::Usage(
+                    "PGSSLMODE is not an sslmode (disable, allow, prefer, require, verify-ca, verify-full)".to_owned(),
+                ));
+            }
+        }
+    }
+    Ok(root_cert)
+}
+
+/// `sslmode=require` with a root certificate checks the server's certificate, as libpq does (sqlx would accept any
+/// certificate); `PGSSLMODE` with spaces around it is read as libpq reads it.
+fn verified_as_libpq(options: PgConnectOptions, root_cert: bool) -> Result<PgConnectOptions, Failure> {
+    use sqlx::postgres::PgSslMode;
+    let options = match std::env::var("PGSSLMODE") {
+        Ok(mode) if matches!(options.get_ssl_mode(), PgSslMode::Prefer) && mode.trim() != mode => {
+            options.ssl_mode(mode.trim().parse().unwrap_or(PgSslMode::Prefer))
+        }
+        _ => options,
+    };
+    Ok(if root_cert && matches!(options.get_ssl_mode(), PgSslMode::Require) {
+        options.ssl_mode(PgSslMode::VerifyCa)
+    } else {
+        options
+    })
 }
 
 #[cfg(test)]
@@ -203,7 +284,7 @@ mod tests {
     use crate::Failure;
 
     #[test]
-    fn every_parameter_sqlx_reads_is_taken_and_any_other_is_refused_by_its_name_only() {
+    fn parameters_sqlx_reads_are_taken_libpq_tuning_is_ignored_and_the_rest_refused_without_names_or_values() {
         let base = "postgres://app@127.0.0.1:5432/shop";
         let known = [
             "sslmode=disable",
@@ -229,16 +310,35 @@ mod tests {
         for query in known {
             assert!(matches!(options(Some(&format!("{base}?{query}"))), Ok(Options::Postgres(_))), "{query}");
         }
-        for query in ["sslpassword=hunter2", "sslmdoe=require", "options[x=hunter2", "connect_timeout=hunter2"] {
+        // Parameters of libpq that only tune the connection, and a channel binding that may be done without.
+        for query in
+            ["connect_timeout=10", "target_session_attrs=read-write", "channel_binding=prefer", "gssencmode=disable"]
+        {
+            assert!(matches!(options(Some(&format!("{base}?{query}"))), Ok(Options::Postgres(_))), "{query}");
+        }
+        // Neither a value nor the name of an unknown parameter is shown: the name may be a value's tail.
+        for (query, shown) in [
+            ("sslpassword=hunter2", "libpq's `sslpassword`"),
+            ("channel_binding=require", "libpq's `channel_binding`"),
+            ("sslmdoe=require", "parameter number 2 is unknown"),
+            ("options[x=hunter2", "parameter number 2 is unknown"),
+            ("password=ab&hunter2", "parameter number 3 is unknown"),
+        ] {
             match options(Some(&format!("{base}?sslmode=disable&{query}"))) {
                 Err(Failure::Usage(message)) => {
-                    let key = query.split('=').next().unwrap_or_default();
-                    assert!(message.contains(&format!("unknown parameter `{key}`")), "{message}");
+                    assert!(message.contains(shown), "{message}");
                     assert!(!message.contains("hunter2"), "{message}");
                 }
                 Ok(_) => panic!("{query} was taken"),
                 Err(other) => panic!("{query}: {other:?}"),
             }
+        }
+        // `require` with a CA checks the certificate, as libpq does.
+        match options(Some(&format!("{base}?sslmode=require&sslrootcert=/ca.pem"))) {
+            Ok(Options::Postgres(options)) => {
+                assert!(matches!(options.get_ssl_mode(), sqlx::postgres::PgSslMode::VerifyCa));
+            }
+            _ => panic!("not taken"),
         }
     }
 }

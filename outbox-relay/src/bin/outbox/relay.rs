@@ -175,8 +175,11 @@ where
     }
 }
 
+/// How soon after the first a signal is taken as the same one, sent twice.
+const SAME_SIGNAL: Duration = Duration::from_secs(1);
+
 /// Two tokens: the first cancelled at the first SIGINT or SIGTERM, which stops the wait at start, then the relay
-/// (gracefully); the second at the next one, which ends the relay at once (exit 130): what was in flight is
+/// (gracefully); the second at the next one (a second or more later), which ends the relay at once (exit 130): what was in flight is
 /// published again, as after a crash.
 fn shutdown_on_signal() -> (CancellationToken, CancellationToken) {
     let (shutdown, forced) = (CancellationToken::new(), CancellationToken::new());
@@ -189,8 +192,14 @@ fn shutdown_on_signal() -> (CancellationToken, CancellationToken) {
         }
         tracing::info!("signal received; shutting down (a second signal stops at once)");
         trigger.cancel();
-        if signals.next().await {
-            force.cancel();
+        let first = tokio::time::Instant::now();
+        while signals.next().await {
+            // One Ctrl-C can come twice: to the whole process group and through a wrapper (npm, a shell script)
+            // that passes it on. A second signal within a second of the first is that one.
+            if first.elapsed() >= SAME_SIGNAL {
+                force.cancel();
+                return;
+            }
         }
     });
     (shutdown, forced)
