@@ -92,6 +92,9 @@ async fn a_broker_down_at_start_is_waited_for_with_growing_delays_and_then_gets_
     untouched(&db.pool, 10).await; // nothing is claimed while the broker is away
 
     broker.restart();
+    // A queue declared just before a SIGKILL can be lost, or come back only a while after the broker answers: its
+    // topology is declared again (as a definitions file would), so the events are routed once it is.
+    declare(&broker).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while count(&db.pool, "published").await < 10 {
         assert!(
@@ -102,9 +105,13 @@ async fn a_broker_down_at_start_is_waited_for_with_growing_delays_and_then_gets_
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let attempts: i64 =
-        sqlx::query_scalar("SELECT sum(attempts) FROM outbox_events").fetch_one(&db.pool).await.unwrap();
-    assert_eq!(attempts, 0, "an attempt was spent while the broker was down");
+    // No attempt was spent while the broker was down (checked above); one spent after it came back, before its
+    // queue was there again, says so.
+    let errors: Vec<String> = sqlx::query_scalar("SELECT last_error FROM outbox_events WHERE attempts > 0")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert!(errors.iter().all(|error| error.contains("unroutable")), "{errors:?}");
     assert_eq!(drain(&broker).await, 10);
     let status = relay.terminate().await;
     assert_eq!(status.code(), Some(0), "{}", relay.stderr());
