@@ -164,6 +164,11 @@ impl Handover {
                 })
                 .collect(),
         );
+        // The failed heads first, then the pending rows: an operator's retry that commits between the two reads
+        // then shows its event failed and pending at once, and nothing behind it goes; read the other way round,
+        // the event was in neither, and the events behind it were published before it.
+        let failed = self.failed_heads(shared, store, &aggregates, shutdown).await?;
+        let Some(failed) = failed else { return Ok(false) };
         let Some(read) = database(shutdown, || store.read(&request)).await? else {
             return Ok(false);
         };
@@ -171,8 +176,6 @@ impl Handover {
             self.wake_in(RECHECK);
             return Ok(true);
         }
-        let failed = self.failed_heads(shared, store, &aggregates, shutdown).await?;
-        let Some(failed) = failed else { return Ok(false) };
         let mut rows: BTreeMap<usize, Vec<outbox_core::store::ReadRow>> = BTreeMap::new();
         for row in read.rows {
             rows.entry(row.range).or_default().push(row);
@@ -194,7 +197,9 @@ impl Handover {
                 }
                 continue;
             };
-            if failed_seq.is_some_and(|seq| seq < head.event.seq) {
+            // Behind a failed event; or the failed event itself, retried between the two reads: the next run
+            // sees it pending only.
+            if failed_seq.is_some_and(|seq| seq <= head.event.seq) {
                 self.wake_in(RECHECK);
                 continue;
             }
