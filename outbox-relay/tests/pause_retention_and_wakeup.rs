@@ -204,19 +204,25 @@ async fn listener_pid(db: &TestDatabase) -> Option<i32> {
     .unwrap()
 }
 
-#[tokio::test]
-async fn notify_wakes_the_relay_and_the_listener_reconnects_after_losing_its_connection() {
-    let db = TestDatabase::migrated().await;
-    let recorder = Recorder::new();
-    // Polling every hour: only notifications can get these events out within the test's time.
+/// A relay woken by notifications and polling every hour (only notifications get events out within a test's
+/// time), once it listens and past the reads that follow connecting.
+async fn start_listening(db: &TestDatabase, recorder: &std::sync::Arc<Recorder>) -> common::Running {
     let config = common::config()
         .poll_interval(Duration::from_secs(3600))
         .wakeup(Wakeup::Notify { channel: outbox_core::DEFAULT_CHANNEL.to_owned() })
         .build()
         .unwrap();
-    let relay = start(&db, recorder.for_relay(0), config);
-    wait_until(Duration::from_secs(20), "the relay listens", || async { listener_pid(&db).await.is_some() }).await;
-    tokio::time::sleep(Duration::from_millis(200)).await; // past the claim that follows (re)connecting
+    let relay = start(db, recorder.for_relay(0), config);
+    wait_until(Duration::from_secs(20), "the relay listens", || async { listener_pid(db).await.is_some() }).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    relay
+}
+
+#[tokio::test]
+async fn notify_wakes_the_relay_and_the_listener_reconnects_after_losing_its_connection() {
+    let db = TestDatabase::migrated().await;
+    let recorder = Recorder::new();
+    let relay = start_listening(&db, &recorder).await;
 
     let notifying = Outbox::new().with_notify();
     let mut tx = db.pool.begin().await.unwrap();
@@ -248,15 +254,8 @@ async fn notify_wakes_the_relay_and_the_listener_reconnects_after_losing_its_con
 async fn a_listener_that_reconnects_wakes_the_relay_for_the_notifications_it_missed() {
     let db = TestDatabase::migrated().await;
     let recorder = Recorder::new();
-    let config = common::config()
-        .poll_interval(Duration::from_secs(3600))
-        .wakeup(Wakeup::Notify { channel: outbox_core::DEFAULT_CHANNEL.to_owned() })
-        .build()
-        .unwrap();
-    let relay = start(&db, recorder.for_relay(0), config);
-    wait_until(Duration::from_secs(20), "the relay listens", || async { listener_pid(&db).await.is_some() }).await;
-    tokio::time::sleep(Duration::from_millis(500)).await; // past the reads that follow connecting
-                                                          // Written without a notification, as one sent while the listener was away is lost.
+    let relay = start_listening(&db, &recorder).await;
+    // Written without a notification, as one sent while the listener was away is lost.
     enqueue(&db.pool, &[event("missed", 0)]).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(recorder.count(), 0, "published without a wake-up");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::store::{PgStore, SqliteStore, Store};
-use sqlx::postgres::PgConnectOptions;
+use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{PgPool, SqlitePool};
 
@@ -138,9 +138,9 @@ pub(crate) fn options(database_url: Option<&str>) -> Result<Options, Failure> {
     let scheme = url.split_once(':').map(|(scheme, _)| scheme.to_ascii_lowercase());
     match scheme.as_deref() {
         Some("postgres" | "postgresql") if url.contains("://") => {
-            let root_cert = known_parameters_only(url)?;
+            let (root_cert, env_mode) = known_parameters_only(url)?;
             let options = url.parse::<PgConnectOptions>().map_err(malformed)?;
-            Ok(Options::Postgres(verified_as_libpq(options, root_cert)?))
+            Ok(Options::Postgres(verified_as_libpq(options, root_cert, env_mode)))
         }
         Some("sqlite") => SqliteConnectOptions::from_str(url)
             .map(|options| {
@@ -214,9 +214,10 @@ const UNSUPPORTED_LIBPQ_PARAMETERS: [&str; 8] = [
 /// `sslcrl`, `gssencmode=require`, `channel_binding=require`, ...) is refused, as is any other, so that a misspelt
 /// `sslmdoe=require` does not connect without what it asks for. Values are never printed (sqlx would log them at
 /// WARN, and `sslpassword` is a secret), nor the names of unknown parameters (a value with an unencoded `&` makes
-/// its tail a name). Returns whether a root certificate is given (the URL's `sslrootcert`, or `PGSSLROOTCERT`).
-fn known_parameters_only(url: &str) -> Result<bool, Failure> {
-    let Ok(parsed) = url::Url::parse(url) else { return Ok(false) }; // sqlx's parse reports it
+/// its tail a name). Returns whether a root certificate is given (the URL's `sslrootcert`, or `PGSSLROOTCERT`), and
+/// `PGSSLMODE`'s mode when the URL gives none.
+fn known_parameters_only(url: &str) -> Result<(bool, Option<PgSslMode>), Failure> {
+    let Ok(parsed) = url::Url::parse(url) else { return Ok((false, None)) }; // sqlx's parse reports it
     let mut root_cert = std::env::var_os("PGSSLROOTCERT").is_some_and(|value| !value.is_empty());
     let mut ssl_mode_given = false;
     for (position, (key, value)) in parsed.query_pairs().enumerate() {
@@ -249,33 +250,29 @@ fn known_parameters_only(url: &str) -> Result<bool, Failure> {
             POSTGRES_PARAMETERS.map(|name| if name == "options[" { "options[NAME]" } else { name }).join(", ")
         )));
     }
-    if !ssl_mode_given {
-        if let Ok(mode) = std::env::var("PGSSLMODE") {
-            if mode.trim().parse::<sqlx::postgres::PgSslMode>().is_err() {
-                return Err(Failure::Usage(
-                    "PGSSLMODE is not an sslmode (disable, allow, prefer, require, verify-ca, verify-full)".to_owned(),
-                ));
-            }
-        }
-    }
-    Ok(root_cert)
+    let env_mode = match std::env::var("PGSSLMODE") {
+        Ok(mode) if !ssl_mode_given => Some(mode.trim().parse::<PgSslMode>().map_err(|_| {
+            Failure::Usage(
+                "PGSSLMODE is not an sslmode (disable, allow, prefer, require, verify-ca, verify-full)".to_owned(),
+            )
+        })?),
+        _ => None,
+    };
+    Ok((root_cert, env_mode))
 }
 
-/// `sslmode=require` with a root certificate checks the server's certificate, as libpq does (sqlx would accept any
-/// certificate); `PGSSLMODE` with spaces around it is read as libpq reads it.
-fn verified_as_libpq(options: PgConnectOptions, root_cert: bool) -> Result<PgConnectOptions, Failure> {
-    use sqlx::postgres::PgSslMode;
-    let options = match std::env::var("PGSSLMODE") {
-        Ok(mode) if matches!(options.get_ssl_mode(), PgSslMode::Prefer) && mode.trim() != mode => {
-            options.ssl_mode(mode.trim().parse().unwrap_or(PgSslMode::Prefer))
-        }
-        _ => options,
+/// `PGSSLMODE` as libpq reads it (spaces around it too, where sqlx falls back to `prefer`), and `sslmode=require`
+/// with a root certificate checking the server's certificate, as libpq does (sqlx would accept any certificate).
+fn verified_as_libpq(options: PgConnectOptions, root_cert: bool, env_mode: Option<PgSslMode>) -> PgConnectOptions {
+    let options = match env_mode {
+        Some(mode) => options.ssl_mode(mode),
+        None => options,
     };
-    Ok(if root_cert && matches!(options.get_ssl_mode(), PgSslMode::Require) {
+    if root_cert && matches!(options.get_ssl_mode(), PgSslMode::Require) {
         options.ssl_mode(PgSslMode::VerifyCa)
     } else {
         options
-    })
+    }
 }
 
 #[cfg(test)]
