@@ -80,7 +80,7 @@ impl RelayConfig {
     /// The shortest allowed lease.
     pub const MIN_LEASE: Duration = Duration::from_millis(100);
 
-    /// A builder with the defaults: batches of up to 1000, 2 lanes, 20ms idle poll interval, 10s lease, 10
+    /// A builder with the defaults: batches of up to 2000, 2 lanes, 20ms idle poll interval, 10s lease, 10
     /// attempts, [`Backoff::default`], ordering by aggregate, polling, no retention, 10s shutdown, 60s publish
     /// timeout.
     #[must_use]

@@ -114,6 +114,16 @@ async fn a_broker_killed_mid_run_and_restarted_loses_nothing() {
 }
 
 #[tokio::test]
+async fn a_broker_down_for_longer_than_every_attempt_lasts_sends_nothing_to_failed_and_uses_up_no_attempt() {
+    let broker = Broker::start(Kind::Nats);
+    create_stream(&broker).await;
+    let db = TestDatabase::migrated().await;
+    let sent = broker_support::ride_out_an_outage(&db, &broker, publisher(&broker)).await;
+    let received = consume_all(&broker).await;
+    check(&sent, &received, SPELLING, false);
+}
+
+#[tokio::test]
 async fn an_event_published_twice_is_stored_once() {
     let broker = Broker::start(Kind::Nats);
     create_stream(&broker).await;

@@ -71,6 +71,14 @@ async fn relay_publishes_1000_events_with_cloudevents_fields_in_aggregate_order(
 }
 
 #[tokio::test]
+async fn a_server_down_for_longer_than_every_attempt_lasts_sends_nothing_to_failed_and_uses_up_no_attempt() {
+    let broker = Broker::start(Kind::Redis);
+    let db = TestDatabase::migrated().await;
+    let sent = broker_support::ride_out_an_outage(&db, &broker, publisher(&broker)).await;
+    check(&sent, &consume_all(&broker).await, SPELLING, false);
+}
+
+#[tokio::test]
 async fn a_server_killed_mid_run_and_restarted_loses_nothing() {
     let broker = Broker::start(Kind::Redis);
     let db = TestDatabase::migrated().await;

@@ -76,7 +76,11 @@ async fn batches_in_flight(db: &TestDatabase) -> i64 {
 }
 
 fn on_crash(event: &CrashedEvent) -> SettleOutcome {
-    SettleOutcome::Retry { error: format!("relay died (attempt {})", event.attempts + 1), delay: Duration::ZERO }
+    SettleOutcome::Retry {
+        error: format!("relay died (attempt {})", event.attempts + 1),
+        delay: Duration::ZERO,
+        counted: true,
+    }
 }
 
 /// Every partition of `relay`'s membership, read in full.

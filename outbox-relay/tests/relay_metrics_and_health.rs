@@ -1,9 +1,9 @@
 //! The real `outbox relay --metrics-addr` binary: `/metrics` counts what it published and what failed (by kind),
 //! its backlog gauges and `outbox status` show the same numbers from a statement on the partial indexes, logs
 //! never carry a sensitive value even at trace level, the commit-to-publish lag counts from the commit,
-//! `/readyz` turns unready when the database stops, `/healthz` answers and `/readyz` says what the relay waits for
-//! during its start-up waits, and the WAL source's slot gauges grow while events wait and fall back once they are
-//! published.
+//! `/readyz` turns unready when the database stops or the relay's heartbeat cannot get through, `/healthz`
+//! answers and `/readyz` says what the relay waits for during its start-up waits, and the WAL source's slot gauges
+//! grow while events wait and fall back once they are published.
 
 mod common;
 
@@ -379,6 +379,31 @@ async fn readyz_turns_unready_while_the_database_is_stopped() {
     server.start_again().unwrap();
     // The listener reconnects with backoff (at most 30s between tries).
     wait_until(Duration::from_secs(60), "/readyz is 200 again", ready(200)).await;
+}
+
+#[tokio::test]
+async fn readyz_turns_unready_while_the_relays_heartbeat_cannot_get_through_though_the_database_answers() {
+    let db = TestDatabase::migrated().await;
+    let dir = tempfile::Builder::new().prefix("outbox-ready-beat-sink-").tempdir().unwrap();
+    let sink = format!("file:{}", dir.path().join("events.jsonl").display());
+    let mut relay = ServingRelay::start(&db.url, &sink, &["--lease", "1s"], &[("OUTBOX_LOG", "warn")]);
+    relay.wait_until_serving().await;
+    let ready = |want: u16| {
+        let relay = &relay;
+        move || async move { relay.get("/readyz").await.is_some_and(|(code, _)| code == want) }
+    };
+    wait_until(Duration::from_secs(20), "/readyz is 200", ready(200)).await;
+    // The heartbeat writes `outbox_relays`; this lock holds it back while every other statement goes on (the
+    // pause flag `/readyz` reads included).
+    let mut lock = db.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE outbox_relays IN EXCLUSIVE MODE").execute(&mut *lock).await.unwrap();
+    wait_until(Duration::from_secs(20), "/readyz is 503 while no heartbeat gets through", ready(503)).await;
+    let (_, reason) = relay.get("/readyz").await.unwrap();
+    assert!(reason.contains("heartbeat"), "{reason}");
+    assert_eq!(relay.get("/healthz").await.unwrap().0, 200, "the process is alive");
+    lock.commit().await.unwrap();
+    wait_until(Duration::from_secs(20), "/readyz is 200 again once a heartbeat got through", ready(200)).await;
+    assert!(relay.process.is_running(), "{}", relay.output());
 }
 
 #[tokio::test]

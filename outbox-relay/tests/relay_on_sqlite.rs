@@ -34,16 +34,21 @@ impl OutboxEvent for Step {
     }
 }
 
-/// A sink that records what it received, fails some events transiently (once each) or for good.
+/// A sink that records what it received, fails some events transiently (once each) or for good, and reports its
+/// destination unreachable while `unreachable` is set (as a broker publisher does without a connection).
 #[derive(Clone, Default)]
 struct Recorder {
     seen: Arc<Mutex<Vec<(String, u32)>>>,
     fail_once: Arc<Mutex<HashSet<Uuid>>>,
     permanent: Arc<Mutex<HashSet<Uuid>>>,
+    unreachable: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Publisher for Recorder {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        if self.unreachable.load(std::sync::atomic::Ordering::SeqCst) {
+            return vec![Outcome::unavailable("connection refused (reconnecting)"); batch.len()];
+        }
         batch
             .iter()
             .map(|message| {
@@ -170,6 +175,42 @@ async fn sqlite_transient_failure_is_retried_and_permanent_failure_blocks_only_i
 }
 
 #[tokio::test]
+async fn sqlite_an_unreachable_destination_uses_up_no_attempt_and_sends_nothing_to_failed() {
+    let db = TestDatabase::migrated().await;
+    enqueue_interleaved(&db.pool, 4, 3).await;
+    let recorder = Recorder::default();
+    recorder.unreachable.store(true, std::sync::atomic::Ordering::SeqCst);
+    // One attempt: any counted failure would send the event to `failed` at once.
+    let (stop, running) = start(&db, &recorder, config().max_attempts(1).build().unwrap());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let tried: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM outbox_events WHERE last_error LIKE 'connection refused%'")
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+        if tried == 4 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{tried} of 4 heads tried within 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (failed, attempted): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE attempts > 0) FROM outbox_events",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((failed, attempted), (0, 0), "(failed, attempted) while the destination is unreachable");
+    recorder.unreachable.store(false, std::sync::atomic::Ordering::SeqCst);
+    wait_for(&db.pool, "published", 12).await;
+    stop.cancel();
+    running.await.unwrap();
+    assert_eq!(recorder.seen.lock().unwrap().len(), 12);
+}
+
+#[tokio::test]
 async fn sqlite_pause_stops_claiming_until_resumed() {
     let db = TestDatabase::migrated().await;
     let store = SqliteStore::new(db.pool.clone());
@@ -218,7 +259,11 @@ async fn sqlite_a_batch_whose_settle_failed_is_no_longer_recorded_once_its_event
 }
 
 fn on_crash(event: &CrashedEvent) -> SettleOutcome {
-    SettleOutcome::Retry { error: format!("relay died (attempt {})", event.attempts + 1), delay: Duration::ZERO }
+    SettleOutcome::Retry {
+        error: format!("relay died (attempt {})", event.attempts + 1),
+        delay: Duration::ZERO,
+        counted: true,
+    }
 }
 
 /// An event cancelled between the relay's read and its batch's record is not recorded: the relay reads again.

@@ -58,7 +58,7 @@ pub use inspect::{
 };
 pub use membership::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionLease, PartitionStart};
 pub use read::{AggregateKey, BlockedAggregate, Ordering, ReadBatch, ReadRange, ReadRow, RowVersion, Snapshot};
-pub(crate) use settle::short_error;
+pub(crate) use settle::{retry_name, short_error};
 pub use settle::{SettleBatch, SettleOutcome, SettleReport, Settlement};
 pub use source::{PendingById, SlotStatus, Source, SourceSwitch, WalState, SOURCE_SWITCH_LOCK, WAL_LEADER_LOCK_CLASS};
 pub use status::{EventStatus, UnknownStatus};

@@ -11,12 +11,16 @@ use super::read::RowVersion;
 pub enum SettleOutcome {
     /// Published: mark it so (or delete it, with immediate retention).
     Published,
-    /// A transient failure: count the attempt, record the error, try again after `delay`.
+    /// A transient failure: count the attempt (unless `counted` is false), record the error, try again after
+    /// `delay`.
     Retry {
         /// A short description of the failure; never the payload.
         error: String,
         /// How long to wait before the next attempt.
         delay: Duration,
+        /// Whether the failure counts as an attempt: false when the destination could not be reached at all (the
+        /// event itself was never tried), so an outage does not use up the attempts that lead to `failed`.
+        counted: bool,
     },
     /// A permanent failure or the last allowed attempt: count the attempt, record the error, mark it `failed`.
     Failed {
@@ -108,6 +112,15 @@ pub struct SettleReport {
 
 /// Errors are stored short: enough to diagnose, never a payload dump.
 pub(crate) const MAX_ERROR_CHARS: usize = 500;
+
+/// The outcome name of a retry, as the settle statements read it: `postponed` counts no attempt.
+pub(crate) fn retry_name(counted: bool) -> &'static str {
+    if counted {
+        "retry"
+    } else {
+        "postponed"
+    }
+}
 
 /// `error`, cut to [`MAX_ERROR_CHARS`] characters on a character boundary, with each NUL character replaced by
 /// U+FFFD: PostgreSQL's `text` refuses NUL, and a settle refused for it would publish its batch again, for ever.

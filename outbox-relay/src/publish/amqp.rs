@@ -635,7 +635,7 @@ impl Publisher for AmqpPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let link = match self.link.get(|| self.reconnect()).await {
             Ok(link) => link,
-            Err(error) => return vec![Outcome::transient(error); batch.len()],
+            Err(error) => return vec![Outcome::unavailable(error); batch.len()],
         };
         let all: Vec<&Message> = batch.iter().collect();
         let (mut outcomes, failure) = self.publish_on(&link, &all).await;
@@ -660,7 +660,7 @@ impl Publisher for AmqpPublisher {
             let link = match self.link.get(|| self.reconnect()).await {
                 Ok(link) => link,
                 Err(error) => {
-                    outcomes[index] = Some(Outcome::transient(error));
+                    outcomes[index] = Some(Outcome::unavailable(error));
                     continue;
                 }
             };

@@ -266,12 +266,31 @@ impl Message {
 pub struct PublishError {
     message: String,
     retry_after: Option<Duration>,
+    unavailable: bool,
 }
 
 impl PublishError {
     /// An error with this description.
     pub fn new(message: impl fmt::Display) -> Self {
-        Self { message: message.to_string(), retry_after: None }
+        Self { message: message.to_string(), retry_after: None, unavailable: false }
+    }
+
+    /// The destination could not be reached at all (no connection, the connection lost before the message went
+    /// out, a reconnect backing off): nothing about the message itself failed. Given as a transient failure, it
+    /// does not count as an attempt while nothing else gets through either, so an outage longer than the
+    /// attempts last sends no event to `failed`; the relay backs off and tries again. A failure that could be
+    /// the message's own (a refusal, a timeout waiting for the broker's answer) is not one.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use outbox_relay::{Outcome, PublishError};
+    ///
+    /// let down = Outcome::Transient(PublishError::unavailable("connection refused"));
+    /// assert!(matches!(&down, Outcome::Transient(error) if error.is_unavailable()));
+    /// ```
+    pub fn unavailable(message: impl fmt::Display) -> Self {
+        Self { unavailable: true, ..Self::new(message) }
     }
 
     /// The same error with the wait the broker asked for (an HTTP `Retry-After`, a throttling hint). The relay
@@ -303,6 +322,12 @@ impl PublishError {
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
+
+    /// Whether the destination could not be reached at all ([`PublishError::unavailable`]).
+    #[must_use]
+    pub fn is_unavailable(&self) -> bool {
+        self.unavailable
+    }
 }
 
 impl fmt::Display for PublishError {
@@ -319,7 +344,8 @@ pub enum Outcome {
     /// The broker has it. The relay marks the event published.
     Published,
     /// A failure that may pass (broker down, timeout, throttled): the relay retries after a backoff, until the
-    /// attempts run out.
+    /// attempts run out (a destination that could not be reached at all, [`PublishError::unavailable`], uses up
+    /// no attempt while nothing else gets through).
     Transient(PublishError),
     /// A failure that retrying cannot fix (payload rejected, message too large, contract broken): the event goes
     /// to `failed` at once and is logged as an error.
@@ -335,6 +361,11 @@ impl Outcome {
     /// A permanent failure described by `message`.
     pub fn permanent(message: impl fmt::Display) -> Self {
         Self::Permanent(PublishError::new(message))
+    }
+
+    /// A transient failure because the destination could not be reached at all ([`PublishError::unavailable`]).
+    pub fn unavailable(message: impl fmt::Display) -> Self {
+        Self::Transient(PublishError::unavailable(message))
     }
 
     /// The wait a transient failure asks for before the next attempt ([`PublishError::retry_after`]); `None`

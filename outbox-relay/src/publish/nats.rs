@@ -607,10 +607,10 @@ impl Publisher for NatsPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let (client, context) = match self.context.get(|| self.reconnect()).await {
             Ok(connected) => connected,
-            Err(error) => return vec![Outcome::transient(error); batch.len()],
+            Err(error) => return vec![Outcome::unavailable(error); batch.len()],
         };
         if client.connection_state() != async_nats::connection::State::Connected {
-            return vec![Outcome::transient("NATS connection lost (reconnecting)"); batch.len()];
+            return vec![Outcome::unavailable("NATS connection lost (reconnecting)"); batch.len()];
         }
         // Send every message first (in order, over one connection), then wait for the acknowledgements.
         let mut pending = Vec::with_capacity(batch.len());

@@ -389,18 +389,19 @@ impl Publisher for RedisPublisher {
         }
         if !sent.is_empty() {
             let results = match self.connection.get(|| self.reconnect()).await {
-                Err(error) => Err(error),
+                // No connection: nothing was sent.
+                Err(error) => Err(Outcome::unavailable(error)),
                 Ok(mut connection) => {
                     let query = pipe.query_async::<Vec<redis::RedisResult<redis::Value>>>(&mut connection);
                     match tokio::time::timeout(self.timeout, query).await {
                         Ok(Ok(results)) => Ok(results),
                         Ok(Err(error)) => {
                             self.connection.reset().await;
-                            Err(format!("Redis pipeline failed: {}", describe(&error)))
+                            Err(Outcome::transient(format!("Redis pipeline failed: {}", describe(&error))))
                         }
                         Err(_) => {
                             self.connection.reset().await;
-                            Err("Redis timed out".to_owned())
+                            Err(Outcome::transient("Redis timed out"))
                         }
                     }
                 }
@@ -416,9 +417,9 @@ impl Publisher for RedisPublisher {
                         });
                     }
                 }
-                Err(error) => {
+                Err(outcome) => {
                     for index in sent {
-                        outcomes[index] = Some(Outcome::transient(&error));
+                        outcomes[index] = Some(outcome.clone());
                     }
                 }
             }

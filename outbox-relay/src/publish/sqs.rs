@@ -389,7 +389,8 @@ where
 fn outcome_of(error: &SdkError<SendMessageBatchError>) -> Outcome {
     match error {
         SdkError::TimeoutError(_) => Outcome::transient("SQS timed out"),
-        SdkError::DispatchFailure(_) => Outcome::transient(format!("cannot reach SQS: {}", innermost(error))),
+        // The request could not be sent (no connection, a DNS or TLS failure).
+        SdkError::DispatchFailure(_) => Outcome::unavailable(format!("cannot reach SQS: {}", innermost(error))),
         SdkError::ResponseError(_) => Outcome::transient("SQS sent an unreadable response"),
         SdkError::ServiceError(service) => {
             let error = service.err();

@@ -138,6 +138,10 @@ impl WebhookPublisher {
                 }
             }
             Err(error) if error.is_timeout() => Outcome::transient("webhook timed out"),
+            // No connection to the receiver: the request never went out.
+            Err(error) if error.is_connect() => {
+                Outcome::unavailable(format!("webhook request failed: {}", describe(error)))
+            }
             Err(error) => Outcome::transient(format!("webhook request failed: {}", describe(error))),
         }
     }

@@ -150,7 +150,13 @@ pub(crate) async fn publish(shared: &Shared, items: &mut [Item]) -> Published {
         if ready.is_empty() {
             continue;
         }
+        let start = shared.destination.call_starts();
         let outcomes = call(shared, batch).await;
+        let outage = shared.destination.call_ended(
+            start,
+            outcomes.contains(&Outcome::Published),
+            outcomes.iter().any(|outcome| matches!(outcome, Outcome::Transient(error) if error.is_unavailable())),
+        );
         for (index, item) in ready.iter().enumerate() {
             if ordering == Ordering::Aggregate && blocked.contains(&item.aggregate) {
                 // An earlier event of its aggregate failed in this call: not settled, read again with it.
@@ -163,7 +169,7 @@ pub(crate) async fn publish(shared: &Shared, items: &mut [Item]) -> Published {
                     ready.len()
                 ))
             });
-            let settled = settle_outcome(shared, item, outcome);
+            let settled = settle_outcome(shared, item, outcome, outage);
             if settled != SettleOutcome::Published {
                 hold_back(&mut done, &mut blocked, item, ordering, &settled);
             }
@@ -214,7 +220,9 @@ async fn call(shared: &Shared, messages: Vec<Message>) -> Vec<Outcome> {
     }
 }
 
-fn settle_outcome(shared: &Shared, item: &Item, outcome: Outcome) -> SettleOutcome {
+/// The settlement of `item`'s `outcome`, from a call that was the `outage`th in a row to reach nothing (`None`: the
+/// destination was reached).
+fn settle_outcome(shared: &Shared, item: &Item, outcome: Outcome, outage: Option<u32>) -> SettleOutcome {
     let attempts = item.attempts + 1;
     let retry_after = outcome.retry_after();
     let (error, permanent) = match outcome {
@@ -222,10 +230,26 @@ fn settle_outcome(shared: &Shared, item: &Item, outcome: Outcome) -> SettleOutco
         Outcome::Permanent(error) => (error, true),
         Outcome::Transient(error) => (error, false),
     };
-    let settled =
-        retry::after_failure_waiting(&shared.config, item.attempts, error.message().to_owned(), permanent, retry_after);
+    let settled = match outage {
+        Some(outage) if error.is_unavailable() => {
+            retry::while_unreachable(&shared.config, outage, error.message().to_owned(), retry_after)
+        }
+        _ => retry::after_failure_waiting(
+            &shared.config,
+            item.attempts,
+            error.message().to_owned(),
+            permanent,
+            retry_after,
+        ),
+    };
     crate::telemetry::record_failure(&item.event_type, &settled);
-    if let SettleOutcome::Retry { delay, .. } = &settled {
+    if let SettleOutcome::Retry { delay, counted: false, .. } = &settled {
+        tracing::warn!(
+            event_id = %item.id, event_type = %item.event_type, aggregate_id = %item.aggregate.1,
+            attempts = item.attempts, retry_in = ?delay, error = %error,
+            "the destination is unreachable; will retry (no attempt counted)"
+        )
+    } else if let SettleOutcome::Retry { delay, .. } = &settled {
         tracing::warn!(
             event_id = %item.id, event_type = %item.event_type, aggregate_id = %item.aggregate.1,
             attempts, retry_in = ?delay, error = %error, "publish failed; will retry"

@@ -15,6 +15,7 @@ use super::retry;
 use super::shared::Shared;
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
+use crate::telemetry::MembershipWatch;
 
 /// What the lanes read from the membership.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -140,6 +141,8 @@ pub(crate) struct Members {
     handover: Arc<Handover>,
     ownership: watch::Sender<Ownership>,
     host: String,
+    /// What `/readyz` learns of this membership.
+    watch: MembershipWatch,
 }
 
 impl Members {
@@ -150,7 +153,7 @@ impl Members {
             std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".to_owned()),
             std::process::id()
         );
-        (Self { shared, handover, ownership, host }, receiver)
+        (Self { shared, handover, ownership, host, watch: MembershipWatch::new() }, receiver)
     }
 
     /// One heartbeat; `take` is false while the relay shuts down.
@@ -183,6 +186,7 @@ impl Members {
         }
         self.publish(&membership);
         self.handover.beat_got_through(sent);
+        self.watch.renewed(sent.into_std() + config.lease);
         Ok(membership)
     }
 

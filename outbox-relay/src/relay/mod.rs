@@ -8,6 +8,7 @@
 //! - [`shared`]: what the relay's tasks share; [`summary`]: the totals of a run.
 
 pub(crate) mod batch;
+mod destination;
 mod lane;
 mod membership;
 mod partition;
@@ -59,7 +60,15 @@ impl Relay {
 
     fn from_parts(store: Arc<dyn Store>, publisher: Arc<dyn ErasedPublisher>, config: RelayConfig) -> Self {
         let publisher = Arc::new(crate::telemetry::Instrumented::new(publisher));
-        Self { shared: Arc::new(Shared { store, publisher, config, relay: Uuid::now_v7() }) }
+        Self {
+            shared: Arc::new(Shared {
+                store,
+                publisher,
+                config,
+                relay: Uuid::now_v7(),
+                destination: Default::default(),
+            }),
+        }
     }
 
     /// The relay's id: the owner of the partitions it holds.

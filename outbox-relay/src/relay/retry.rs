@@ -28,8 +28,28 @@ pub(crate) fn after_failure_waiting(
         return SettleOutcome::Failed { error: format!("gave up after {attempts} attempts: {error}") };
     }
     let backoff = config.backoff.delay(attempts - 1);
-    let delay = retry_after.map_or(backoff, |asked| backoff.max(asked.min(config.backoff.max())));
-    SettleOutcome::Retry { error, delay }
+    SettleOutcome::Retry { error, delay: waiting(config, backoff, retry_after), counted: true }
+}
+
+/// The outcome of an attempt that could not reach the destination at all, in the `outage`th call in a row that
+/// reached nothing: no attempt counted, a retry after the backoff of the outage's length (at least `retry_after`).
+pub(crate) fn while_unreachable(
+    config: &RelayConfig,
+    outage: u32,
+    error: String,
+    retry_after: Option<std::time::Duration>,
+) -> SettleOutcome {
+    let backoff = config.backoff.delay(outage.saturating_sub(1));
+    SettleOutcome::Retry { error, delay: waiting(config, backoff, retry_after), counted: false }
+}
+
+/// `backoff`, or the wait the receiver asked for if longer, up to the backoff's maximum.
+fn waiting(
+    config: &RelayConfig,
+    backoff: std::time::Duration,
+    retry_after: Option<std::time::Duration>,
+) -> std::time::Duration {
+    retry_after.map_or(backoff, |asked| backoff.max(asked.min(config.backoff.max())))
 }
 
 #[cfg(test)]
@@ -47,6 +67,22 @@ mod tests {
         let last = after_failure(&config, 2, "boom".into(), false);
         assert_eq!(last, SettleOutcome::Failed { error: "gave up after 3 attempts: boom".into() });
         assert_eq!(after_failure(&config, 0, "no".into(), true), SettleOutcome::Failed { error: "no".into() });
+    }
+
+    #[test]
+    fn an_unreachable_destination_counts_no_attempt_and_backs_off_by_the_outage() {
+        use std::time::Duration;
+        let config = RelayConfig::builder()
+            .max_attempts(1)
+            .backoff(Duration::from_millis(100), Duration::from_secs(1))
+            .build()
+            .unwrap();
+        for outage in [1, 2, 10, u32::MAX] {
+            match super::while_unreachable(&config, outage, "refused".into(), None) {
+                SettleOutcome::Retry { counted: false, delay, .. } => assert!(delay <= Duration::from_secs(1)),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

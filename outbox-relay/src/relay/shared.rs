@@ -5,6 +5,7 @@ use std::sync::Arc;
 use outbox_core::store::Store;
 use uuid::Uuid;
 
+use super::destination::Destination;
 use crate::config::RelayConfig;
 use crate::publish::ErasedPublisher;
 
@@ -14,4 +15,6 @@ pub(crate) struct Shared {
     pub(crate) publisher: Arc<dyn ErasedPublisher>,
     pub(crate) config: RelayConfig,
     pub(crate) relay: Uuid,
+    /// Whether the publisher's destination is reachable, as the lanes' calls found it.
+    pub(crate) destination: Destination,
 }

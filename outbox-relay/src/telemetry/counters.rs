@@ -145,7 +145,10 @@ mod tests {
             record(&batch, &outcomes, now);
             // Failures count where the relay decides what they lead to, not here.
             record_failure("b.done", &SettleOutcome::Failed { error: "no".into() });
-            record_failure("b.done", &SettleOutcome::Retry { error: "timed out".into(), delay: Default::default() });
+            record_failure(
+                "b.done",
+                &SettleOutcome::Retry { error: "timed out".into(), delay: Default::default(), counted: true },
+            );
             record_failure("b.done", &SettleOutcome::Published);
         });
         let mut seen = std::collections::BTreeMap::new();

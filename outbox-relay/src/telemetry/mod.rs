@@ -30,6 +30,7 @@ mod counters;
 mod families;
 mod gauges;
 mod health;
+mod memberships;
 pub mod names;
 #[cfg(feature = "otel")]
 mod trace;
@@ -41,6 +42,8 @@ pub use families::describe_and_zero;
 pub(crate) use gauges::{refresh_backlog, set_paused};
 pub use health::listeners_connected;
 pub(crate) use health::WatchedListener;
+pub use memberships::memberships_current;
+pub(crate) use memberships::MembershipWatch;
 
 /// How often a running relay refreshes its backlog gauges.
 pub const BACKLOG_REFRESH: Duration = Duration::from_secs(5);

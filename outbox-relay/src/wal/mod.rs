@@ -118,7 +118,13 @@ impl WalRelay {
         let publisher: Arc<dyn crate::publish::ErasedPublisher> =
             Arc::new(crate::telemetry::Instrumented::new(Arc::new(publisher)));
         let store = PgStore::new(pool);
-        let shared = Arc::new(Shared { store: Arc::new(store.clone()), publisher, config, relay: Uuid::now_v7() });
+        let shared = Arc::new(Shared {
+            store: Arc::new(store.clone()),
+            publisher,
+            config,
+            relay: Uuid::now_v7(),
+            destination: Default::default(),
+        });
         let slot = replication::default_slot(&target.database);
         Ok(Self { shared, store, target, options, slot, retry_in_place: DEFAULT_RETRY_IN_PLACE })
     }

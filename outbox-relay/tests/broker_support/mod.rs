@@ -331,3 +331,51 @@ pub fn check_described(described: &Described, received: &Received) {
     }
     assert_eq!(received.headers.get("tenant").map(String::as_str), Some("acme"), "the custom header arrives");
 }
+
+/// A broker outage longer than every attempt lasts: the broker (`kill`ed here) is down when the relay starts, which
+/// has two attempts per event retried within 50 ms; without the outage rule every event would be `failed` within
+/// a second. Checks that none is, and that no attempt was counted, for as long as the broker stays down (the
+/// relay keeps trying: each head records the error); then `restart`s the broker, waits until every event is
+/// published and returns the events sent.
+pub async fn ride_out_an_outage(
+    db: &TestDatabase,
+    broker: &outbox_tests::brokers::Broker,
+    publisher: impl Publisher,
+) -> Vec<Sent> {
+    broker.kill();
+    let sent = enqueue(&db.pool, 20, 5).await;
+    let config = config_builder()
+        .max_attempts(2)
+        .backoff(Duration::from_millis(10), Duration::from_millis(50))
+        .build()
+        .expect("config");
+    let relay = start(db, publisher, config);
+    let tried = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_events WHERE last_error IS NOT NULL")
+            .fetch_one(&db.pool)
+            .await
+            .expect("count")
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tried().await < 20 {
+        assert!(tokio::time::Instant::now() < deadline, "the relay did not try every aggregate's head within 30 s");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // Many more tries than the two attempts allow.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let unused_attempts = || async {
+        let (failed, attempted): (i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE attempts > 0) FROM outbox_events",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .expect("counts");
+        assert_eq!((failed, attempted), (0, 0), "(failed events, events with an attempt counted) during the outage");
+    };
+    unused_attempts().await;
+    broker.restart();
+    wait_for(&db.pool, "published", sent.len() as i64, Duration::from_secs(120)).await;
+    relay.stop().await;
+    unused_attempts().await;
+    sent
+}

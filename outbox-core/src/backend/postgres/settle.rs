@@ -4,15 +4,15 @@ use sqlx::{PgPool, Row};
 
 use super::fence::{held_leases, in_held_partition, lease_arrays};
 use crate::error::Result;
-use crate::store::{short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
+use crate::store::{retry_name, short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
 
-/// The `SET` clause of a failed attempt of row `e` with settlement `s`: an attempt counted, the error kept, and
-/// either `failed` or a retry after `s.delay_secs`.
+/// The `SET` clause of a failed attempt of row `e` with settlement `s`: an attempt counted (not for `postponed`:
+/// the destination could not be reached), the error kept, and either `failed` or a retry after `s.delay_secs`.
 macro_rules! failure_set {
     () => {
         "   SET status = CASE s.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
-       attempts = e.attempts + 1,
-       next_attempt_at = CASE WHEN s.outcome = 'retry' THEN now() + make_interval(secs => s.delay_secs)
+       attempts = e.attempts + CASE s.outcome WHEN 'postponed' THEN 0 ELSE 1 END,
+       next_attempt_at = CASE WHEN s.outcome IN ('retry', 'postponed') THEN now() + make_interval(secs => s.delay_secs)
                               ELSE e.next_attempt_at END,
        last_error = s.error
 "
@@ -219,7 +219,9 @@ pub(super) fn columns(settlements: &[Settlement]) -> Columns {
     for settlement in settlements {
         let (outcome, error, delay) = match &settlement.outcome {
             SettleOutcome::Published => ("published", None, 0.0),
-            SettleOutcome::Retry { error, delay } => ("retry", Some(short_error(error)), delay.as_secs_f64()),
+            SettleOutcome::Retry { error, delay, counted } => {
+                (retry_name(*counted), Some(short_error(error)), delay.as_secs_f64())
+            }
             SettleOutcome::Failed { error } => ("failed", Some(short_error(error)), 0.0),
         };
         columns.ids.push(settlement.id);
@@ -280,7 +282,7 @@ pub(super) fn report(rows: &[sqlx::postgres::PgRow], settled: usize) -> Result<S
         let n = row.try_get::<i64, _>("n")?.unsigned_abs();
         match outcome.as_str() {
             "published" => report.published = n,
-            "retry" => report.retried = n,
+            "retry" | "postponed" => report.retried += n,
             _ => report.failed = n,
         }
     }

@@ -161,7 +161,8 @@ where
         attempts.push(i32::try_from(event.attempts).unwrap_or(i32::MAX));
         let (name, delay, error) = match outcome {
             None | Some(SettleOutcome::Published) => ("held", 0.0, None),
-            Some(SettleOutcome::Retry { error, delay }) => ("retry", delay.as_secs_f64(), Some(short_error(error))),
+            // The WAL relay counts every failure of its own (its retries in place are bounded in time).
+            Some(SettleOutcome::Retry { error, delay, .. }) => ("retry", delay.as_secs_f64(), Some(short_error(error))),
             Some(SettleOutcome::Failed { error }) => ("failed", 0.0, Some(short_error(error))),
         };
         outcomes.push(name);

@@ -9,7 +9,7 @@ use sqlx::{Row, SqliteConnection, SqlitePool};
 use super::clock::now;
 use super::fence::{partition_zero_epoch, HELD};
 use crate::error::Result;
-use crate::store::{short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
+use crate::store::{retry_name, short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
 
 /// The settlements, one JSON object each, as a table.
 const SETTLEMENTS: &str = "(SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.outcome') AS outcome,
@@ -32,7 +32,9 @@ fn entries(settlements: &[Settlement]) -> (String, HashMap<String, &'static str>
         .map(|settlement| {
             let (outcome, error, delay) = match &settlement.outcome {
                 SettleOutcome::Published => ("published", None, 0.0),
-                SettleOutcome::Retry { error, delay } => ("retry", Some(short_error(error)), delay.as_secs_f64()),
+                SettleOutcome::Retry { error, delay, counted } => {
+                    (retry_name(*counted), Some(short_error(error)), delay.as_secs_f64())
+                }
                 SettleOutcome::Failed { error } => ("failed", Some(short_error(error)), 0.0),
             };
             let id = settlement.id.hyphenated().to_string();
@@ -49,9 +51,10 @@ fn update(held: &str) -> String {
             SET status = CASE s.outcome WHEN 'published' THEN 'published' WHEN 'failed' THEN 'failed' ELSE 'pending' END,
                 published_at = CASE WHEN s.outcome = 'published' THEN {now} ELSE e.published_at END,
                 attempts = CASE WHEN s.outcome IN ('retry', 'failed') THEN e.attempts + 1 ELSE e.attempts END,
-                next_attempt_at = CASE WHEN s.outcome = 'retry' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', s.delay)
+                next_attempt_at = CASE WHEN s.outcome IN ('retry', 'postponed')
+                                       THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', s.delay)
                                        ELSE e.next_attempt_at END,
-                last_error = CASE WHEN s.outcome IN ('retry', 'failed') THEN s.error ELSE e.last_error END
+                last_error = CASE WHEN s.outcome IN ('retry', 'postponed', 'failed') THEN s.error ELSE e.last_error END
            FROM {SETTLEMENTS} AS s
           WHERE e.id = s.id AND e.status = 'pending' AND {held}
           RETURNING id",
@@ -89,7 +92,7 @@ pub(super) async fn settle(pool: &SqlitePool, batch: &SettleBatch) -> Result<Set
     for id in &applied {
         match outcome_of.get(id.as_str()).copied() {
             Some("published") => report.published += 1,
-            Some("retry") => report.retried += 1,
+            Some("retry" | "postponed") => report.retried += 1,
             _ => report.failed += 1,
         }
     }

@@ -5,8 +5,9 @@
 //!   the first scrape once the database answered; nothing before).
 //! - `GET /healthz`: 200 while the process runs (liveness), the start-up waits included.
 //! - `GET /readyz`: 503 while the relay starts (`starting: waiting for the database`, `... for the sink`); then 200
-//!   when the database answers, publishing is not paused and (with `--notify`) the `LISTEN` connection is up, 503
-//!   with the reason otherwise (readiness).
+//!   when the database answers, publishing is not paused, the relay's last heartbeat got through less than its
+//!   lease ago (it is one of the database's relays, owning its share of the partitions) and (with `--notify`) the
+//!   `LISTEN` connection is up, 503 with the reason otherwise (readiness).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -121,6 +122,9 @@ async fn ready(State(endpoints): State<Endpoints>) -> (StatusCode, String) {
     let (status, text) = match tokio::time::timeout(READY_TIMEOUT, store.is_paused()).await {
         Err(_) | Ok(Err(_)) => (unready, "not ready: the database is unreachable\n"),
         Ok(Ok(true)) => (unready, "not ready: publishing is paused (`outbox resume` resumes it)\n"),
+        Ok(Ok(false)) if !outbox_relay::telemetry::memberships_current() => {
+            (unready, "not ready: the relay's heartbeat has not got through for its lease (it owns no partitions)\n")
+        }
         Ok(Ok(false)) if !outbox_relay::telemetry::listeners_connected() => {
             (unready, "not ready: the LISTEN connection is down\n")
         }
