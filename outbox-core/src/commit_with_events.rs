@@ -173,7 +173,13 @@ impl OutboxTransaction {
             let written = if self.via_wal {
                 crate::via_wal::emit(&mut self.connection, &self.events).await
             } else {
-                <Postgres as Backend>::insert_events(&mut self.connection, &self.events, self.notify.as_deref()).await
+                <Postgres as Backend>::insert_events(
+                    crate::backend::Internal::TOKEN,
+                    &mut self.connection,
+                    &self.events,
+                    self.notify.as_deref(),
+                )
+                .await
             };
             if let Err(error) = written {
                 self.rollback_after_error().await;

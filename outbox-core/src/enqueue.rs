@@ -127,7 +127,13 @@ impl Outbox {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        <T::Database as Backend>::insert_events(tx.connection(), &events, self.notify.as_deref()).await?;
+        <T::Database as Backend>::insert_events(
+            crate::backend::Internal::TOKEN,
+            tx.connection(),
+            &events,
+            self.notify.as_deref(),
+        )
+        .await?;
         Ok(events.iter().map(NewEvent::id).collect())
     }
 }

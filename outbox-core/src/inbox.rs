@@ -71,7 +71,13 @@ impl Inbox {
     ///
     /// [`Error::Database`] when the insert fails.
     pub async fn record<T: InTransaction>(&self, mut tx: T, event_id: Uuid) -> Result<bool> {
-        <T::Database as Backend>::inbox_record(tx.connection(), &self.consumer, event_id).await
+        <T::Database as Backend>::inbox_record(
+            crate::backend::Internal::TOKEN,
+            tx.connection(),
+            &self.consumer,
+            event_id,
+        )
+        .await
     }
 
     /// Begins a transaction with the event recorded as processed, or returns `None` (and leaves nothing open)
@@ -218,7 +224,8 @@ impl Inbox {
     pub async fn purge<DB: Backend>(&self, pool: &sqlx::Pool<DB>, age: Duration, limit: u32) -> Result<u64> {
         let mut deleted = 0;
         loop {
-            let batch = DB::inbox_purge(pool, &self.consumer, age, limit.max(1)).await?;
+            let batch =
+                DB::inbox_purge(crate::backend::Internal::TOKEN, pool, &self.consumer, age, limit.max(1)).await?;
             deleted += batch;
             if batch < u64::from(limit.max(1)) {
                 return Ok(deleted);

@@ -29,5 +29,5 @@ pub const MIGRATIONS_TABLE: &str = "_outbox_migrations";
 /// # }
 /// ```
 pub async fn migrate<DB: Backend>(pool: &sqlx::Pool<DB>) -> Result<()> {
-    DB::migrate(pool).await
+    DB::migrate(crate::backend::Internal::TOKEN, pool).await
 }

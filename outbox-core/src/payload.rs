@@ -17,6 +17,15 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(event_type: &'static str, value: &T
     match value.serialize(&mut finite) {
         Err(NonFinite::Number(path)) => return Err(Error::NonFiniteNumber { event_type, path }),
         Err(NonFinite::Nul(path)) => return Err(Error::NulCharacter { event_type, path }),
+        Err(NonFinite::RawText(path)) => {
+            return Err(Error::InvalidEvent {
+                event_type: event_type.to_owned(),
+                reason: format!(
+                    "the raw JSON at `{path}` cannot be stored (not JSON text a database reads, such as a lone \
+                     surrogate escape)"
+                ),
+            })
+        }
         Ok(()) | Err(NonFinite::Custom) => {}
     }
     serde_json::to_string(value).map_err(|source| Error::Serialize { event_type, source })
@@ -40,6 +49,9 @@ enum NonFinite {
     Number(String),
     /// A string or map key with a NUL character, at this pointer (a key's is its map's).
     Nul(String),
+    /// A `RawValue` whose text serde_json writes as it is but cannot read back (a lone surrogate escape such as
+    /// `"\ud800"`, which `jsonb` refuses, failing the transaction), at this pointer.
+    RawText(String),
     /// The value's own `Serialize` impl failed.
     Custom,
 }
@@ -49,6 +61,7 @@ impl Display for NonFinite {
         f.write_str(match self {
             Self::Number(_) => "non-finite number",
             Self::Nul(_) => "NUL character",
+            Self::RawText(_) => "unreadable raw JSON",
             Self::Custom => "serialization failed",
         })
     }
@@ -75,13 +88,13 @@ impl FiniteCheck {
         }
     }
 
-    /// A `RawValue`'s JSON text, walked as the JSON it holds: there a NUL is the escape `\u0000`. Text that is not
-    /// JSON is left to serde_json to report.
+    /// A `RawValue`'s JSON text, walked as the JSON it holds: there a NUL is the escape `\u0000`. Text serde_json
+    /// cannot read back as JSON is refused here: it would write it as it is, and the database would refuse it.
     fn raw<T: Serialize + ?Sized>(&mut self, text: &T) -> Result<(), NonFinite> {
         let Ok(serde_json::Value::String(text)) = serde_json::to_value(text) else { return Ok(()) };
         match serde_json::from_str::<serde_json::Value>(&text) {
             Ok(json) => json.serialize(self),
-            Err(_) => Ok(()),
+            Err(_) => Err(NonFinite::RawText(self.pointer())),
         }
     }
 
@@ -435,6 +448,26 @@ mod tests {
         }
         let text = Wrapper { raw: Raw(r#"{"a":"\\u0000 is text"}"#) };
         assert!(to_json("w", &text).is_ok());
+    }
+
+    #[test]
+    fn raw_json_serde_json_cannot_read_back_is_refused_with_its_pointer_and_without_its_text() {
+        #[derive(Serialize)]
+        struct Wrapper {
+            email: &'static str,
+            extra: Raw,
+        }
+        // serde_json keeps a lone surrogate escape in a `RawValue` and writes it out; `jsonb` refuses it (and
+        // quotes the text before it in its error, which is how a sensitive value would reach a log).
+        let lone = Wrapper { email: "ana@example.com", extra: Raw(r#"{"note":"\ud800"}"#) };
+        match to_json("w", &lone) {
+            Err(error @ Error::InvalidEvent { .. }) => {
+                let text = error.to_string();
+                assert!(text.contains("`/extra`"), "{text}");
+                assert!(!text.contains("ana@") && !text.contains("ud800"), "{text}");
+            }
+            other => panic!("expected InvalidEvent, got {other:?}"),
+        }
     }
 
     #[test]

@@ -159,6 +159,27 @@ async fn an_oversized_event_goes_to_failed_and_the_others_are_published() {
 }
 
 #[tokio::test]
+async fn an_aggregate_id_with_a_line_break_fails_its_own_event_for_good_and_the_rest_of_the_call_is_published() {
+    let broker = Broker::start(Kind::Nats);
+    create_stream(&broker).await;
+    let publisher = publisher(&broker);
+    // A row written by plain SQL can hold any aggregate id; NATS headers (`ce-subject`) cannot carry a line break.
+    let broken = Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order\n7", r#"{"order":"x","n":0}"#);
+    let fine = Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-8", r#"{"order":"order-8","n":0}"#);
+    let outcomes = publisher.publish(&[broken, fine]).await;
+    assert!(
+        matches!(&outcomes[0], Outcome::Permanent(error) if error.message().contains("`ce-subject` has a line break")),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes[1], Outcome::Published);
+    assert_eq!(consume_all(&broker).await.len(), 1);
+    // A source with a line break would fail every event: refused when the publisher is built.
+    let url = format!("{}?subject=outbox.{{event_type}}&source=%2Fshop%0Aevil", broker.url());
+    let error = NatsPublisher::from_url(&url.parse().unwrap()).expect_err("refused").to_string();
+    assert!(error.contains("line break"), "{error}");
+}
+
+#[tokio::test]
 async fn a_publish_while_the_server_is_down_fails_fast_as_transient() {
     let broker = Broker::start(Kind::Nats);
     create_stream(&broker).await;

@@ -19,11 +19,13 @@ pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A database the outbox tables live in: PostgreSQL (production) or SQLite (embedded, one relay per file).
 ///
-/// The trait is sealed; its methods are the backend's SQL and are not meant to be called directly.
+/// The trait is sealed, and its methods are the backend's SQL, which only this crate can call (each takes a token
+/// only it can make): `insert_events` on a bare connection would write events outside any transaction.
 pub trait Backend: sqlx::Database + sealed::Sealed {
     /// Inserts `events` in one statement, in order, and wakes the relay on `notify` when the transaction commits.
     #[doc(hidden)]
     fn insert_events<'c>(
+        _: Internal,
         conn: &'c mut Self::Connection,
         events: &'c [NewEvent],
         notify: Option<&'c str>,
@@ -32,6 +34,7 @@ pub trait Backend: sqlx::Database + sealed::Sealed {
     /// Inserts `(consumer, event_id)` into the inbox unless it is there; `true` when it was inserted.
     #[doc(hidden)]
     fn inbox_record<'c>(
+        _: Internal,
         conn: &'c mut Self::Connection,
         consumer: &'c str,
         event_id: Uuid,
@@ -40,6 +43,7 @@ pub trait Backend: sqlx::Database + sealed::Sealed {
     /// Deletes up to `limit` inbox records of `consumer` older than `age`; returns how many.
     #[doc(hidden)]
     fn inbox_purge<'a>(
+        _: Internal,
         pool: &'a sqlx::Pool<Self>,
         consumer: &'a str,
         age: Duration,
@@ -48,13 +52,24 @@ pub trait Backend: sqlx::Database + sealed::Sealed {
 
     /// Applies the outbox migrations that are not applied yet, under a lock so concurrent callers wait.
     #[doc(hidden)]
-    fn migrate(pool: &sqlx::Pool<Self>) -> BoxFuture<'_, Result<()>>;
+    fn migrate(_: Internal, pool: &sqlx::Pool<Self>) -> BoxFuture<'_, Result<()>>;
 }
+
+pub(crate) use sealed::Internal;
 
 mod sealed {
     pub trait Sealed {}
     impl Sealed for sqlx::Postgres {}
     impl Sealed for sqlx::Sqlite {}
+
+    /// The token every [`Backend`](super::Backend) method takes: nameable outside this crate (the trait is public)
+    /// but not constructible there, so the backend's SQL is called only through the typed API.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Internal(());
+
+    impl Internal {
+        pub(crate) const TOKEN: Self = Self(());
+    }
 }
 
 /// Serializes a map or list of strings, which cannot fail.

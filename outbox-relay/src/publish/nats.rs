@@ -414,14 +414,28 @@ impl NatsPublisher {
         }
     }
 
-    fn headers(&self, message: &Message) -> HeaderMap {
+    /// The message's headers, or a permanent failure naming the header NATS cannot carry: a line break in a value
+    /// (an aggregate id in `ce-subject`, a header of a row written by plain SQL) or a name with a control character,
+    /// a non-ASCII character or `:` (the client would panic on them, failing every message of the call). The
+    /// value is never shown.
+    fn headers(&self, message: &Message) -> std::result::Result<HeaderMap, Outcome> {
         let mut headers = HeaderMap::new();
         headers.insert("Nats-Msg-Id", message.id.to_string().as_str());
         headers.insert("content-type", self.envelope.content_type());
         for (name, value) in self.envelope.headers(message, Binding::Nats) {
-            headers.insert(name.as_str(), value.as_str());
+            let Ok(parsed_name) = name.parse::<async_nats::header::HeaderName>() else {
+                return Err(Outcome::permanent(
+                    "a header name NATS cannot carry (a control character, non-ASCII or `:`)",
+                ));
+            };
+            let Ok(parsed_value) = value.parse::<async_nats::HeaderValue>() else {
+                return Err(Outcome::permanent(format!(
+                    "the header `{name}` has a line break, which NATS cannot carry"
+                )));
+            };
+            headers.insert(parsed_name, parsed_value);
         }
-        headers
+        Ok(headers)
     }
 }
 
@@ -524,6 +538,11 @@ impl NatsBuilder {
         if !matches!(url.path(), "" | "/") {
             return Err(invalid("a NATS URL has no path; name the subject with `?subject=...`"));
         }
+        if self.envelope.source_uri().contains(['\r', '\n']) {
+            return Err(invalid(
+                "the CloudEvents `source` cannot contain a line break (NATS headers cannot carry one)",
+            ));
+        }
         let subject = Template::parse(&self.subject, Naming::NatsSubject).map_err(|reason| invalid(&reason))?;
         if self.ack_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(invalid("NATS timeouts must be more than zero"));
@@ -622,8 +641,15 @@ impl Publisher for NatsPublisher {
                     continue;
                 }
             };
+            let headers = match self.headers(message) {
+                Ok(headers) => headers,
+                Err(outcome) => {
+                    pending.push(Err(outcome));
+                    continue;
+                }
+            };
             let body = self.envelope.body(message);
-            match context.publish_with_headers(subject.clone(), self.headers(message), body.into()).await {
+            match context.publish_with_headers(subject.clone(), headers, body.into()).await {
                 Ok(ack) => pending.push(Ok((ack, subject))),
                 Err(error) => pending.push(Err(outcome_of(&error, &subject))),
             }

@@ -23,7 +23,7 @@ mod wal_handover;
 use sqlx::migrate::Migrator;
 use sqlx::{Connection, Executor, PgConnection, PgPool, Postgres};
 
-use super::{Backend, BoxFuture};
+use super::{Backend, BoxFuture, Internal};
 use crate::error::Result;
 use crate::new_event::NewEvent;
 
@@ -75,6 +75,7 @@ const MIGRATION_LOCK: i64 = 0x6f75_7462_6f78; // "outbox"
 
 impl Backend for Postgres {
     fn insert_events<'c>(
+        _: Internal,
         conn: &'c mut PgConnection,
         events: &'c [NewEvent],
         notify: Option<&'c str>,
@@ -117,6 +118,7 @@ impl Backend for Postgres {
     }
 
     fn inbox_record<'c>(
+        _: Internal,
         conn: &'c mut PgConnection,
         consumer: &'c str,
         event_id: uuid::Uuid,
@@ -125,6 +127,7 @@ impl Backend for Postgres {
     }
 
     fn inbox_purge<'a>(
+        _: Internal,
         pool: &'a PgPool,
         consumer: &'a str,
         age: std::time::Duration,
@@ -133,7 +136,7 @@ impl Backend for Postgres {
         Box::pin(inbox::purge(pool, consumer, age, limit))
     }
 
-    fn migrate(pool: &PgPool) -> BoxFuture<'_, Result<()>> {
+    fn migrate(_: Internal, pool: &PgPool) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             let mut conn = pool.acquire().await?;
             // Until the lock is released, the connection is closed rather than returned to the pool if this future

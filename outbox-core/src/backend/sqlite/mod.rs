@@ -22,7 +22,7 @@ use serde::Serialize;
 use sqlx::migrate::Migrator;
 use sqlx::{Connection, Executor, Sqlite, SqliteConnection, SqlitePool};
 
-use super::{Backend, BoxFuture};
+use super::{Backend, BoxFuture, Internal};
 use crate::error::Result;
 use crate::new_event::NewEvent;
 
@@ -74,6 +74,7 @@ struct Row<'a> {
 
 impl Backend for Sqlite {
     fn insert_events<'c>(
+        _: Internal,
         conn: &'c mut SqliteConnection,
         events: &'c [NewEvent],
         _notify: Option<&'c str>,
@@ -98,6 +99,7 @@ impl Backend for Sqlite {
     }
 
     fn inbox_record<'c>(
+        _: Internal,
         conn: &'c mut SqliteConnection,
         consumer: &'c str,
         event_id: uuid::Uuid,
@@ -110,6 +112,7 @@ impl Backend for Sqlite {
     }
 
     fn inbox_purge<'a>(
+        _: Internal,
         pool: &'a SqlitePool,
         consumer: &'a str,
         age: std::time::Duration,
@@ -126,7 +129,7 @@ impl Backend for Sqlite {
         })
     }
 
-    fn migrate(pool: &SqlitePool) -> BoxFuture<'_, Result<()>> {
+    fn migrate(_: Internal, pool: &SqlitePool) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             let mut conn = pool.acquire().await?;
             apply_pending(&mut conn).await
