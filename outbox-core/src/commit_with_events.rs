@@ -4,7 +4,8 @@
 //! instead (each one serialized and checked at once, so a bad event fails where it is enqueued) and sends them with
 //! the `COMMIT`, in one message: the commit costs what it costs without an outbox, plus the rows' own work. Its
 //! only way to commit writes the buffered events, and an error in that write rolls everything back; dropping it
-//! without committing rolls back too (the connection is closed rather than returned to the pool mid-transaction).
+//! without committing rolls back too (a `ROLLBACK` is queued, which the pool sends before it hands the connection
+//! out again, as for sqlx's own transactions; dropped while its commit is being sent, the connection is closed).
 //!
 //! The events travel as literals in the statement's text, which sqlx logs (every statement at DEBUG, slow ones at
 //! WARN) and PostgreSQL shows (`pg_stat_activity`, its log of a failing statement). An event with sensitive fields
@@ -65,6 +66,8 @@ pub struct OutboxTransaction {
     /// Events go into the write-ahead log as logical decoding messages ([`WalOutbox::begin`]), not into the table.
     via_wal: bool,
     open: bool,
+    /// `commit` has begun sending: a drop now (the future cancelled) may leave a message half sent.
+    committing: bool,
 }
 
 impl std::fmt::Debug for OutboxTransaction {
@@ -111,7 +114,7 @@ impl OutboxTransaction {
     async fn begin(pool: &PgPool, notify: Option<String>, via_wal: bool) -> Result<Self> {
         let mut connection = pool.acquire().await?;
         PgTransactionManager::begin(&mut connection, None).await?;
-        Ok(Self { connection, events: Vec::new(), notify, via_wal, open: true })
+        Ok(Self { connection, events: Vec::new(), notify, via_wal, open: true, committing: false })
     }
 
     /// Buffers one event and returns its id. Nothing is sent until [`commit`](Self::commit).
@@ -167,6 +170,7 @@ impl OutboxTransaction {
     /// [`WalOutbox::begin`]) [`Error::WalSourceOff`](crate::Error::WalSourceOff) without the WAL relay's slot: then
     /// the whole transaction is rolled back (the domain change with the events).
     pub async fn commit(mut self) -> Result<Vec<Uuid>> {
+        self.committing = true;
         let mut sql = if self.events.iter().any(|event| !event.sensitive_paths.is_empty()) {
             // Sensitive values never travel as literals: the statement's text is what sqlx logs (every statement
             // at DEBUG, slow ones at WARN) and what PostgreSQL logs when it fails. Parameters first, then the commit.
@@ -250,9 +254,17 @@ impl DerefMut for OutboxTransaction {
 
 impl Drop for OutboxTransaction {
     fn drop(&mut self) {
-        if self.open {
-            // Never back to the pool inside a transaction: closing it rolls back on the server.
+        if !self.open {
+            return;
+        }
+        if self.committing {
+            // Dropped while the commit was being sent: never back to the pool, where a half-sent message could
+            // follow. Closing it rolls back on the server.
             self.connection.close_on_drop();
+        } else {
+            // As sqlx's own transactions do: a `ROLLBACK` queued, sent by the pool before it hands the connection
+            // out again, so an early return (`?`) costs no new connection.
+            PgTransactionManager::start_rollback(&mut self.connection);
         }
     }
 }

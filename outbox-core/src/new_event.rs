@@ -47,6 +47,9 @@ pub struct NewEvent {
     /// The first header refused by [`check_header`](crate::check_header): the enqueue fails with it, before
     /// anything is written.
     pub(crate) invalid_header: Option<String>,
+    /// The `tracestate` header was captured with a trace context, not set by hand: it belongs to the captured
+    /// `traceparent`, and goes when another one replaces it.
+    tracestate_captured: bool,
 }
 
 /// Prints the metadata and the payload with its sensitive values redacted.
@@ -73,7 +76,9 @@ impl NewEvent {
     /// ([`opentelemetry::Context::current`], which a `tracing` span carries when a `tracing-opentelemetry` layer is
     /// installed) is stored in the headers as `traceparent` (and `tracestate` when it has one), so the relay and
     /// every publisher send it on and the consumer's span joins the producer's trace. Headers added afterwards with
-    /// [`with_header`](Self::with_header) replace the captured ones: an explicit `traceparent` wins.
+    /// [`with_header`](Self::with_header) replace the captured ones: an explicit `traceparent` wins, and the
+    /// captured `tracestate`, which belongs to the captured trace, goes with it. A `tracestate` longer than a header
+    /// may be ([`MAX_HEADER_VALUE_BYTES`](crate::MAX_HEADER_VALUE_BYTES)) is not captured (it is optional).
     ///
     /// # Errors
     ///
@@ -97,10 +102,12 @@ impl NewEvent {
             aggregate_id,
             version,
             payload,
-            headers: captured_headers(),
             sensitive_paths: E::sensitive_paths(),
             invalid_header: None,
-        })
+            tracestate_captured: false,
+            headers: Headers::new(),
+        }
+        .with_captured(captured_headers()))
     }
 
     /// Adds a message header, replacing an earlier one of the same name. Every broker publisher sends it on (see
@@ -132,6 +139,15 @@ impl NewEvent {
         let (name, value) = (name.into(), value.into());
         match crate::header_rules::check_header(&name, &value) {
             Ok(()) => {
+                match name.as_str() {
+                    // A captured `tracestate` is the captured trace's: it does not go with another `traceparent`.
+                    TRACEPARENT if self.tracestate_captured => {
+                        self.headers.remove(TRACESTATE);
+                        self.tracestate_captured = false;
+                    }
+                    TRACESTATE => self.tracestate_captured = false,
+                    _ => {}
+                }
                 self.headers.insert(name, value);
             }
             Err(reason) => {
@@ -155,7 +171,7 @@ impl NewEvent {
     }
 
     /// Stores the W3C trace context of `cx` (`traceparent`, and `tracestate` when it has one) in the headers,
-    /// replacing any captured before; a context without a valid span changes nothing.
+    /// replacing the one there before, its `tracestate` included; a context without a valid span changes nothing.
     ///
     /// # Example
     ///
@@ -184,8 +200,18 @@ impl NewEvent {
     /// ```
     #[cfg(feature = "otel")]
     #[must_use]
-    pub fn with_trace_context(mut self, cx: &opentelemetry::Context) -> Self {
-        self.headers.extend(trace_headers(cx));
+    pub fn with_trace_context(self, cx: &opentelemetry::Context) -> Self {
+        self.with_captured(trace_headers(cx))
+    }
+
+    /// The trace context `captured` (`traceparent`, and `tracestate` when it has one), replacing the one before,
+    /// its `tracestate` included; nothing when `captured` is empty.
+    fn with_captured(mut self, captured: Headers) -> Self {
+        if !captured.is_empty() {
+            self.headers.remove(TRACESTATE);
+            self.tracestate_captured = captured.contains_key(TRACESTATE);
+            self.headers.extend(captured);
+        }
         self
     }
 
@@ -238,6 +264,10 @@ impl NewEvent {
     }
 }
 
+/// The W3C Trace Context headers.
+const TRACEPARENT: &str = "traceparent";
+const TRACESTATE: &str = "tracestate";
+
 /// The headers a new event starts with: the active trace context with the `otel` feature, none without.
 fn captured_headers() -> Headers {
     #[cfg(feature = "otel")]
@@ -260,10 +290,12 @@ fn trace_headers(cx: &opentelemetry::Context) -> Headers {
     if context.is_valid() {
         let traceparent =
             format!("00-{}-{}-{:02x}", context.trace_id(), context.span_id(), context.trace_flags().to_u8());
-        headers.insert("traceparent".to_owned(), traceparent);
+        headers.insert(TRACEPARENT.to_owned(), traceparent);
         let state = context.trace_state().header();
-        if !state.is_empty() {
-            headers.insert("tracestate".to_owned(), state);
+        // Optional, and up to 32 members of 256 bytes each: one longer than a header may be is left out rather than
+        // stored and then dropped by the relay.
+        if !state.is_empty() && crate::header_rules::check_header(TRACESTATE, &state).is_ok() {
+            headers.insert(TRACESTATE.to_owned(), state);
         }
     }
     headers
@@ -316,6 +348,50 @@ mod tests {
         fn sensitive_paths() -> Vec<String> {
             vec!["/email".to_owned()]
         }
+    }
+
+    #[cfg(feature = "otel")]
+    fn context_with_state(span: &str, state: &str) -> opentelemetry::Context {
+        use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
+        let state = if state.is_empty() { TraceState::default() } else { state.parse::<TraceState>().unwrap() };
+        let remote = SpanContext::new(
+            TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+            SpanId::from_hex(span).unwrap(),
+            TraceFlags::SAMPLED,
+            true,
+            state,
+        );
+        opentelemetry::Context::new().with_remote_span_context(remote)
+    }
+
+    #[cfg(feature = "otel")]
+    #[test]
+    fn a_captured_tracestate_goes_with_its_traceparent_and_one_set_by_hand_stays() {
+        let signup = || Signup { user_id: 3, email: "ana@example.com".into() };
+        let captured = {
+            let _attached = context_with_state("00f067aa0ba902b7", "vendor=x").attach();
+            NewEvent::new(&signup()).unwrap()
+        };
+        assert_eq!(captured.headers()["tracestate"], "vendor=x");
+        // Another traceparent by hand: the captured trace's vendor state does not travel with it.
+        let replaced =
+            captured.clone().with_header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+        assert!(!replaced.headers().contains_key("tracestate"), "{:?}", replaced.headers());
+        // Another context without a state replaces the captured state too.
+        let other = captured.clone().with_trace_context(&context_with_state("b7ad6b7169203331", ""));
+        assert_eq!(other.headers()["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01");
+        assert!(!other.headers().contains_key("tracestate"), "{:?}", other.headers());
+        // Both set by hand, in either order, stay.
+        let by_hand = captured
+            .with_header("tracestate", "mine=1")
+            .with_header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+        assert_eq!(by_hand.headers()["tracestate"], "mine=1");
+        // A state longer than a header may be is left out, not stored to be dropped by the relay.
+        let long: String = (0..32).map(|n| format!("v{n}={}", "x".repeat(200))).collect::<Vec<_>>().join(",");
+        let event =
+            NewEvent::new(&signup()).unwrap().with_trace_context(&context_with_state("00f067aa0ba902b7", &long));
+        assert!(event.headers().contains_key("traceparent") && !event.headers().contains_key("tracestate"));
+        assert!(event.check().is_ok());
     }
 
     #[test]

@@ -77,6 +77,25 @@ async fn dropping_it_without_commit_rolls_everything_back() {
 }
 
 #[tokio::test]
+async fn dropping_it_without_commit_returns_its_connection_to_the_pool_rolled_back() {
+    let db = TestDatabase::migrated().await;
+    create_payments(&db.pool, &[1]).await;
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&db.url).await.unwrap();
+    let session = || async { sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()").fetch_one(&pool).await.unwrap() };
+    let before = session().await;
+    for _ in 0..3 {
+        let mut tx = Outbox::new().begin(&pool).await.unwrap();
+        sqlx::query("UPDATE payments SET status = 'paid' WHERE id = 1").execute(&mut *tx).await.unwrap();
+        tx.enqueue(&payment(1)).unwrap();
+        drop(tx);
+    }
+    // The same session, not a new connection per dropped transaction, and nothing of them committed.
+    assert_eq!(session().await, before);
+    assert_eq!(payment_status(&pool, 1).await, "pending");
+    assert_eq!(count_events(&pool).await, 0);
+}
+
+#[tokio::test]
 async fn rollback_discards_the_change_and_the_events() {
     let db = TestDatabase::migrated().await;
     create_payments(&db.pool, &[1, 2, 3, 7]).await;
