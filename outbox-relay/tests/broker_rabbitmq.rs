@@ -151,6 +151,60 @@ async fn duplicates_carry_the_same_message_id_and_oversized_events_fail_for_good
     check(&sent, &consume_all(&broker).await, SPELLING, false);
 }
 
+#[tokio::test]
+async fn an_oversized_message_ahead_of_many_fails_for_good_alone_and_the_many_are_published() {
+    let broker = Broker::start(Kind::RabbitMq);
+    declare(&broker).await;
+    let publisher = publisher(&broker, "{event_type}");
+    // The broker closes the channel on the oversized message while the ones behind it are still being sent: what
+    // the client reports for those (a channel no longer open) must not hide the broker's reason.
+    let big = Message::new(
+        uuid::Uuid::now_v7(),
+        "order.placed",
+        "order",
+        "order-big",
+        format!(r#"{{"order":"order-big","note":"{}"}}"#, "x".repeat(2 << 20)),
+    );
+    let mut batch = vec![big];
+    batch.extend((0..1500).map(|n| {
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", format!("order-{n}"), format!(r#"{{"n":{n}}}"#))
+    }));
+    let outcomes = publisher.publish(&batch).await;
+    assert!(matches!(&outcomes[0], Outcome::Permanent(_)), "{:?}", outcomes[0]);
+    let first_error = outcomes.iter().skip(1).find(|outcome| **outcome != Outcome::Published);
+    // The others were either published with it or, their fate unknown when the channel closed, published one by
+    // one after it: none fails.
+    assert_eq!(first_error, None);
+}
+
+#[tokio::test]
+async fn a_broker_that_blocks_publishers_fails_the_batch_within_its_timeouts_and_publishing_resumes_after() {
+    let broker = Broker::start(Kind::RabbitMq);
+    declare(&broker).await;
+    let url = format!("{}?exchange=outbox&routing_key={{event_type}}&confirm_timeout_ms=1000", broker.url());
+    let publisher = AmqpPublisher::from_url(&url.parse().unwrap()).unwrap();
+    let message = |n: usize| {
+        let payload = format!(r#"{{"n":{n},"note":"{}"}}"#, "x".repeat(10_000));
+        Message::new(uuid::Uuid::now_v7(), "order.placed", "order", format!("order-{n}"), payload)
+    };
+    assert_eq!(publisher.publish(&[message(0)]).await, vec![Outcome::Published]);
+    // A memory alarm: the broker stops reading from publishing connections.
+    broker.rabbitmqctl(&["set_vm_memory_high_watermark", "0.0000001"]);
+    let batch: Vec<Message> = (1..=2000).map(message).collect();
+    let started = tokio::time::Instant::now();
+    let outcomes = tokio::time::timeout(Duration::from_secs(30), publisher.publish(&batch))
+        .await
+        .expect("the publish waits on the blocked broker past its own timeouts");
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    assert!(outcomes.iter().all(|outcome| matches!(outcome, Outcome::Transient(_))), "{:?}", &outcomes[..3]);
+    broker.rabbitmqctl(&["set_vm_memory_high_watermark", "0.4"]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while publisher.publish(&[message(9999)]).await != vec![Outcome::Published] {
+        assert!(tokio::time::Instant::now() < deadline, "no publish within 30 s of the alarm's end");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Binds the durable queue `queue`, declared if missing, to the exchange `outbox` for `pattern`.
 async fn bind(broker: &Broker, queue: &str, pattern: &str) {
     let connection = Connection::connect(&broker.url(), ConnectionProperties::default()).await.expect("connect");

@@ -376,12 +376,34 @@ impl AmqpPublisher {
     /// the connection may be half open (a network that drops packets), where every later batch would wait out the
     /// confirm timeout until the heartbeat notices; and a channel still owing confirms is never given to another
     /// batch, which would be handed its returned messages.
+    ///
+    /// Opening the channel is bounded by the confirm timeout, and sending with the confirms by twice that: a broker
+    /// that stops reading (a resource alarm blocks publishers) or a half-open connection fails the batch as
+    /// transient and resets the link, rather than holding it until the relay's publish timeout aborts it, batch
+    /// after batch.
     async fn publish_on(&self, link: &Link, messages: &[&Message]) -> (Vec<Option<Outcome>>, Option<lapin::Error>) {
-        let channel = match link.channel().await {
-            Ok(channel) => channel,
-            Err(error) => return (vec![None; messages.len()], Some(error)),
+        let stalled = |what: &str, after: Duration| {
+            let reason = format!(
+                "RabbitMQ did not {what} within {after:?} (a resource alarm blocking publishers, or a half-open \
+                 connection)"
+            );
+            vec![Some(Outcome::transient(reason)); messages.len()]
         };
-        let (outcomes, failure, timed_out) = self.publish_on_channel(&channel, messages).await;
+        let channel = match tokio::time::timeout(self.confirm_timeout, link.channel()).await {
+            Ok(Ok(channel)) => channel,
+            Ok(Err(error)) => return (vec![None; messages.len()], Some(error)),
+            Err(_) => {
+                self.link.reset().await;
+                return (stalled("open a channel", self.confirm_timeout), None);
+            }
+        };
+        let budget = self.confirm_timeout.saturating_mul(2);
+        let Ok((outcomes, failure, timed_out)) =
+            tokio::time::timeout(budget, self.publish_on_channel(&channel, messages)).await
+        else {
+            self.link.reset().await;
+            return (stalled("take and confirm the messages", budget), None);
+        };
         if timed_out {
             self.link.reset().await;
         } else if failure.is_none() {
@@ -454,7 +476,11 @@ impl AmqpPublisher {
                         Some(Ok((confirmation, routing_key)))
                     }
                     Ok(Err(error)) => {
-                        if failure.is_none() {
+                        // The broker's own reason for closing the channel (a soft error: message too large,
+                        // exchange gone) wins over what the client reported for the messages sent after it (a
+                        // channel no longer open), which would be taken for a lost connection.
+                        if failure.as_ref().is_none_or(|kept| !kept.is_amqp_soft_error() && error.is_amqp_soft_error())
+                        {
                             failure = Some(error);
                         }
                         None
@@ -544,7 +570,9 @@ impl AmqpBuilder {
         self
     }
 
-    /// How long to wait for the broker's confirms of a batch (default 10 s). Keep it below the relay's lease.
+    /// How long to wait for the broker's confirms of a batch (default 10 s); opening a channel may take as long, and
+    /// a batch's sending and confirms together twice as long, before the batch fails as transient and the
+    /// connection is reopened. Keep twice this below the relay's publish timeout.
     pub fn confirm_timeout(mut self, timeout: Duration) -> Self {
         self.confirm_timeout = timeout;
         self
