@@ -22,6 +22,8 @@ struct Receiver {
     delay_ms: AtomicU64,
     /// A `Retry-After` to answer with.
     retry_after: Mutex<Option<String>>,
+    /// Bodies longer than this (when not 0) are refused with `413 Payload Too Large`, unread.
+    max_body: std::sync::atomic::AtomicUsize,
 }
 
 /// Starts a real HTTP server on 127.0.0.1 that records every request and answers with the configured status.
@@ -36,6 +38,10 @@ async fn start_receiver() -> (Arc<Receiver>, url::Url) {
                 let delay = state.delay_ms.load(AtomicOrdering::SeqCst);
                 if delay > 0 {
                     tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
+                let max_body = state.max_body.load(AtomicOrdering::SeqCst);
+                if max_body > 0 && body.len() > max_body {
+                    return (StatusCode::PAYLOAD_TOO_LARGE, HeaderMap::new());
                 }
                 state.requests.lock().unwrap().push((headers, body));
                 let mut answer = HeaderMap::new();
@@ -181,6 +187,32 @@ async fn batch_mode_sends_one_signed_request_holding_every_event() {
     let bodies: Vec<serde_json::Value> = serde_json::from_slice(body).unwrap();
     let ids: Vec<_> = bodies.iter().map(|b| b["id"].as_str().unwrap().to_owned()).collect();
     assert_eq!(ids, batch.iter().map(|m| m.id.to_string()).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn a_batch_refused_as_too_large_is_sent_again_in_parts_and_only_an_event_too_large_alone_fails() {
+    let (receiver, url) = start_receiver().await;
+    let publisher = WebhookPublisher::builder(url).secret(SECRET).batch(true).build().unwrap();
+    let mut batch: Vec<_> = (1..=40).map(message).collect();
+    // About five events' bodies per request (a receiver's body limit, as nginx's `client_max_body_size` sets).
+    let one = serde_json::to_vec(&serde_json::json!([{"id": batch[0].id, "data": "x".repeat(400)}])).unwrap().len();
+    receiver.max_body.store(5 * one, AtomicOrdering::SeqCst);
+    batch[7].payload = format!(r#"{{"payment_id":8,"note":"{}"}}"#, "x".repeat(6 * one));
+    let outcomes = publisher.publish(&batch).await;
+    for (n, outcome) in outcomes.iter().enumerate() {
+        if n == 7 {
+            assert!(matches!(outcome, Outcome::Permanent(e) if e.message().contains("413")), "{outcome:?}");
+        } else {
+            assert_eq!(*outcome, Outcome::Published, "event {n}");
+        }
+    }
+    // Every other event reached the receiver exactly once, in requests it took.
+    let mut received: Vec<String> = batch_requests(&receiver).into_iter().flat_map(|(_, ids)| ids).collect();
+    received.sort();
+    let mut expected: Vec<String> =
+        batch.iter().enumerate().filter(|(n, _)| *n != 7).map(|(_, m)| m.id.to_string()).collect();
+    expected.sort();
+    assert_eq!(received, expected);
 }
 
 #[tokio::test]

@@ -88,6 +88,22 @@ impl BatchIds {
         requests
     }
 
+    /// Splits `request`, which the receiver refused whole as too large (HTTP 413: it took none of its events), into
+    /// two new requests of the first and the second half of its events, in body order, remembered for their
+    /// events. `request` has at least two events.
+    pub(crate) fn split(&self, batch: &[Message], request: &Request) -> [Request; 2] {
+        let (first, second) = request.indexes.split_at(request.indexes.len() / 2);
+        let mut sent = self.sent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        [first, second].map(|indexes| {
+            let events: Vec<Uuid> = indexes.iter().map(|&index| batch[index].id).collect();
+            let part = Arc::new(Sent { id: batch_id(&events), events });
+            for id in &part.events {
+                sent.insert(*id, Arc::clone(&part));
+            }
+            Request { id: part.id.clone(), indexes: indexes.to_vec() }
+        })
+    }
+
     /// Forgets the events of `request`: the receiver took them, or refused them for good; either way the relay
     /// does not retry them.
     pub(crate) fn forget(&self, batch: &[Message], request: &Request) {

@@ -44,8 +44,12 @@ const WEBHOOK_SIGNATURE: &str = "webhook-signature";
 /// A `2xx` answer publishes the event. `408`, `429`, `5xx`, timeouts and connection failures are transient (the
 /// relay retries with backoff; a `Retry-After` of a `429` or `503`, in seconds or as an HTTP date, is passed on
 /// as [`PublishError::retry_after`](crate::PublishError::retry_after), and the relay waits at least that long,
-/// within its backoff's maximum); any other status is permanent (the event goes to `failed`). Redirects are not
-/// followed: configure the final URL. Response bodies are never read into errors or logs.
+/// within its backoff's maximum; a receiver that cannot be connected to at all counts no attempt while nothing
+/// else gets through: see [`PublishError::unavailable`](crate::PublishError::unavailable)); any other status is
+/// permanent (the event goes to `failed`), except a `413` for a batch request of several events, which is sent
+/// again at once in halves, each under a new id, until the receiver takes them (only an event refused alone
+/// fails). Redirects are not followed: configure the final URL. Response bodies are never read into errors or
+/// logs.
 ///
 /// # Example
 ///
@@ -277,18 +281,30 @@ impl WebhookPublisher {
     /// A batch in batch mode: the requests [`BatchIds::plan`] makes of it (a retry's earlier requests again,
     /// under their ids), each event's outcome that of its request. Events published or refused for good are
     /// forgotten; the others keep their request for their next retry.
+    ///
+    /// A request of several events refused as too large (HTTP 413, before the receiver took any of them) is sent
+    /// again at once in two halves, each under a new id, until the parts are taken; only an event refused alone
+    /// fails for good.
     async fn publish_batch(&self, batch: &[Message]) -> Vec<Outcome> {
-        let requests = self.batch_ids.plan(batch);
-        let sends: Vec<_> = requests.iter().map(|request| self.post_batch(batch, request)).collect();
-        let answers: Vec<Outcome> = stream::iter(sends).buffered(self.concurrency).collect().await;
         let mut outcomes = vec![Outcome::transient("not sent"); batch.len()];
-        for (request, outcome) in requests.iter().zip(answers) {
-            if !matches!(outcome, Outcome::Transient(_)) {
-                self.batch_ids.forget(batch, request);
+        let mut requests = self.batch_ids.plan(batch);
+        while !requests.is_empty() {
+            let sends: Vec<_> = requests.iter().map(|request| self.post_batch(batch, request)).collect();
+            let answers: Vec<Outcome> = stream::iter(sends).buffered(self.concurrency).collect().await;
+            let mut too_large = Vec::new();
+            for (request, outcome) in requests.iter().zip(answers) {
+                if request.indexes.len() > 1 && is_too_large(&outcome) {
+                    too_large.push(request.clone());
+                    continue;
+                }
+                if !matches!(outcome, Outcome::Transient(_)) {
+                    self.batch_ids.forget(batch, request);
+                }
+                for &index in &request.indexes {
+                    outcomes[index] = outcome.clone();
+                }
             }
-            for &index in &request.indexes {
-                outcomes[index] = outcome.clone();
-            }
+            requests = too_large.iter().flat_map(|request| self.batch_ids.split(batch, request)).collect();
         }
         outcomes
     }
@@ -382,10 +398,20 @@ fn outcome_of_status(status: StatusCode) -> Outcome {
         || status == StatusCode::TOO_MANY_REQUESTS
         || status.is_server_error()
     {
-        Outcome::transient(format!("webhook answered HTTP {}", status.as_u16()))
+        Outcome::transient(answered(status))
     } else {
-        Outcome::permanent(format!("webhook answered HTTP {}", status.as_u16()))
+        Outcome::permanent(answered(status))
     }
+}
+
+/// The description of a failure for `status`.
+fn answered(status: StatusCode) -> String {
+    format!("webhook answered HTTP {}", status.as_u16())
+}
+
+/// Whether `outcome` is the receiver refusing a request as too large (HTTP 413).
+fn is_too_large(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Permanent(error) if error.message() == answered(StatusCode::PAYLOAD_TOO_LARGE))
 }
 
 /// A failed request in one line: reqwest's own text ("error sending request") and the innermost cause (a refused
