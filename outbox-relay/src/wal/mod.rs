@@ -85,6 +85,8 @@ pub struct WalRelay {
     /// The leader's connection (an ordinary one, holding the slot's lock): made as the pool makes its connections.
     options: sqlx::postgres::PgConnectOptions,
     slot: String,
+    /// Whether [`slot`](Self::slot) named the slot; otherwise the recorded slot, if any, is read.
+    slot_given: bool,
     retry_in_place: Duration,
 }
 
@@ -96,8 +98,11 @@ impl std::fmt::Debug for WalRelay {
 
 impl WalRelay {
     /// A WAL relay of the database `pool` connects to, streaming over a replication connection to
-    /// `database_url` (the same database), publishing with `publisher`. Its slot is `outbox_events_DATABASE`
-    /// ([`slot`](Self::slot) names another). Its other connections are made as the pool makes its own.
+    /// `database_url` (the same database), publishing with `publisher`. Its slot is the one the table's WAL
+    /// source records, if any; otherwise `outbox_events_DATABASE`, with the database's name in the characters a
+    /// slot name may have and, when that changed or cut it, `_` and 8 hexadecimal digits of a hash of the exact name
+    /// (slot names are shared by a server's databases: `orders-eu` and `orders_eu` get one slot each).
+    /// [`slot`](Self::slot) names another. Its other connections are made as the pool makes its own.
     ///
     /// The replication connection uses TLS as the URL's `sslmode` says (libpq's six modes, `prefer` when none is
     /// given), trusting the authorities of `sslrootcert` and sending the client certificate of `sslcert` and
@@ -126,10 +131,12 @@ impl WalRelay {
             destination: Default::default(),
         });
         let slot = replication::default_slot(&target.database);
-        Ok(Self { shared, store, target, options, slot, retry_in_place: DEFAULT_RETRY_IN_PLACE })
+        Ok(Self { shared, store, target, options, slot, slot_given: false, retry_in_place: DEFAULT_RETRY_IN_PLACE })
     }
 
     /// Reads the replication slot `slot` (lower-case letters, digits and `_`, at most 63) instead of the default.
+    /// A slot of that name that belongs to another database of the server stops the relay (it is never dropped or
+    /// read), as does one that differs from the slot the table's WAL source records.
     ///
     /// # Errors
     ///
@@ -142,6 +149,7 @@ impl WalRelay {
             });
         }
         slot.clone_into(&mut self.slot);
+        self.slot_given = true;
         Ok(self)
     }
 
@@ -154,7 +162,8 @@ impl WalRelay {
         self
     }
 
-    /// The replication slot this relay reads.
+    /// The replication slot this relay reads: the one [`slot`](Self::slot) named, else the default (which gives
+    /// way, when the relay runs, to the slot the table's WAL source records).
     #[must_use]
     pub fn slot_name(&self) -> &str {
         &self.slot
@@ -170,12 +179,16 @@ impl WalRelay {
     /// # Errors
     ///
     /// Fatal errors only: [`Error::WalUnavailable`] (no `wal_level = logical`, no REPLICATION privilege, no
-    /// publication), [`Error::WrongSource`] (the table source publishes the table), [`Error::Refused`] (the
-    /// server refused the replication connection) and [`Error::Schema`] (tables missing: `outbox migrate`).
-    pub async fn run(self, shutdown: CancellationToken) -> Result<RunSummary> {
-        let server_version = preflight::check(&self.store, &self.slot).await.inspect_err(|error| {
+    /// publication, a slot of that name that belongs to another database of the server or is not a `pgoutput`
+    /// slot, an invalidated slot), [`Error::WrongSource`] (the table source publishes the table),
+    /// [`Error::Refused`] (the server refused the replication connection) and [`Error::Schema`] (tables missing:
+    /// `outbox migrate`).
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<RunSummary> {
+        let checked = preflight::check(&self.store, &self.slot, self.slot_given).await.inspect_err(|error| {
             tracing::error!(error = %error, "cannot publish from the write-ahead log; stopping");
         })?;
+        let preflight::Checked { server_version, slot, outbox_schema } = checked;
+        self.slot = slot;
         tracing::info!(relay_id = %self.shared.relay, slot = %self.slot, "WAL relay started");
         let mut summary = RunSummary::default();
         let mut restarts = restart::Restarts::new();
@@ -197,6 +210,7 @@ impl WalRelay {
                 store: &self.store,
                 target: &self.target,
                 slot: &self.slot,
+                outbox_schema: &outbox_schema,
                 server_version,
                 retry_in_place: self.retry_in_place,
                 gauges: &gauges,

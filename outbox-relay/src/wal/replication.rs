@@ -34,14 +34,30 @@ pub(crate) const PUBLICATION: &str = "outbox_wal";
 /// The longest slot name PostgreSQL takes.
 const MAX_SLOT_NAME: usize = 63;
 
-/// The default slot of a database: `outbox_events_` and the database's name, in the characters a slot name may
-/// have (lower-case letters, digits, `_`), so that the databases of one server get one slot each.
+/// The characters of a database's hash in its default slot's name.
+const HASH_CHARS: usize = 8;
+
+/// The namespace of the name-based UUIDs whose first characters [`default_slot`] appends (any fixed value: it only
+/// has to stay the same from one release to the next).
+const SLOT_HASH_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6f75_7462_6f78_5f65_7665_6e74_735f_736c);
+
+/// The default slot of a database: `outbox_events_` and the database's name, when that is a slot name
+/// (lower-case letters, digits and `_`, 63 at most); otherwise the name in those characters (cut to fit),
+/// followed by `_` and 8 hexadecimal digits of a hash (SHA-1) of the exact name. Slot names are shared by the
+/// databases of a server: `orders-eu` and `orders_eu`, `Shop` and `shop`, or two long names that share their first
+/// 49 characters would otherwise get one slot.
 pub(crate) fn default_slot(database: &str) -> String {
-    let mut name: String = format!("outbox_events_{database}")
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
-        .collect();
-    name.truncate(MAX_SLOT_NAME);
+    let exact = format!("outbox_events_{database}");
+    if valid_slot(&exact) {
+        return exact;
+    }
+    let mut name: String =
+        exact.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    // Each character is now one byte.
+    name.truncate(MAX_SLOT_NAME - 1 - HASH_CHARS);
+    let hash = uuid::Uuid::new_v5(&SLOT_HASH_NAMESPACE, database.as_bytes()).simple().to_string();
+    name.push('_');
+    name.push_str(&hash[..HASH_CHARS]);
     name
 }
 
@@ -433,11 +449,37 @@ mod tests {
     #[test]
     fn the_default_slot_is_a_valid_name_derived_from_the_database() {
         assert_eq!(default_slot("shop"), "outbox_events_shop");
-        assert_eq!(default_slot("My-Shop"), "outbox_events_my_shop");
+        assert_eq!(default_slot("orders_eu_2"), "outbox_events_orders_eu_2", "an exact name is kept as it was");
+        let exact_longest = "x".repeat(49);
+        assert_eq!(default_slot(&exact_longest), format!("outbox_events_{exact_longest}"));
+        let my_shop = default_slot("My-Shop");
+        assert!(my_shop.starts_with("outbox_events_my_shop_") && my_shop.len() == 30, "{my_shop}");
+        assert_eq!(default_slot("My-Shop"), my_shop, "stable");
         let long = default_slot(&"x".repeat(100));
         assert_eq!(long.len(), 63);
-        assert!(valid_slot(&long) && valid_slot("outbox_events_shop"));
+        assert!(valid_slot(&long) && valid_slot(&my_shop) && valid_slot("outbox_events_shop"));
         assert!(!valid_slot("Bad-Name") && !valid_slot("") && !valid_slot(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn databases_that_differ_only_in_what_a_slot_name_cannot_hold_get_slots_of_their_own() {
+        // 49 characters: the longest name kept as it is; then two that share them, cut to the same length.
+        let (long, long_a, long_b) = ("x".repeat(49), format!("{}a", "x".repeat(49)), format!("{}b", "x".repeat(49)));
+        let pairs = [
+            ("orders-eu", "orders_eu"),
+            ("orders-eu", "orders.eu"),
+            ("Shop", "shop"),
+            ("Shop", "SHOP"),
+            ("caf\u{e9}", "caf_"),
+            ("caf\u{e9}", "caf\u{e8}"),
+            (long_a.as_str(), long_b.as_str()),
+            (long.as_str(), long_a.as_str()),
+        ];
+        for (one, other) in pairs {
+            let (a, b) = (default_slot(one), default_slot(other));
+            assert_ne!(a, b, "`{one}` and `{other}`");
+            assert!(valid_slot(&a) && valid_slot(&b), "{a} {b}");
+        }
     }
 
     #[test]

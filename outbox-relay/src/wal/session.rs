@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::flush::{flush, Flushed, Streamed};
 use super::handover::Handover;
-use super::pgoutput::Relations;
+use super::pgoutput::{Announced, Relations};
 use super::read_ahead::ReadAhead;
 use super::replication::{classify, create_slot_sql, sqlstate, Target};
 use super::settling::{settling_ended, Queued, Settling};
@@ -21,6 +21,12 @@ use super::statement::{database, settle_before_stop};
 use crate::error::{Error, Result};
 use crate::relay::shared::Shared;
 use crate::relay::summary::RunSummary;
+
+/// Drops the slot, only if it belongs to this database: the function, unlike the replication command, is given
+/// the slot by a statement that can check its database.
+const DROP_OWN_SLOT: &str = "\
+SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+ WHERE slot_name = $1 AND database = current_database()";
 
 /// PostgreSQL's epoch (2000-01-01) in Unix microseconds: the stream's commit times count from it.
 const PG_EPOCH_UNIX_MICROS: u64 = 946_684_800_000_000;
@@ -39,6 +45,8 @@ pub(crate) struct Session<'a> {
     pub(crate) store: &'a PgStore,
     pub(crate) target: &'a Target,
     pub(crate) slot: &'a str,
+    /// The schema of the outbox table: the stream's inserts into other tables are ignored.
+    pub(crate) outbox_schema: &'a str,
     pub(crate) server_version: u32,
     pub(crate) retry_in_place: Duration,
     pub(crate) gauges: &'a SlotGauges,
@@ -146,16 +154,21 @@ impl Session<'_> {
                 Ok(through.map(|through| (ids, through)))
             }
             Err(error) if sqlstate(&error) == Some("42710") => {
-                // Invalidated while this relay ran (or stood by): nothing can be streamed from it any more.
-                super::preflight::refuse_lost_slot(self.store, self.slot).await?;
+                // A slot of another database (slot names are shared by a server's databases) or of another plugin
+                // is never dropped nor read: its reader's events would be lost. Invalidated while this relay ran
+                // (or stood by): nothing can be streamed from it any more.
+                super::preflight::refuse_unusable_slot(self.store, self.slot).await?;
                 if state.slot.is_none() {
                     // Created by a relay that stopped before recording it (killed, or a database error between the
                     // two): its snapshot, and with it the rows pending then, are lost. No producer wrote for it (a
-                    // message needs the recorded slot), so it is dropped and made again with a new snapshot.
-                    client
-                        .simple_query(&format!("DROP_REPLICATION_SLOT {}", self.slot))
+                    // message needs the recorded slot), so it is dropped and made again with a new snapshot. Only
+                    // a slot of this database is dropped (should another database's relay have made one of that
+                    // name since the check, none is, and the next session's check stops the relay).
+                    sqlx::query(DROP_OWN_SLOT)
+                        .bind(self.slot)
+                        .execute(self.store.pool())
                         .await
-                        .map_err(|error| classify(&error, self.target))?;
+                        .map_err(|error| Error::from_store(error.into()))?;
                     return Err(Error::Unreachable {
                         target: self.target.masked.clone(),
                         reason: format!(
@@ -219,7 +232,7 @@ impl Session<'_> {
         handover: &mut Handover,
         shutdown: &CancellationToken,
     ) -> Result<Ended> {
-        let mut relations = Relations::default();
+        let mut relations = Relations::of(self.outbox_schema);
         let mut transaction: Vec<InTransaction> = Vec::new();
         let mut in_transaction = false;
         let mut commit_time = None;
@@ -279,11 +292,22 @@ impl Session<'_> {
                     commit_time = Some(commit_time_micros);
                 }
                 ReplicationEvent::XLogData { data, .. } => match data.first() {
-                    Some(b'R') => relations.apply(&data).map_err(|error| self.protocol(&error))?,
-                    Some(b'I') => transaction.push(InTransaction::Row(
-                        relations.inserted_id(&data).map_err(|error| self.protocol(&error))?,
-                        xid,
-                    )),
+                    Some(b'R') => {
+                        if let Announced::Other(table) =
+                            relations.apply(&data).map_err(|error| self.protocol(&error))?
+                        {
+                            tracing::warn!(
+                                table = %table,
+                                "the publication outbox_wal also publishes this table: its inserts are ignored \
+                                 (ALTER PUBLICATION outbox_wal DROP TABLE ... stops decoding them)"
+                            );
+                        }
+                    }
+                    Some(b'I') => {
+                        if let Some(id) = relations.inserted_id(&data).map_err(|error| self.protocol(&error))? {
+                            transaction.push(InTransaction::Row(id, xid));
+                        }
+                    }
                     _ => {}
                 },
                 ReplicationEvent::Commit { end_lsn, .. } => {

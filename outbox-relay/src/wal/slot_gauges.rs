@@ -16,11 +16,12 @@ use crate::telemetry::names;
 /// How often the gauges are set.
 const EVERY: Duration = Duration::from_secs(1);
 
-/// The slot's confirmed position and the server's end of WAL, as byte positions.
+/// The slot's confirmed position and the server's end of WAL, as byte positions; only a slot of this database (slot
+/// names are shared by a server's databases).
 const SLOT_POSITIONS: &str = "\
 SELECT pg_wal_lsn_diff(confirmed_flush_lsn, '0/0')::int8, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::int8
   FROM pg_replication_slots
- WHERE slot_name = $1 AND confirmed_flush_lsn IS NOT NULL";
+ WHERE slot_name = $1 AND database = current_database() AND confirmed_flush_lsn IS NOT NULL";
 
 #[derive(Debug, Default)]
 struct Positions {

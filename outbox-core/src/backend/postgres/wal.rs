@@ -29,7 +29,8 @@ const TO_WAL: &str = "\
 UPDATE outbox_control SET source = 'wal', changed_at = now()
  WHERE id AND source = 'table' AND NOT EXISTS (SELECT 1 FROM outbox_relays WHERE expires_at > now())";
 const LIVE_TABLE_RELAYS: &str = "SELECT relay_id FROM outbox_relays WHERE expires_at > now() ORDER BY relay_id";
-const SLOT_ACTIVE: &str = "SELECT active, wal_status = 'lost' FROM pg_replication_slots WHERE slot_name = $1";
+const SLOT_ACTIVE: &str = "SELECT active, wal_status = 'lost' FROM pg_replication_slots
+ WHERE slot_name = $1 AND database = current_database()";
 /// Whether a WAL relay leads the slot ([`WAL_LEADER_LOCK_CLASS`]): it may not stream it yet.
 const SLOT_LED: &str = "\
 SELECT EXISTS (SELECT 1 FROM pg_locks

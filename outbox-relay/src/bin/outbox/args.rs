@@ -93,7 +93,8 @@ pub(crate) struct RelayArgs {
     #[arg(long, value_enum, default_value_t = SourceArg::Table)]
     pub(crate) source: SourceArg,
 
-    /// The replication slot of `--source wal` [default: outbox_events_DATABASE].
+    /// The replication slot of `--source wal` [default: the slot recorded by the WAL relay before, else
+    /// outbox_events_DATABASE, with a short hash of the name when it has characters a slot name cannot hold].
     #[arg(long, value_name = "NAME")]
     pub(crate) slot: Option<String>,
 
