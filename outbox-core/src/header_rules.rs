@@ -5,6 +5,7 @@
 //! them lowercase), NATS header names (no `:` or whitespace), SQS message attribute names (`a-z A-Z 0-9 - _ .`,
 //! no leading, trailing or double `.`, no `aws.`/`amazon.` prefix), AMQP field table keys (at most 255 bytes),
 //! Kafka record headers and Redis stream fields (any string), minus the names the publishers write themselves.
+//! A value is not empty: SQS refuses an empty message attribute value.
 
 /// The longest header name, in bytes.
 pub const MAX_HEADER_NAME_BYTES: usize = 128;
@@ -33,7 +34,7 @@ const RESERVED_NAMES: [&str; 11] = [
 ];
 
 /// Checks one header: the name is 1 to 128 lowercase ASCII letters, digits, `-`, `_` or `.` (starting with a
-/// letter or a digit, no trailing or double `.`), not reserved by a publisher; the value is at most 4,096 bytes
+/// letter or a digit, no trailing or double `.`), not reserved by a publisher; the value is 1 to 4,096 bytes
 /// without control characters. The error names the header and the broken rule, never the value.
 ///
 /// # Errors
@@ -66,8 +67,8 @@ pub fn check_header(name: &str, value: &str) -> Result<(), String> {
             "the name is reserved for the headers the publishers write (`ce_`, `ce-`, `webhook-`, `nats-`, ...)",
         );
     }
-    if value.len() > MAX_HEADER_VALUE_BYTES {
-        return bad("a header value is at most 4096 bytes");
+    if value.is_empty() || value.len() > MAX_HEADER_VALUE_BYTES {
+        return bad("a header value is 1 to 4096 bytes (SQS refuses an empty one)");
     }
     if value.chars().any(char::is_control) {
         return bad("a header value has no control characters (line breaks, tabs, NUL)");
@@ -116,5 +117,6 @@ mod tests {
         let error = check_header("tenant", "secret\r\nx-injected: 1").unwrap_err();
         assert!(error.contains("control characters") && !error.contains("secret"), "{error}");
         assert!(check_header("tenant", &"v".repeat(4097)).unwrap_err().contains("4096"));
+        assert!(check_header("tenant", "").unwrap_err().contains("empty"));
     }
 }

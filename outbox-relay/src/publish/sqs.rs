@@ -267,7 +267,10 @@ impl SqsPublisher {
     /// [`HEADERS_ATTRIBUTE`].
     fn attributes(&self, message: &Message) -> Vec<(String, String)> {
         let mut attributes = self.envelope.attribute_headers(message, Binding::Underscore);
-        let headers: std::collections::BTreeMap<&str, &str> = message.forwarded_headers().collect();
+        // SQS refuses an empty attribute value (for the whole entry, for good); enqueue refuses one, a row written
+        // by hand may still hold one: it is left out.
+        let headers: std::collections::BTreeMap<&str, &str> =
+            message.forwarded_headers().filter(|(_, value)| !value.is_empty()).collect();
         if attributes.len() + headers.len() <= MAX_ATTRIBUTES {
             attributes.extend(headers.into_iter().map(|(name, value)| (name.to_owned(), value.to_owned())));
         } else {
