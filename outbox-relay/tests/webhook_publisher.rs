@@ -449,6 +449,63 @@ async fn relay_publishes_committed_events_to_the_webhook_and_marks_them_publishe
 }
 
 #[tokio::test]
+async fn a_receiver_slower_than_a_batch_per_publish_timeout_gets_every_event_in_smaller_calls_and_none_fails() {
+    use outbox_core::store::PgStore;
+    use outbox_core::OutboxEvent;
+
+    #[derive(serde::Serialize)]
+    struct OrderPlaced {
+        order_id: u32,
+    }
+    impl OutboxEvent for OrderPlaced {
+        const EVENT_TYPE: &'static str = "order.placed";
+        const AGGREGATE_TYPE: &'static str = "order";
+        const VERSION: u32 = 1;
+        fn aggregate_id(&self) -> String {
+            self.order_id.to_string()
+        }
+    }
+
+    let db = outbox_tests::pg::TestDatabase::migrated().await;
+    let events: Vec<_> = (0..40).map(|order_id| OrderPlaced { order_id }).collect();
+    let mut tx = db.pool.begin().await.unwrap();
+    outbox_core::Outbox::new().enqueue_all(&mut tx, &events).await.unwrap();
+    tx.commit().await.unwrap();
+    // One request at a time, 250 ms each: the 40 events of a batch take 10 s, ten times the publish timeout, and
+    // the retries of a few milliseconds' backoff come back together.
+    let (receiver, url) = start_receiver().await;
+    receiver.delay_ms.store(250, AtomicOrdering::SeqCst);
+    let publisher = WebhookPublisher::builder(url).secret(SECRET).concurrency(1).build().unwrap();
+    let config = RelayConfig::builder()
+        .poll_interval(Duration::from_millis(20))
+        .publish_timeout(Duration::from_secs(1))
+        .backoff(Duration::from_millis(10), Duration::from_millis(100))
+        .max_attempts(6)
+        .build()
+        .unwrap();
+    let relay = Relay::new(PgStore::new(db.pool.clone()), publisher, config);
+    let shutdown = outbox_relay::CancellationToken::new();
+    let running = tokio::spawn(relay.run(shutdown.clone()));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let (published, failed) = loop {
+        let counts: (i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE status = 'published'), count(*) FILTER (WHERE status = 'failed')
+               FROM outbox_events",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        if counts.0 + counts.1 == 40 || tokio::time::Instant::now() >= deadline {
+            break counts;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    assert_eq!((published, failed), (40, 0), "(published, failed)");
+}
+
+#[tokio::test]
 async fn the_relay_waits_a_receivers_retry_after_in_seconds_or_as_a_date_up_to_the_backoff_maximum() {
     use common::RetryAfter::{DateIn, Seconds};
     let db = outbox_tests::pg::TestDatabase::migrated().await;

@@ -107,13 +107,24 @@ pub(crate) async fn publish(shared: &Shared, items: &mut [Item]) -> Published {
     let mut blocked: HashSet<&AggregateKey> = HashSet::default();
     let mut left: Vec<usize> = (0..items.len()).collect();
     while !left.is_empty() {
-        // This round: the next event of every aggregate (all of them, in order, when the publisher keeps order).
+        // This round: the next event of every aggregate (all of them, in order, when the publisher keeps order), up
+        // to the events one call may carry; with ordering, an aggregate with an event left for later leaves its
+        // later events for later too.
+        let cap = shared.call_size.cap();
         let mut round: Vec<usize> = Vec::new();
         let mut later: Vec<usize> = Vec::new();
         let mut in_round: HashSet<&AggregateKey> = HashSet::default();
+        let mut deferred: HashSet<&AggregateKey> = HashSet::default();
         for index in left {
             let item = &items[index];
             if ordering == Ordering::Aggregate && blocked.contains(&item.aggregate) {
+                continue;
+            }
+            if round.len() >= cap || (ordering == Ordering::Aggregate && deferred.contains(&item.aggregate)) {
+                if ordering == Ordering::Aggregate {
+                    deferred.insert(&item.aggregate);
+                }
+                later.push(index);
                 continue;
             }
             if ordering == Ordering::None || keeps_order || in_round.insert(&item.aggregate) {
@@ -151,7 +162,17 @@ pub(crate) async fn publish(shared: &Shared, items: &mut [Item]) -> Published {
             continue;
         }
         let start = shared.destination.call_starts();
-        let outcomes = call(shared, batch).await;
+        let events = batch.len();
+        let started = tokio::time::Instant::now();
+        let (outcomes, timed_out) = call(shared, batch).await;
+        let took = (!timed_out).then(|| started.elapsed());
+        if let Some(cap) = shared.call_size.after_call(events, took, shared.config.publish_timeout) {
+            tracing::warn!(
+                events, cap, timeout = ?shared.config.publish_timeout,
+                "the publisher did not finish a call within the publish timeout; calls carry at most `cap` events \
+                 from now on (more again while they finish quickly)"
+            );
+        }
         let outage = shared.destination.call_ended(
             start,
             outcomes.contains(&Outcome::Published),
@@ -199,23 +220,24 @@ fn hold_back<'a>(
 }
 
 /// One publisher call, in a task of its own (a panic is a failed attempt, not a dead relay) and under the
-/// publish timeout (a sink that hangs is a failed attempt too). The task ends with the call: a publish that timed
-/// out, or whose relay was stopped past its shutdown timeout, is aborted.
-async fn call(shared: &Shared, messages: Vec<Message>) -> Vec<Outcome> {
+/// publish timeout (a sink that hangs is a failed attempt too); `true` with the outcomes when it timed out. The
+/// task ends with the call: a publish that timed out, or whose relay was stopped past its shutdown timeout, is
+/// aborted.
+async fn call(shared: &Shared, messages: Vec<Message>) -> (Vec<Outcome>, bool) {
     let count = messages.len();
     let publisher = Arc::clone(&shared.publisher);
     let task = AbortOnDropHandle::new(tokio::spawn(async move { publisher.publish_boxed(&messages).await }));
     match tokio::time::timeout(shared.config.publish_timeout, task).await {
-        Ok(Ok(outcomes)) => outcomes,
+        Ok(Ok(outcomes)) => (outcomes, false),
         Ok(Err(error)) if error.is_panic() => {
             tracing::error!(events = count, "the publisher panicked; the events count a failed attempt");
-            vec![Outcome::transient("the publisher panicked"); count]
+            (vec![Outcome::transient("the publisher panicked"); count], false)
         }
-        Ok(Err(_)) => vec![Outcome::transient("the publish was cancelled"); count],
+        Ok(Err(_)) => (vec![Outcome::transient("the publish was cancelled"); count], false),
         Err(_) => {
             let timeout = shared.config.publish_timeout;
             tracing::error!(events = count, ?timeout, "the publish timed out; the events count a failed attempt");
-            vec![Outcome::transient(format!("the publish timed out after {timeout:?}")); count]
+            (vec![Outcome::transient(format!("the publish timed out after {timeout:?}")); count], true)
         }
     }
 }

@@ -8,6 +8,7 @@
 //! - [`shared`]: what the relay's tasks share; [`summary`]: the totals of a run.
 
 pub(crate) mod batch;
+mod call_size;
 mod destination;
 mod lane;
 mod membership;
@@ -67,6 +68,7 @@ impl Relay {
                 config,
                 relay: Uuid::now_v7(),
                 destination: Default::default(),
+                call_size: Default::default(),
             }),
         }
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use outbox_core::store::Store;
 use uuid::Uuid;
 
+use super::call_size::CallSize;
 use super::destination::Destination;
 use crate::config::RelayConfig;
 use crate::publish::ErasedPublisher;
@@ -17,4 +18,6 @@ pub(crate) struct Shared {
     pub(crate) relay: Uuid,
     /// Whether the publisher's destination is reachable, as the lanes' calls found it.
     pub(crate) destination: Destination,
+    /// How many events one publisher call may carry.
+    pub(crate) call_size: CallSize,
 }

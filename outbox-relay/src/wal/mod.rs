@@ -129,6 +129,7 @@ impl WalRelay {
             config,
             relay: Uuid::now_v7(),
             destination: Default::default(),
+            call_size: Default::default(),
         });
         let slot = replication::default_slot(&target.database);
         Ok(Self { shared, store, target, options, slot, slot_given: false, retry_in_place: DEFAULT_RETRY_IN_PLACE })
