@@ -235,6 +235,32 @@ async fn admin(broker: &Broker, args: &[&str]) -> redis::Value {
     redis::cmd(args[0]).arg(&args[1..]).query_async(&mut connection).await.unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
+/// The connections `broker` has accepted so far (each [`admin`] call opens one).
+async fn connections_received(broker: &Broker) -> u64 {
+    let redis::Value::BulkString(info) = admin(broker, &["INFO", "stats"]).await else { panic!("INFO is text") };
+    let info = String::from_utf8(info).unwrap();
+    let line = info.lines().find_map(|line| line.strip_prefix("total_connections_received:")).expect(&info);
+    line.trim().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_server_that_answers_readonly_after_a_failover_is_reconnected_to_at_the_next_publish() {
+    let broker = Broker::start(Kind::Redis);
+    let publisher = publisher(&broker);
+    assert_eq!(publisher.publish(&[one_message()]).await, vec![Outcome::Published]);
+    let before = connections_received(&broker).await;
+    // Demoted: a replica (of a primary that is not there) answers every write READONLY.
+    let port = outbox_tests::process::free_port().to_string();
+    admin(&broker, &["REPLICAOF", "127.0.0.1", &port]).await;
+    let outcome = publisher.publish(&[one_message()]).await.remove(0);
+    assert!(matches!(&outcome, Outcome::Transient(e) if e.message().contains("read only")), "{outcome:?}");
+    admin(&broker, &["REPLICAOF", "NO", "ONE"]).await;
+    assert_eq!(publisher.publish(&[one_message()]).await, vec![Outcome::Published]);
+    // Three admin connections (the two REPLICAOF and this INFO), and the publisher's new one: where a failover
+    // moved the primary behind the same name, the new connection reaches it.
+    assert_eq!(connections_received(&broker).await - before, 4, "the publisher reconnected after READONLY");
+}
+
 #[tokio::test]
 async fn a_fixed_stream_whose_key_holds_another_type_is_refused_at_start_and_a_template_waits_for_its_publish() {
     let broker = Broker::start(Kind::Redis);

@@ -84,7 +84,9 @@ impl Publisher for FilePublisher {
         }
     }
 
-    /// Each call is one write of the whole batch: it lands in order, or (on an error) not at all.
+    /// Each call is one write of the whole batch, in order; on an error it fails whole and is written again (a
+    /// regular file with `sync` is cut back to where the batch began; a pipe or device may keep the part written
+    /// before the error, a line cut short).
     fn keeps_order(&self) -> bool {
         true
     }

@@ -20,12 +20,13 @@ use crate::masked_url::masked_url as masked;
 /// Every event is appended (`XADD key * field value ...`) to the stream rendered from a [`Template`] (default
 /// `outbox.{aggregate_type}`, so one aggregate's events share a stream and keep their commit order), with the
 /// fields `content-type`, `data` (the payload, or the structured-mode envelope), the CloudEvents attributes as
-/// `ce_`-prefixed fields (`ce_id` is the event id: Redis has no deduplication, consumers deduplicate by it) and
-/// `traceparent`. A batch is one pipeline; an optional `MAXLEN ~ n` trims each stream.
+/// `ce_`-prefixed fields in binary mode (`ce_id` is the event id: Redis has no deduplication, consumers deduplicate
+/// by it; in structured mode the envelope in `data` carries the `id`) and `traceparent`. A batch is one pipeline; an optional `MAXLEN ~ n` trims each stream.
 ///
 /// An event is published when Redis answered its `XADD` (how durable that is depends on the server's `appendonly`
 /// and `appendfsync` settings). A connection failure or timeout is transient (the connection is re-established
-/// at the next batch); a key holding another type (`WRONGTYPE`), a refused permission, or a message over
+/// at the next batch, as after a `READONLY` or `MASTERDOWN` answer: a server a failover demoted); a key holding
+/// another type (`WRONGTYPE`), a refused permission, or a message over
 /// [`max_message_bytes`](RedisBuilder::max_message_bytes) is permanent.
 ///
 /// **TLS**: `rediss://`, with `tls_ca=PATH` (authorities to trust instead of the system's) and
@@ -408,6 +409,17 @@ impl Publisher for RedisPublisher {
             };
             match results {
                 Ok(results) => {
+                    // A server that is no longer the primary (a failover demoted it, `REPLICAOF`) answers every
+                    // write `READONLY`, and the client keeps its connection: reconnect, so that a name that now
+                    // points at the new primary (a managed service's endpoint, Sentinel's DNS) is resolved again.
+                    if results.iter().any(|result| {
+                        result
+                            .as_ref()
+                            .err()
+                            .is_some_and(|error| matches!(error.code(), Some("READONLY" | "MASTERDOWN")))
+                    }) {
+                        self.connection.reset().await;
+                    }
                     for (index, result) in sent.iter().zip(results.into_iter().map(Some).chain(std::iter::repeat(None)))
                     {
                         outcomes[*index] = Some(match result {

@@ -43,7 +43,8 @@ impl Publisher for StdoutPublisher {
         }
     }
 
-    /// Each call is one write of the whole batch: it lands in order, or (on an error) not at all.
+    /// Each call is one write of the whole batch, in order; on an error it fails whole and is written again (what
+    /// went out before the error stays: a reader may see a line cut short, then the batch again).
     fn keeps_order(&self) -> bool {
         true
     }
