@@ -82,6 +82,20 @@ pub enum Error {
     /// Applying the outbox migrations failed.
     #[error(transparent)]
     Migrate(#[from] sqlx::migrate::MigrateError),
+
+    /// A migration could not take the locks it needs on the outbox tables for `waited`: another session holds
+    /// them (a long transaction that read or wrote the table). Each try gave up after a short wait, so that the
+    /// application's writes did not queue behind it; the migrations applied before it stay, the rest are not.
+    #[error(
+        "migration {version} waited {waited:?} for locks on the outbox tables that another session holds (a long \
+         transaction?); it changed nothing: run the migrations again once that session has ended"
+    )]
+    MigrationBlocked {
+        /// The version of the migration that could not run.
+        version: i64,
+        /// How long it tried.
+        waited: std::time::Duration,
+    },
 }
 
 /// The result type of `outbox-core`.

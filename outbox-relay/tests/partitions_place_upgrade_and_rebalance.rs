@@ -596,6 +596,46 @@ async fn upgrading_a_database_of_the_previous_schema_publishes_every_pending_and
 }
 
 #[tokio::test]
+async fn an_upgrade_that_waits_for_a_long_transaction_does_not_hold_the_applications_writes_behind_it() {
+    let db = TestDatabase::create().await;
+    previous_schema(&db).await;
+    // A long transaction that read the table: the upgrade's ALTER TABLE cannot have its lock until it ends.
+    let mut long = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT count(*) FROM outbox_events").execute(&mut *long).await.unwrap();
+    let migrating = tokio::spawn({
+        let pool = db.pool.clone();
+        async move { outbox_core::migrate(&pool).await }
+    });
+    // The application keeps writing meanwhile (the previous version's plain INSERT).
+    let mut slowest = Duration::ZERO;
+    let writing = std::time::Instant::now();
+    while writing.elapsed() < Duration::from_secs(4) {
+        let started = std::time::Instant::now();
+        let insert = sqlx::query(
+            "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+             VALUES (gen_random_uuid(), 'order', '1', 'order.placed', '{}')",
+        )
+        .execute(&db.pool);
+        tokio::time::timeout(Duration::from_secs(10), insert)
+            .await
+            .expect("a write waited 10 s behind the migration")
+            .unwrap();
+        slowest = slowest.max(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!migrating.is_finished(), "the migration could not have its lock yet");
+    // Each try of the migration waits half a second for its lock at most, and the writes queued behind it as long.
+    assert!(slowest < Duration::from_millis(1500), "a write waited {slowest:?}");
+    long.commit().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), migrating)
+        .await
+        .expect("the migration finished once the long transaction ended")
+        .unwrap()
+        .unwrap();
+    assert!(count(&db.pool, "pending").await > 10, "the rows written meanwhile are kept");
+}
+
+#[tokio::test]
 async fn a_relay_of_the_previous_design_is_refused_beside_the_new_relays() {
     let db = TestDatabase::migrated().await;
     enqueue(&db.pool, &[event("both", 0)]).await;

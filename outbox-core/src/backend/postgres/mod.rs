@@ -153,23 +153,66 @@ impl Backend for Postgres {
     }
 }
 
+/// How long a migration's statement waits for a lock before its try gives up: while it waits, every later
+/// statement on the table (the application's enqueues) queues behind it.
+const MIGRATION_LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '500ms'";
+/// The wait before the first retry of a migration that could not take its locks, and the longest one.
+const MIGRATION_RETRY: (std::time::Duration, std::time::Duration) =
+    (std::time::Duration::from_millis(250), std::time::Duration::from_secs(5));
+/// How long a migration keeps trying to take its locks.
+const MIGRATION_LOCK_BUDGET: std::time::Duration = std::time::Duration::from_secs(300);
+/// PostgreSQL's `lock_not_available`.
+const LOCK_NOT_AVAILABLE: &str = "55P03";
+
 /// Applies each migration not yet recorded in [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE), each in its own transaction. A recorded
 /// migration whose SQL changed since is an error; versions this build does not know (a newer build migrated the
 /// database) are left alone, so an older build keeps running during a rolling deploy.
+///
+/// A migration that rewrites or indexes `outbox_events` locks it until it commits. So that it never waits in the
+/// lock queue behind a long transaction, with the application's writes queued behind it, each try waits at most
+/// half a second for its locks, and is rolled back and tried again after a growing pause, for up to five minutes
+/// ([`Error::MigrationBlocked`](crate::Error::MigrationBlocked)).
 async fn apply_pending(conn: &mut PgConnection) -> Result<()> {
     conn.execute(CREATE_MIGRATIONS_TABLE).await?;
     let applied: Vec<(i64, Vec<u8>)> = sqlx::query_as(SELECT_APPLIED).fetch_all(&mut *conn).await?;
     for migration in super::pending_migrations(&MIGRATOR, &applied)? {
-        let mut tx = conn.begin().await?;
-        tx.execute(&*migration.sql).await?;
-        sqlx::query(RECORD_APPLIED)
-            .bind(migration.version)
-            .bind(&*migration.description)
-            .bind(&*migration.checksum)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
+        let started = std::time::Instant::now();
+        let mut pause = MIGRATION_RETRY.0;
+        loop {
+            match apply_one(conn, migration).await {
+                Err(crate::Error::Database(sqlx::Error::Database(error)))
+                    if error.code().as_deref() == Some(LOCK_NOT_AVAILABLE) =>
+                {
+                    if started.elapsed() >= MIGRATION_LOCK_BUDGET {
+                        return Err(crate::Error::MigrationBlocked {
+                            version: migration.version,
+                            waited: started.elapsed(),
+                        });
+                    }
+                    // Paused on the server: the crate needs no timer of an async runtime.
+                    sqlx::query("SELECT pg_sleep($1)").bind(pause.as_secs_f64()).execute(&mut *conn).await?;
+                    pause = (pause * 2).min(MIGRATION_RETRY.1);
+                }
+                applied => break applied?,
+            }
+        }
     }
+    Ok(())
+}
+
+/// One migration and its record, in one transaction whose statements wait at most [`MIGRATION_LOCK_TIMEOUT`] for
+/// a lock.
+async fn apply_one(conn: &mut PgConnection, migration: &sqlx::migrate::Migration) -> Result<()> {
+    let mut tx = conn.begin().await?;
+    tx.execute(MIGRATION_LOCK_TIMEOUT).await?;
+    tx.execute(&*migration.sql).await?;
+    sqlx::query(RECORD_APPLIED)
+        .bind(migration.version)
+        .bind(&*migration.description)
+        .bind(&*migration.checksum)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
     Ok(())
 }
 
