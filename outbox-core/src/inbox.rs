@@ -64,8 +64,10 @@ impl Inbox {
     /// Records `event_id` as processed in the caller's transaction. Returns `true` the first time (run the
     /// effect, then commit), `false` when it was processed before (skip it).
     ///
-    /// A concurrent delivery of the same event waits for this transaction: it sees `false` if this one commits,
-    /// and `true` if it rolls back.
+    /// On PostgreSQL a concurrent delivery of the same event waits for this transaction: it sees `false` if this
+    /// one commits, and `true` if it rolls back. On SQLite, where one transaction writes at a time, a concurrent
+    /// delivery (of any event) waits up to the pool's busy timeout (sqlx's default is 5 s) and then fails with
+    /// "database is locked": nothing is recorded twice either way; retry the delivery.
     ///
     /// # Errors
     ///
@@ -85,7 +87,8 @@ impl Inbox {
     ///
     /// Run the effect on the returned transaction and commit it: the effect and the record commit together. If
     /// the effect fails, drop the transaction (or return early with `?`): both roll back, so a redelivery
-    /// processes the event again. A concurrent delivery of the same event waits until this transaction ends.
+    /// processes the event again. A concurrent delivery of the same event waits until this transaction ends (on
+    /// SQLite at most the busy timeout, then it fails: see [`record`](Self::record)).
     ///
     /// # Errors
     ///
