@@ -40,8 +40,9 @@ const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 /// attribute `outbox_headers` (`{"tenant":"acme","traceparent":"00-..."}`). For a FIFO queue (`.fifo`), `MessageGroupId` is the aggregate id
 /// and `MessageDeduplicationId` the event id; a standard queue neither orders nor deduplicates.
 ///
-/// Credentials come from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`; the region from
-/// the `region` option, `AWS_REGION` or `AWS_DEFAULT_REGION`.
+/// Credentials come from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`, read once when the
+/// publisher is built (no instance, task or web-identity roles; temporary credentials are not renewed); the region
+/// from the `region` option, `AWS_REGION` or `AWS_DEFAULT_REGION`.
 ///
 /// Outcomes: an entry SQS accepted is published. An entry it refused as the sender's fault, a message over
 /// [`max_message_bytes`](SqsBuilder::max_message_bytes) (default 256 KiB), or a denied access is permanent;
