@@ -28,8 +28,10 @@ use crate::masked_url::masked_url as masked;
 /// aggregate id, with the payload as the value and the CloudEvents attributes as `ce_` headers plus
 /// `content-type` and `traceparent` (see [`CloudEvents`]).
 ///
-/// The producer is idempotent with `acks=all`: an event is published once every in-sync replica has it, and
-/// librdkafka's own retries never duplicate or reorder a partition. (A relay crash between publish and mark
+/// The producer is idempotent with `acks=all`: an event is published once every in-sync replica has it (how many
+/// that is depends on the topic: one for a topic of `replication_factor=1`, the default of the topics
+/// `--create-destinations` makes; set the topic's `min.insync.replicas` on a cluster), and librdkafka's own
+/// retries never duplicate or reorder a partition. (A relay crash between publish and mark
 /// still republishes the event: consumers deduplicate by `ce_id`.) It does not declare
 /// [`keeps_order`](Publisher::keeps_order): after a message fails (a delivery timeout, or a permanent error
 /// without librdkafka's experimental `enable.gapless.guarantee`), librdkafka goes on with the messages behind it,
