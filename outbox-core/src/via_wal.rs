@@ -23,6 +23,35 @@ const EMIT: &str = "\
 SELECT pg_logical_emit_message(true, $1, m.content) FROM UNNEST($2::text[]) AS m(content)
  WHERE (SELECT outbox_wal_slot_ready($3))";
 
+/// The most bytes a message-mode event's aggregate type and id may hold together. A message that leaves the stream
+/// (it kept failing, or failed for good) is written to the table and its aggregate recorded in
+/// `outbox_wal_handed_over`, whose B-tree key holds both: an index entry takes at most about 2.7 kB (a third of a
+/// page), so longer, incompressible texts fail there (SQLSTATE 54000). Refused at enqueue instead, with the margin
+/// of the entry's headers.
+pub(crate) const MAX_WAL_AGGREGATE_BYTES: usize = 2_600;
+
+/// Why `aggregate_type` and `aggregate_id` cannot be a message-mode event's, if they cannot
+/// ([`MAX_WAL_AGGREGATE_BYTES`]).
+#[must_use]
+pub(crate) fn wal_aggregate_too_long(aggregate_type: &str, aggregate_id: &str) -> Option<String> {
+    let bytes = aggregate_type.len() + aggregate_id.len();
+    (bytes > MAX_WAL_AGGREGATE_BYTES).then(|| {
+        format!(
+            "its aggregate type and id hold {bytes} bytes, more than the {MAX_WAL_AGGREGATE_BYTES} the table's index \
+             of handed-over aggregates takes; nothing was written"
+        )
+    })
+}
+
+/// Checks what [`emit`] can write: every event's headers, and its aggregate within [`MAX_WAL_AGGREGATE_BYTES`].
+fn check(event: &NewEvent) -> Result<()> {
+    event.check()?;
+    match wal_aggregate_too_long(event.aggregate_type(), event.aggregate_id()) {
+        None => Ok(()),
+        Some(reason) => Err(Error::InvalidEvent { event_type: event.event_type().to_owned(), reason }),
+    }
+}
+
 /// Writes events into PostgreSQL's write-ahead log inside a transaction you own, with no table row
 /// ([`Outbox::via_wal`]).
 ///
@@ -120,7 +149,8 @@ impl WalOutbox {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidEvent`] when an event has a header the brokers would refuse (nothing is written),
+    /// [`Error::InvalidEvent`] when an event has a header the brokers would refuse, or an aggregate type and id
+    /// longer than 2,600 bytes together (the table could not hold the event if it failed; nothing is written),
     /// [`Error::WalSourceOff`] without the WAL relay's slot (nothing is written, the transaction goes on),
     /// [`Error::Database`] when the write fails.
     pub async fn enqueue_events<T, I>(&self, mut tx: T, events: I) -> Result<Vec<Uuid>>
@@ -129,7 +159,7 @@ impl WalOutbox {
         I: IntoIterator<Item = NewEvent>,
     {
         let events: Vec<NewEvent> = events.into_iter().collect();
-        events.iter().try_for_each(NewEvent::check)?;
+        events.iter().try_for_each(check)?;
         if events.is_empty() {
             return Ok(Vec::new());
         }
@@ -145,6 +175,7 @@ impl WalOutbox {
 /// [`Error::WalSourceOff`] without the WAL relay's slot (nothing is written), [`Error::Database`] when the write
 /// fails.
 pub(crate) async fn emit(connection: &mut sqlx::PgConnection, events: &[NewEvent]) -> Result<()> {
+    events.iter().try_for_each(check)?;
     let contents: Vec<String> = events.iter().map(crate::store::wal_message::encode).collect();
     let emitted = sqlx::query(EMIT)
         .bind(WAL_MESSAGE_PREFIX)

@@ -1422,3 +1422,42 @@ async fn a_settle_that_fails_for_good_leaves_the_batches_behind_it_unsettled_and
     expected.sort();
     assert_eq!(published, expected, "the unsettled events were not published again, once each");
 }
+
+#[tokio::test]
+async fn a_message_mode_event_whose_aggregate_the_table_cannot_index_is_refused_at_enqueue_and_skipped_by_the_relay() {
+    let db = TestDatabase::migrated().await;
+    let (_sink_dir, sink, mut relay) = wal_relay_with_its_slot(&db, "too-long-aggregate").await;
+    // Incompressible: an index entry cannot hold it (SQLSTATE 54000 when the event would be written to the table).
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let long: String = (0..3000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'a' + u8::try_from(x % 26).unwrap())
+        })
+        .collect();
+    let mut tx = db.pool.begin().await.unwrap();
+    let refused = Outbox::new().via_wal().enqueue(&mut tx, &common::event(long.clone(), 0)).await;
+    let Err(outbox_core::Error::InvalidEvent { reason, .. }) = refused else { panic!("accepted: {refused:?}") };
+    assert!(!reason.contains('\n') && reason.contains("aggregate type and id"), "{reason}");
+    tx.commit().await.expect("nothing written, the transaction goes on");
+
+    // One written by hand (an older version): the relay skips it, logged without its payload, and goes on.
+    let skipped = Uuid::now_v7();
+    let content = serde_json::json!({
+        "id": skipped, "type": "test.happened", "aggregate_type": "t", "aggregate_id": long, "version": 1,
+        "payload": {"secret": "do-not-log"}, "headers": {}, "sensitive_paths": [],
+    });
+    sqlx::query("SELECT pg_logical_emit_message(true, 'outbox', $1)")
+        .bind(content.to_string())
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let after = via_wal(&db, "t", 1).await;
+    assert_eq!(wait_for_lines(&sink, 1), [after], "the stream goes on past it");
+    let logged = relay.stderr();
+    assert!(logged.contains("skipped a message-mode event the table cannot hold"), "{logged}");
+    assert!(logged.contains(&skipped.to_string()) && !logged.contains("do-not-log"), "{logged}");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}

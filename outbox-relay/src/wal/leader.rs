@@ -18,8 +18,8 @@ const LOCK_CLASS: i32 = outbox_core::store::WAL_LEADER_LOCK_CLASS;
 
 /// The server's side of the leader's connection: a first keepalive after 5 s of silence, then one every 3 s, the
 /// peer dead after 3 unanswered (and data unacknowledged for 20 s ends it too). Ignored on a Unix socket, which
-/// a vanished host cannot hold.
-const KEEPALIVES: [(&str, &str); 4] = [
+/// a vanished host cannot hold. The replication connection asks for the same ([`super::replication`]).
+pub(crate) const KEEPALIVES: [(&str, &str); 4] = [
     ("tcp_keepalives_idle", "5"),
     ("tcp_keepalives_interval", "3"),
     ("tcp_keepalives_count", "3"),

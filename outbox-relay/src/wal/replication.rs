@@ -173,12 +173,23 @@ impl Target {
         };
         config
             .with_tls(tls)
+            // The walsender's side: the leader lock's keepalives ([`super::leader`]), so that a host that vanishes
+            // frees the slot as soon as its lock, not after `wal_sender_timeout`.
+            .with_options(server_options())
             // Acknowledgements reach the server within 100 ms, so a takeover replays little.
             .with_status_interval(Duration::from_millis(100))
             .with_wakeup_interval(Duration::from_secs(10))
             .with_buffer_size(16_384)
             .with_application_name(format!("outbox-relay-{relay}"))
     }
+}
+
+/// The replication connection's server settings (its startup packet's `options`): the TCP keepalives and user
+/// timeout the leader's connection asks for ([`super::leader::KEEPALIVES`]). Without them the walsender of a relay
+/// whose host vanished (a crash, a network cut) keeps the slot active until `wal_sender_timeout` (60 s by
+/// default; never when it is 0), and the standby that took the lock over cannot stream it until then.
+fn server_options() -> String {
+    super::leader::KEEPALIVES.iter().map(|(name, value)| format!("-c {name}={value}")).collect::<Vec<_>>().join(" ")
 }
 
 /// libpq's `sslmode`s.
@@ -494,6 +505,18 @@ mod tests {
         let socket = Target::from_url("postgres:///shop?host=/run/postgresql&user=relay").unwrap();
         assert_eq!((socket.host.as_str(), socket.user.as_str()), ("/run/postgresql", "relay"));
         assert!(Target::from_url("sqlite://outbox.db").is_err());
+    }
+
+    #[test]
+    fn the_replication_connection_asks_for_the_leader_connections_keepalives() {
+        for url in ["postgres://relay@db.example.com/shop", "postgres:///shop?host=/run/postgresql"] {
+            let options = target(url, &[]).unwrap().config("s", uuid::Uuid::nil()).options.unwrap();
+            assert_eq!(
+                options,
+                "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=3 -c tcp_keepalives_count=3 \
+                 -c tcp_user_timeout=20000"
+            );
+        }
     }
 
     #[test]

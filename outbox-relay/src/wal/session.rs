@@ -483,7 +483,22 @@ impl InTransaction {
     fn message(content: &[u8], lsn: Lsn, at: SystemTime) -> Option<Self> {
         let seq = i64::try_from(lsn.as_u64()).unwrap_or(i64::MAX);
         match decode_wal_message(content, time::OffsetDateTime::from(at), seq) {
-            Ok(event) => Some(Self::Message(Box::new(event), at)),
+            Ok(event) => match PgStore::wal_event_unwritable(&event) {
+                // Published or not, it could never be written to the table if it failed, and the stream would
+                // stop there for good: a permanent failure of its own, logged without its payload.
+                Some(reason) => {
+                    tracing::error!(
+                        lsn = %lsn.to_pg_string(),
+                        id = %event.id,
+                        event_type = %event.event_type,
+                        aggregate_type = %event.aggregate_type,
+                        reason = %reason,
+                        "skipped a message-mode event the table cannot hold"
+                    );
+                    None
+                }
+                None => Some(Self::Message(Box::new(event), at)),
+            },
             Err(error) => {
                 tracing::error!(lsn = %lsn.to_pg_string(), error = %error, "skipped a WAL message");
                 None

@@ -56,6 +56,15 @@ SELECT outbox_partition_of(u.aggregate_type, u.aggregate_id) AS partition, u.agg
   FROM UNNEST($1::uuid[], $2::text[], $3::text[]) AS u(id, aggregate_type, aggregate_id)";
 
 impl PgStore {
+    /// Why a message-mode event cannot be written to the table when it leaves the stream, if it cannot: its
+    /// aggregate type and id are too long together for the index of handed-over aggregates (`Outbox::via_wal`
+    /// refuses such an event at enqueue; one written otherwise, or by an older version, is a permanent failure of
+    /// its own, never one that stops the stream).
+    #[must_use]
+    pub fn wal_event_unwritable(event: &StoredEvent) -> Option<String> {
+        crate::via_wal::wal_aggregate_too_long(&event.aggregate_type, &event.aggregate_id)
+    }
+
     /// The aggregates whose events the WAL relay publishes from the table (see `WalRelay`'s hand-over): those it
     /// recorded ([`update_wal_hand_over`](Self::update_wal_hand_over)), and every aggregate with a pending event
     /// that has failed an attempt, or with a failed event. A WAL relay rebuilds its hand-over from them when its
