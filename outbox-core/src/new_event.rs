@@ -383,8 +383,13 @@ mod tests {
         assert!(!other.headers().contains_key("tracestate"), "{:?}", other.headers());
         // Both set by hand, in either order, stay.
         let by_hand = captured
+            .clone()
             .with_header("tracestate", "mine=1")
             .with_header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+        assert_eq!(by_hand.headers()["tracestate"], "mine=1");
+        let by_hand = captured
+            .with_header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+            .with_header("tracestate", "mine=1");
         assert_eq!(by_hand.headers()["tracestate"], "mine=1");
         // A state longer than a header may be is left out, not stored to be dropped by the relay.
         let long: String = (0..32).map(|n| format!("v{n}={}", "x".repeat(200))).collect::<Vec<_>>().join(",");

@@ -21,8 +21,8 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(event_type: &'static str, value: &T
             return Err(Error::InvalidEvent {
                 event_type: event_type.to_owned(),
                 reason: format!(
-                    "the raw JSON at `{path}` cannot be stored (not JSON text a database reads, such as a lone \
-                     surrogate escape)"
+                    "the raw JSON at `{path}` holds a lone UTF-16 surrogate escape (such as `\\ud800`), which a \
+                     database cannot store"
                 ),
             })
         }
@@ -89,12 +89,14 @@ impl FiniteCheck {
     }
 
     /// A `RawValue`'s JSON text, walked as the JSON it holds: there a NUL is the escape `\u0000`. Text serde_json
-    /// cannot read back as JSON is refused here: it would write it as it is, and the database would refuse it.
+    /// cannot read back is left as it is (a number beyond `f64`, deep nesting: the database reads those), unless it
+    /// holds a lone surrogate escape, which serde_json would write as it is and the database would refuse.
     fn raw<T: Serialize + ?Sized>(&mut self, text: &T) -> Result<(), NonFinite> {
         let Ok(serde_json::Value::String(text)) = serde_json::to_value(text) else { return Ok(()) };
         match serde_json::from_str::<serde_json::Value>(&text) {
             Ok(json) => json.serialize(self),
-            Err(_) => Err(NonFinite::RawText(self.pointer())),
+            Err(_) if has_lone_surrogate(&text) => Err(NonFinite::RawText(self.pointer())),
+            Err(_) => Ok(()),
         }
     }
 
@@ -112,6 +114,40 @@ impl FiniteCheck {
         self.path.pop();
         Ok(())
     }
+}
+
+/// Whether JSON `text` holds, in a string, a `\u` escape of a UTF-16 surrogate that is not half of a pair.
+fn has_lone_surrogate(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let unit = |at: usize| {
+        let hex = bytes.get(at..at + 4)?;
+        u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+    };
+    let (mut i, mut in_string) = (0, false);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                in_string = !in_string;
+                i += 1;
+            }
+            b'\\' if in_string && bytes.get(i + 1) == Some(&b'u') => match unit(i + 2) {
+                Some(0xD800..=0xDBFF) => {
+                    let low = bytes.get(i + 6..i + 8) == Some(b"\\u".as_slice())
+                        && matches!(unit(i + 8), Some(0xDC00..=0xDFFF));
+                    if !low {
+                        return true;
+                    }
+                    i += 12;
+                }
+                Some(0xDC00..=0xDFFF) => return true,
+                _ => i += 6,
+            },
+            // Any other escape, `\"` and `\\` included: its second character is not the string's end.
+            b'\\' if in_string => i += 2,
+            _ => i += 1,
+        }
+    }
+    false
 }
 
 /// A sequence or map being walked: counts elements or entries so the pointer names their place.
@@ -463,10 +499,20 @@ mod tests {
         match to_json("w", &lone) {
             Err(error @ Error::InvalidEvent { .. }) => {
                 let text = error.to_string();
-                assert!(text.contains("`/extra`"), "{text}");
-                assert!(!text.contains("ana@") && !text.contains("ud800"), "{text}");
+                assert!(text.contains("`/extra`") && text.contains("surrogate"), "{text}");
+                assert!(!text.contains("ana@") && !text.contains("note"), "{text}");
             }
             other => panic!("expected InvalidEvent, got {other:?}"),
+        }
+        // What serde_json cannot read back but a database stores is left as it was: a number beyond `f64`; and a
+        // surrogate pair, or escaped backslashes before a `u`, are no lone surrogates.
+        for raw in [r#"{"n":1e400}"#, r#"{"s":"\ud83d\ude00"}"#, r#"{"s":"\\ud800"}"#] {
+            let wrapper = Wrapper { email: "ana@example.com", extra: Raw(raw) };
+            assert!(to_json("w", &wrapper).is_ok(), "{raw}");
+        }
+        for raw in [r#"{"s":"\udc00"}"#, r#"{"s":"\ud800x"}"#, r#"["\ud800\u0041"]"#] {
+            let wrapper = Wrapper { email: "ana@example.com", extra: Raw(raw) };
+            assert!(to_json("w", &wrapper).is_err(), "{raw}");
         }
     }
 

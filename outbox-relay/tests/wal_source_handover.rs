@@ -49,6 +49,11 @@ impl Receiver {
 }
 
 async fn start_receiver() -> (Arc<Receiver>, String) {
+    start_receiver_at("127.0.0.1:0").await
+}
+
+/// [`start_receiver`] on `address`.
+async fn start_receiver_at(address: &str) -> (Arc<Receiver>, String) {
     let receiver = Arc::new(Receiver::default());
     let state = Arc::clone(&receiver);
     let app = axum::Router::new().route(
@@ -71,7 +76,7 @@ async fn start_receiver() -> (Arc<Receiver>, String) {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = tokio::net::TcpListener::bind(address).await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (receiver, format!("http://{address}/hook"))
@@ -288,5 +293,49 @@ async fn a_message_mode_event_that_fails_for_good_becomes_a_failed_row_an_operat
     let retried = outbox(&db.url, &["events", "retry", head_id.as_str()]);
     assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
     assert_eq!(receiver.wait_for("poison", 2).await, [head, follower], "in order after the retry");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
+#[tokio::test]
+async fn message_mode_events_whose_receiver_cannot_be_reached_leave_the_stream_without_an_attempt_counted() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    // Nothing listens there yet: every publish fails to connect.
+    let address = format!("127.0.0.1:{}", outbox_tests::process::free_port());
+    let sink = format!("http://{address}/hook");
+    let args: Vec<&str> = RELAY
+        .iter()
+        .copied()
+        .map(|arg| if arg == "1000" { "2" } else { arg })
+        .chain(["--sink", sink.as_str()])
+        .collect();
+    let mut relay = bad_input_support::start(&db.url, &args, &[("OUTBOX_WEBHOOK_SECRET", SECRET)]);
+    common::wait_until(Duration::from_secs(30), "the WAL relay recorded its slot", || async {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM outbox_control c JOIN pg_replication_slots s ON s.slot_name = c.wal_slot)",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    })
+    .await;
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let mut tx = db.pool.begin().await.unwrap();
+        ids.push(outbox_core::Outbox::new().via_wal().enqueue(&mut tx, &common::event("a", n)).await.unwrap());
+        tx.commit().await.unwrap();
+    }
+    // After the second of retrying in place, both leave the stream for the table: pending, no attempt counted (two
+    // attempts allowed: counted, the in-place retries alone would have failed them).
+    common::wait_until(Duration::from_secs(30), "both events are table rows", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_events").fetch_one(&db.pool).await.unwrap() == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rows: Vec<(String, i32)> =
+        sqlx::query_as("SELECT status, attempts FROM outbox_events ORDER BY seq").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(rows, [("pending".to_owned(), 0), ("pending".to_owned(), 0)]);
+    let (receiver, _) = start_receiver_at(&address).await;
+    assert_eq!(receiver.wait_for("a", 2).await, ids, "in order once the receiver is there");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }

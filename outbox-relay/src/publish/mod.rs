@@ -152,12 +152,17 @@ impl Message {
     }
 
     /// The headers a publisher sends on: every header of the event that
-    /// [`check_header`](outbox_core::check_header) accepts, by name. Enqueue refuses any other, so a header left
-    /// out here was written into the `headers` column by hand; it is skipped rather than failing the event.
+    /// [`check_header`](outbox_core::check_header) accepts, by name, and those with an empty value and a name it
+    /// accepts (enqueue took empty values before it refused them; the SQS publisher leaves them out, as SQS refuses
+    /// them). Enqueue refuses any other, so a header left out here was written into the `headers` column by hand;
+    /// it is skipped rather than failing the event.
     pub fn forwarded_headers(&self) -> impl Iterator<Item = (&str, &str)> {
         self.headers
             .iter()
-            .filter(|(name, value)| outbox_core::check_header(name, value).is_ok())
+            .filter(|(name, value)| {
+                let checked = if value.is_empty() { " " } else { value.as_str() };
+                outbox_core::check_header(name, checked).is_ok()
+            })
             .map(|(name, value)| (name.as_str(), value.as_str()))
     }
 

@@ -253,7 +253,7 @@ fn settle_outcome(shared: &Shared, item: &Item, outcome: Outcome, outage: Option
         Outcome::Transient(error) => (error, false),
     };
     let settled = match outage {
-        Some(outage) if error.is_unavailable() => {
+        Some(outage) if !permanent && error.is_unavailable() => {
             retry::while_unreachable(&shared.config, outage, error.message().to_owned(), retry_after)
         }
         _ => retry::after_failure_waiting(

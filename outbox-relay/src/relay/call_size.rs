@@ -1,5 +1,6 @@
-//! How many events one publisher call may carry: unlimited until a call runs past the publish timeout, then half of
-//! what that call carried, and twice as many again after each call that took less than a quarter of the timeout.
+//! How many events one publisher call may carry (and so one batch: a lane reads no more): unlimited until a call
+//! runs past the publish timeout, then half of what that call carried, and twice as many again after each call of
+//! the cap's size that took less than a quarter of the timeout.
 //!
 //! A call that times out is a failed attempt for every event in it, also those the destination already took (the
 //! publisher's outcomes are lost with its task): a destination slower than a batch's worth of events per publish

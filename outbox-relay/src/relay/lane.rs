@@ -283,8 +283,11 @@ impl Lane {
             return Ok(None);
         }
         // The batch is shared by the partitions whose last read came back full (a backlog); the others get a
-        // small range each, which grows to a full share as soon as it comes back full.
-        let batch = self.shared.config.batch_size;
+        // small range each, which grows to a full share as soon as it comes back full. No larger than one publisher
+        // call may carry ([`CallSize`](super::call_size::CallSize)): a batch is settled once all of it is
+        // published, and a batch of many capped calls would hold its published events unsettled for long.
+        let cap = u32::try_from(self.shared.call_size.cap()).unwrap_or(u32::MAX);
+        let batch = self.shared.config.batch_size.min(cap).max(1);
         let busy = self.partitions.iter().filter(|(p, s)| reading.contains(p) && s.busy()).count();
         let busy_share = (batch / u32::try_from(busy.max(1)).unwrap_or(u32::MAX)).max(1);
         let idle_share = (batch / u32::try_from(readable).unwrap_or(u32::MAX)).clamp(1, IDLE_RANGE);

@@ -77,12 +77,14 @@ mod tests {
             .backoff(Duration::from_millis(100), Duration::from_secs(1))
             .build()
             .unwrap();
-        for outage in [1, 2, 10, u32::MAX] {
-            match super::while_unreachable(&config, outage, "refused".into(), None) {
-                SettleOutcome::Retry { counted: false, delay, .. } => assert!(delay <= Duration::from_secs(1)),
-                other => panic!("{other:?}"),
-            }
-        }
+        let delay = |outage| match super::while_unreachable(&config, outage, "refused".into(), None) {
+            SettleOutcome::Retry { counted: false, delay, .. } => delay,
+            other => panic!("{other:?}"),
+        };
+        // The first call of an outage waits up to the base; the fifth up to 16 times that (the maximum here).
+        assert!((0..50).map(|_| delay(1)).all(|d| d <= Duration::from_millis(100)));
+        assert!((0..50).map(|_| delay(5)).any(|d| d > Duration::from_millis(100)), "the wait grows with the outage");
+        assert!([10, u32::MAX].into_iter().all(|outage| delay(outage) <= Duration::from_secs(1)));
     }
 
     #[test]

@@ -188,10 +188,15 @@ async fn flush_events(
         let mut retry_in = None;
         let mut failed_messages = Vec::new();
         let mut retrying: HashSet<Uuid> = HashSet::new();
+        // Retries that count an attempt (not those whose destination could not be reached at all).
+        let mut counted: HashSet<Uuid> = HashSet::new();
         for settlement in &published.settlements {
             match &settlement.outcome {
-                SettleOutcome::Retry { delay, .. } => {
+                SettleOutcome::Retry { delay, counted: counts, .. } => {
                     retrying.insert(settlement.id);
+                    if *counts {
+                        counted.insert(settlement.id);
+                    }
                     retry_in = Some(retry_in.map_or(*delay, |wait: Duration| wait.min(*delay)));
                 }
                 SettleOutcome::Failed { .. } => {
@@ -225,7 +230,7 @@ async fn flush_events(
             let unsettled = in_batch.contains(&id) && (retrying.contains(&id) || !attempted.contains(&id));
             let keep = unsettled && aggregate_of.get(&id).is_some_and(|aggregate| !handover.holds(aggregate));
             match (&mut *event, keep) {
-                (Streamed::Message(event, _), true) if retrying.contains(&id) => event.attempts += 1,
+                (Streamed::Message(event, _), true) if counted.contains(&id) => event.attempts += 1,
                 // Behind an event of its aggregate that failed meanwhile: a message-mode event has no row to
                 // wait in, so it is written to the table, pending.
                 (Streamed::Message(event, _), false) if unsettled => now_held.push((StoredEvent::clone(event), None)),
@@ -270,9 +275,12 @@ async fn hand_over(
         .filter_map(|event| match event {
             Streamed::Message(event, _) => {
                 let mut event = StoredEvent::clone(event);
-                // The attempt that just failed is counted by the write.
-                event.attempts = event.attempts.saturating_sub(1);
                 let outcome = outcomes.get(&event.id).map(|outcome| (*outcome).clone());
+                // The attempt that just failed is counted by the write (none for a destination that could not be
+                // reached, which counted none here either).
+                if !matches!(outcome, Some(SettleOutcome::Retry { counted: false, .. })) {
+                    event.attempts = event.attempts.saturating_sub(1);
+                }
                 Some((event, outcome))
             }
             Streamed::Row { .. } => None,

@@ -22,12 +22,6 @@ use crate::error::{Error, Result};
 use crate::relay::shared::Shared;
 use crate::relay::summary::RunSummary;
 
-/// Drops the slot, only if it belongs to this database: the function, unlike the replication command, is given
-/// the slot by a statement that can check its database.
-const DROP_OWN_SLOT: &str = "\
-SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
- WHERE slot_name = $1 AND database = current_database()";
-
 /// PostgreSQL's epoch (2000-01-01) in Unix microseconds: the stream's commit times count from it.
 const PG_EPOCH_UNIX_MICROS: u64 = 946_684_800_000_000;
 
@@ -164,11 +158,7 @@ impl Session<'_> {
                     // message needs the recorded slot), so it is dropped and made again with a new snapshot. Only
                     // a slot of this database is dropped (should another database's relay have made one of that
                     // name since the check, none is, and the next session's check stops the relay).
-                    sqlx::query(DROP_OWN_SLOT)
-                        .bind(self.slot)
-                        .execute(self.store.pool())
-                        .await
-                        .map_err(|error| Error::from_store(error.into()))?;
+                    self.store.drop_unrecorded_slot(self.slot).await.map_err(Error::from_store)?;
                     return Err(Error::Unreachable {
                         target: self.target.masked.clone(),
                         reason: format!(

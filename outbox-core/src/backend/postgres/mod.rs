@@ -189,8 +189,12 @@ async fn apply_pending(conn: &mut PgConnection) -> Result<()> {
                             waited: started.elapsed(),
                         });
                     }
-                    // Paused on the server: the crate needs no timer of an async runtime.
-                    sqlx::query("SELECT pg_sleep($1)").bind(pause.as_secs_f64()).execute(&mut *conn).await?;
+                    // Paused on the server: the crate needs no timer of an async runtime. A role's
+                    // `statement_timeout` does not cut the pause short.
+                    let mut paused = conn.begin().await?;
+                    paused.execute("SET LOCAL statement_timeout = 0").await?;
+                    sqlx::query("SELECT pg_sleep($1)").bind(pause.as_secs_f64()).execute(&mut *paused).await?;
+                    paused.commit().await?;
                     pause = (pause * 2).min(MIGRATION_RETRY.1);
                 }
                 applied => break applied?,

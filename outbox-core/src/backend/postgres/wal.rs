@@ -168,6 +168,18 @@ fn state_from(row: Option<sqlx::postgres::PgRow>) -> Result<WalState> {
 
 /// The WAL source's statements, for the WAL relay and `outbox wal`. PostgreSQL only.
 impl PgStore {
+    /// Drops the replication slot `slot` if it is one of this database's (slot names are shared by a server's
+    /// databases: another database's slot of that name is left alone). For a slot no relay recorded, which no
+    /// producer wrote for.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database), e.g. while a session streams the slot.
+    pub async fn drop_unrecorded_slot(&self, slot: &str) -> Result<()> {
+        sqlx::query(DROP_SLOT).bind(slot).execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// The source that publishes the table, the WAL relay's slot and its backlog.
     ///
     /// # Errors

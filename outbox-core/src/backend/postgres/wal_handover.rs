@@ -29,7 +29,8 @@ DELETE FROM outbox_wal_handed_over h
  WHERE h.aggregate_type = f.aggregate_type AND h.aggregate_id = f.aggregate_id";
 
 /// Message-mode events leaving the stream, in order: pending (`held`: behind a handed-over event of their
-/// aggregate; `retry`: after `delay_secs`, an attempt counted) or `failed` (an attempt counted). An event already
+/// aggregate; `retry`: after `delay_secs`, an attempt counted; `postponed`: the same without an attempt, the
+/// destination could not be reached) or `failed` (an attempt counted). An event already
 /// in the table (written before a restart replayed its message) is left as it is. Returns the partition of every
 /// event's aggregate, written now or before, as the table places it.
 const WRITE_EVENTS: &str = "\
@@ -40,7 +41,7 @@ INSERT INTO outbox_events
 SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
        e.payload::jsonb, e.headers::jsonb, e.sensitive_paths::jsonb, e.created_at,
        CASE e.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
-       e.attempts + CASE e.outcome WHEN 'held' THEN 0 ELSE 1 END,
+       e.attempts + CASE WHEN e.outcome IN ('held', 'postponed') THEN 0 ELSE 1 END,
        now() + make_interval(secs => e.delay_secs), e.error
   FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::text[],
               $9::timestamptz[], $10::text[], $11::int4[], $12::float8[], $13::text[])
@@ -170,8 +171,9 @@ where
         attempts.push(i32::try_from(event.attempts).unwrap_or(i32::MAX));
         let (name, delay, error) = match outcome {
             None | Some(SettleOutcome::Published) => ("held", 0.0, None),
-            // The WAL relay counts every failure of its own (its retries in place are bounded in time).
-            Some(SettleOutcome::Retry { error, delay, .. }) => ("retry", delay.as_secs_f64(), Some(short_error(error))),
+            Some(SettleOutcome::Retry { error, delay, counted }) => {
+                (crate::store::retry_name(*counted), delay.as_secs_f64(), Some(short_error(error)))
+            }
             Some(SettleOutcome::Failed { error }) => ("failed", 0.0, Some(short_error(error))),
         };
         outcomes.push(name);
