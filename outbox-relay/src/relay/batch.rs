@@ -120,7 +120,9 @@ pub(crate) async fn publish(shared: &Shared, items: &mut [Item]) -> Published {
             if ordering == Ordering::Aggregate && blocked.contains(&item.aggregate) {
                 continue;
             }
-            if round.len() >= cap || (ordering == Ordering::Aggregate && deferred.contains(&item.aggregate)) {
+            if round.len() >= cap
+                || (ordering == Ordering::Aggregate && !deferred.is_empty() && deferred.contains(&item.aggregate))
+            {
                 if ordering == Ordering::Aggregate {
                     deferred.insert(&item.aggregate);
                 }
