@@ -1,11 +1,11 @@
 -- What the relay role needs beyond postgres_relay_role.sql to run the WAL source (`outbox relay --source wal`): it
--- records its replication slot in outbox_control (these two columns only: pausing stays an operator's), it
--- writes the message-mode events that leave the stream (to be retried, or failed for good) into the table, and it
--- records the aggregates it hands to the table's retry path.
+-- records its replication slot and how far its message-mode events are published in outbox_control (these three
+-- columns only: pausing stays an operator's), it writes the message-mode events that leave the stream (to be
+-- retried, or failed for good) into the table, and it records the aggregates it hands to the table's retry path.
 --
 -- Run it after postgres_relay_role.sql, as the owner of the outbox tables. The login role needs REPLICATION too:
 -- ALTER ROLE ... REPLICATION (on RDS and Aurora: GRANT rds_replication TO ...).
-GRANT UPDATE (wal_slot, wal_backlog_through) ON outbox_control TO outbox_relay;
+GRANT UPDATE (wal_slot, wal_backlog_through, wal_published_through) ON outbox_control TO outbox_relay;
 GRANT INSERT ON outbox_events TO outbox_relay;
 -- The aggregates it hands to the table's retry path (migration 14).
 GRANT SELECT, INSERT, DELETE ON outbox_wal_handed_over TO outbox_relay;

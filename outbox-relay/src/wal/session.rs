@@ -74,6 +74,13 @@ impl Session<'_> {
             client.stop();
             return Ok(Ended::Shutdown);
         };
+        // How far message-mode events are published: the slot may resume before it (PostgreSQL 14 to 16 write
+        // its confirmed position to disk only now and then), and a message has no row to tell it was published.
+        let Some(published_through) = database(shutdown, || self.store.wal_published_through()).await? else {
+            client.stop();
+            return Ok(Ended::Shutdown);
+        };
+        let published_through = published_through.and_then(|lsn| Lsn::parse(&lsn).ok()).unwrap_or(Lsn::ZERO);
         client.start().await.map_err(|error| classify(&error, self.target))?;
         if let Err(error) = client.wait_started().await {
             if sqlstate(&error) == Some("55006") {
@@ -90,7 +97,7 @@ impl Session<'_> {
                 return Ok(Ended::Shutdown);
             }
         }
-        let mut ended = self.stream(&mut client, &mut handover, shutdown).await;
+        let mut ended = self.stream(&mut client, &mut handover, published_through, shutdown).await;
         // The last batch's settle ends before the stream does, so a graceful stop acknowledges it.
         match self.settled(&client, shutdown).await {
             Ok(true) => {}
@@ -200,7 +207,7 @@ impl Session<'_> {
             else {
                 return Ok(false);
             };
-            if !self.settle_behind(client, rows, None, shutdown).await? {
+            if !self.settle_behind(client, rows, None, 0, shutdown).await? {
                 return Ok(false);
             }
         }
@@ -216,10 +223,14 @@ impl Session<'_> {
     /// published ([`ReadAhead`]); its rows are settled while the next batch is published ([`Settling`]), and the
     /// slot is acknowledged past it once they are. The table's retry path runs in between when it is due, with no
     /// batch read ahead.
+    ///
+    /// The message-mode events of transactions that end at or before `published_through` were published before
+    /// (the stream resumed behind the position their settle recorded): they are skipped.
     async fn stream(
         &mut self,
         client: &mut ReplicationClient,
         handover: &mut Handover,
+        published_through: Lsn,
         shutdown: &CancellationToken,
     ) -> Result<Ended> {
         let mut relations = Relations::of(self.outbox_schema);
@@ -302,6 +313,17 @@ impl Session<'_> {
                 },
                 ReplicationEvent::Commit { end_lsn, .. } => {
                     in_transaction = false;
+                    if end_lsn <= published_through {
+                        let before = transaction.len();
+                        transaction.retain(|event| matches!(event, InTransaction::Row(..)));
+                        if transaction.len() < before {
+                            tracing::debug!(
+                                lsn = %end_lsn.to_pg_string(),
+                                skipped = before - transaction.len(),
+                                "message-mode events published before the slot's confirmed position fell back"
+                            );
+                        }
+                    }
                     let at = commit_time.take().map(system_time);
                     if let (Some(at), false) = (at, transaction.is_empty()) {
                         self.gauges.unconfirmed(at);
@@ -369,26 +391,30 @@ impl Session<'_> {
     ) -> Result<bool> {
         let Some(ahead) = self.ahead.take() else { return Ok(true) };
         let (events, end, read) = ahead.into_parts();
+        let messages = events.iter().filter(|event| matches!(event, Streamed::Message(..))).count();
         let flushed = flush(self.shared, self.store, self.summary, handover, &events, read, shutdown).await?;
         let Flushed::Done(rows) = flushed else { return Ok(false) };
         self.gauges.handed_over(handover.len());
-        self.settle_behind(client, rows, Some(end), shutdown).await
+        self.settle_behind(client, rows, Some(end), messages, shutdown).await
     }
 
     /// Settles `rows` (all published) while the next batches are read and published: at once when no settle is
     /// running, otherwise by the next statement, with every batch published meanwhile (when more than a batch's
     /// worth of rows would wait, this waits for the running settle first). A batch without rows to settle is
-    /// acknowledged through `through` once every batch before it is. `false` when shutdown came first.
+    /// acknowledged through `through` once every batch before it is. A batch that carried `messages` message-mode
+    /// events records with its settle that they are published (through `through`). `false` when shutdown came
+    /// first.
     async fn settle_behind(
         &mut self,
         client: &ReplicationClient,
         rows: Vec<Settlement>,
         through: Option<Lsn>,
+        messages: usize,
         shutdown: &CancellationToken,
     ) -> Result<bool> {
-        self.queued.add(rows, through);
+        self.queued.add(rows, through, messages);
         let running = self.settling.as_ref().is_some_and(|settling| !settling.has_ended());
-        if running && self.queued.rows() <= self.shared.config.batch_size as usize {
+        if running && self.queued.events() <= self.shared.config.batch_size as usize {
             return Ok(true);
         }
         self.settle_queued(client, shutdown).await
@@ -417,14 +443,14 @@ impl Session<'_> {
                 }
             }
         }
-        let (rows, through) = self.queued.take();
-        if rows.is_empty() {
+        let (rows, through, messages_through) = self.queued.take();
+        if rows.is_empty() && messages_through.is_none() {
             if let Some(lsn) = through {
                 self.acknowledge(client, lsn);
             }
         } else {
             let delete = self.shared.config.deletes_published();
-            self.settling = Some(Settling::start(self.store, rows, delete, through, shutdown));
+            self.settling = Some(Settling::start(self.store, rows, delete, through, messages_through, shutdown));
         }
         Ok(true)
     }

@@ -23,18 +23,23 @@ pub(crate) struct Settling {
 }
 
 impl Settling {
-    /// Starts settling `rows` (all published) in the background.
+    /// Starts settling `rows` (all published) in the background; with `messages_through`, the same statement
+    /// records that the message-mode events streamed through that position are published (they have no row that
+    /// could tell, and the slot's confirmed position may fall back behind them when the server restarts).
     pub(crate) fn start(
         store: &PgStore,
         rows: Vec<Settlement>,
         delete: bool,
         through: Option<Lsn>,
+        messages_through: Option<Lsn>,
         shutdown: &CancellationToken,
     ) -> Self {
         let store = store.clone();
         let shutdown = shutdown.clone();
-        let statement =
-            Background::spawn(async move { database(&shutdown, || store.settle_by_id(&rows, delete)).await });
+        let messages_through = messages_through.map(|lsn| lsn.to_pg_string());
+        let statement = Background::spawn(async move {
+            database(&shutdown, || store.settle_streamed(&rows, delete, messages_through.as_deref())).await
+        });
         Self { statement, through }
     }
 
@@ -67,21 +72,34 @@ impl Settling {
 #[derive(Default)]
 pub(crate) struct Queued {
     rows: Vec<Settlement>,
+    /// The message-mode events of the batches waiting (they have no row, but count towards what may wait).
+    messages: usize,
     /// Where the last of them ends on the stream; `None` when none does (nothing queued, or only rows pending
     /// when the slot was created).
     through: Option<Lsn>,
+    /// Where the last of them that carried message-mode events ends on the stream: recorded by their settle.
+    messages_through: Option<Lsn>,
 }
 
+/// What [`Queued::take`] hands over: the rows, where the last batch ends, and where the last one with
+/// message-mode events ends.
+pub(crate) type Taken = (Vec<Settlement>, Option<Lsn>, Option<Lsn>);
+
 impl Queued {
-    /// Adds a batch's `rows`, which ends on the stream at `through`.
-    pub(crate) fn add(&mut self, rows: Vec<Settlement>, through: Option<Lsn>) {
+    /// Adds a batch's `rows`, which ends on the stream at `through`, and which carried `messages` message-mode
+    /// events.
+    pub(crate) fn add(&mut self, rows: Vec<Settlement>, through: Option<Lsn>, messages: usize) {
         self.rows.extend(rows);
         self.through = self.through.max(through);
+        if messages > 0 {
+            self.messages += messages;
+            self.messages_through = self.messages_through.max(through);
+        }
     }
 
-    /// The rows waiting.
-    pub(crate) fn rows(&self) -> usize {
-        self.rows.len()
+    /// The events waiting: rows, and message-mode events whose position waits to be recorded.
+    pub(crate) fn events(&self) -> usize {
+        self.rows.len() + self.messages
     }
 
     /// Nothing waits: no rows, and no position to acknowledge.
@@ -89,10 +107,11 @@ impl Queued {
         self.rows.is_empty() && self.through.is_none()
     }
 
-    /// The rows waiting and where the last of their batches ends, leaving nothing queued.
-    pub(crate) fn take(&mut self) -> (Vec<Settlement>, Option<Lsn>) {
-        let Self { rows, through } = std::mem::take(self);
-        (rows, through)
+    /// The rows waiting, where the last of their batches ends and where the last with message-mode events ends,
+    /// leaving nothing queued.
+    pub(crate) fn take(&mut self) -> Taken {
+        let Self { rows, through, messages_through, .. } = std::mem::take(self);
+        (rows, through, messages_through)
     }
 }
 

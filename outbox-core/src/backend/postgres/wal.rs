@@ -53,14 +53,24 @@ const WAL_FLUSHED_THROUGH: &str = "SELECT pg_current_wal_flush_lsn() >= $1::text
 
 /// The message-mode events the slot holds and has not confirmed, in commit order: a pgoutput `M` message is
 /// `'M'`, flags (1: transactional), its LSN (8 bytes), the prefix ending in a zero byte, the content's length
-/// (4 bytes), the content. Rolled-back transactions are not decoded.
+/// (4 bytes), the content. Rolled-back transactions are not decoded. Those of a transaction whose commit (`'C'`,
+/// at the end of its transaction) ends at or before the position the relay recorded as published (migration 15)
+/// are left out: the slot's confirmed position may lag behind it.
 const SLOT_MESSAGES: &str = "\
-SELECT substring(data FROM 22) AS content
+WITH changes AS (
+SELECT c.lsn, c.xid, c.data, c.n
   FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
-       'proto_version', '1', 'publication_names', 'outbox_wal', 'messages', 'true')
- WHERE get_byte(data, 0) = 77 AND get_byte(data, 1) = 1 AND substring(data FROM 11 FOR 7) = $2";
+       'proto_version', '1', 'publication_names', 'outbox_wal', 'messages', 'true') WITH ORDINALITY AS c(lsn, xid, data, n)
+)
+SELECT substring(m.data FROM 22) AS content
+  FROM changes m
+ WHERE get_byte(m.data, 0) = 77 AND get_byte(m.data, 1) = 1 AND substring(m.data FROM 11 FOR 7) = $2
+   AND NOT EXISTS (SELECT 1 FROM changes c, outbox_control o
+                    WHERE o.id AND c.xid = m.xid AND get_byte(c.data, 0) = 67 AND c.lsn <= o.wal_published_through)
+ ORDER BY m.n";
 
-const FORGET_SLOT: &str = "UPDATE outbox_control SET wal_slot = NULL, wal_backlog_through = NULL WHERE id";
+const FORGET_SLOT: &str =
+    "UPDATE outbox_control SET wal_slot = NULL, wal_backlog_through = NULL, wal_published_through = NULL WHERE id";
 const TO_TABLE: &str = "UPDATE outbox_control SET source = 'table', changed_at = now() WHERE id AND source = 'wal'";
 
 /// Only while the WAL source publishes the table: a slot created while `outbox wal disable` switched back is not
@@ -114,11 +124,36 @@ SELECT r.n, r.id, r.seq, r.partition, r.event_type, r.aggregate_type, r.aggregat
   ) r ON true"
 );
 
+/// Records how far message-mode events are published (migration 15) when `$N` is not NULL; a data-modifying
+/// `WITH` runs whether or not the statement reads it, so the settle and the record commit together.
+macro_rules! record_published_through {
+    ($param:literal) => {
+        concat!(
+            "recorded AS (UPDATE outbox_control SET wal_published_through = ",
+            $param,
+            "::text::pg_lsn WHERE id AND ",
+            $param,
+            "::text IS NOT NULL)"
+        )
+    };
+}
+
+/// How far message-mode events are published, alone (a batch of messages only, with no row to settle).
+const PUBLISHED_THROUGH: &str = "UPDATE outbox_control SET wal_published_through = $1::text::pg_lsn WHERE id";
+
+/// How far message-mode events are published, as the relay recorded it; `NULL` when it is past the end of the
+/// server's WAL (a position of another cluster, restored with the table: it would skip messages never published).
+const READ_PUBLISHED_THROUGH: &str = "\
+SELECT wal_published_through::text FROM outbox_control
+ WHERE id AND wal_published_through <= pg_current_wal_lsn()";
+
 /// The outcomes of streamed events ([`outcomes_sql`]): no fence, as one relay reads a slot.
 macro_rules! settle_by_id {
     ($write:expr, $join:literal) => {
         concat!(
             "WITH ",
+            record_published_through!("$5"),
+            ",\n",
             outcomes_sql!($write, $join, "$1::uuid[], $2::text[], $3::text[], $4::float8[]", "true"),
             "\n",
             outcome_counts!()
@@ -129,8 +164,12 @@ macro_rules! settle_by_id {
 /// Every row of `$1` published, the usual case: each found where the read found it (`$2`), else by id, by
 /// `outbox_settle_published_at` (migrations 11 and 12), whose plan fetches each row by position or primary key at
 /// any table size; only rows still pending change, deleted when `$3`.
-const ALL_PUBLISHED_AT: &str =
-    "SELECT 'published'::text AS outcome, outbox_settle_published_at($1::uuid[], $2::text[], $3) AS n";
+/// With `$4`, how far message-mode events are published is recorded in the same statement.
+const ALL_PUBLISHED_AT: &str = concat!(
+    "WITH ",
+    record_published_through!("$4"),
+    "\nSELECT 'published'::text AS outcome, outbox_settle_published_at($1::uuid[], $2::text[], $3) AS n"
+);
 
 const MARK_BY_ID: &str = settle_by_id!(mark_published!(), "  FROM");
 const DELETE_BY_ID: &str = settle_by_id!(delete_published!(), " USING");
@@ -334,12 +373,36 @@ impl PgStore {
     ///
     /// [`Error::Database`](crate::Error::Database).
     pub async fn settle_by_id(&self, settlements: &[Settlement], delete_published: bool) -> Result<SettleReport> {
+        self.settle_streamed(settlements, delete_published, None).await
+    }
+
+    /// [`settle_by_id`](Self::settle_by_id), and, with `messages_through` (a WAL position as PostgreSQL writes it,
+    /// `0/16B3748`), records in the same statement that the message-mode events of every transaction that ends
+    /// there or before are published ([`wal_published_through`](Self::wal_published_through)): one write per
+    /// batch, none per event. With no settlements, only that record is written.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn settle_streamed(
+        &self,
+        settlements: &[Settlement],
+        delete_published: bool,
+        messages_through: Option<&str>,
+    ) -> Result<SettleReport> {
+        if settlements.is_empty() {
+            if let Some(through) = messages_through {
+                sqlx::query(PUBLISHED_THROUGH).bind(through).execute(&self.pool).await?;
+            }
+            return Ok(SettleReport::default());
+        }
         if let Some((ids, versions)) = all_published(settlements) {
             // Prepared once: the function's nested loop of tuple fetches by `ctid`, whatever the batch's size.
             let rows = sqlx::query(ALL_PUBLISHED_AT)
                 .bind(ids)
                 .bind(versions)
                 .bind(delete_published)
+                .bind(messages_through)
                 .fetch_all(&self.pool)
                 .await?;
             return report(&rows, settlements.len());
@@ -352,9 +415,24 @@ impl PgStore {
             .bind(columns.outcomes)
             .bind(columns.errors)
             .bind(columns.delays)
+            .bind(messages_through)
             .fetch_all(&self.pool)
             .await?;
         report(&rows, settlements.len())
+    }
+
+    /// How far the WAL relay has published message-mode events: the end of the last streamed transaction whose
+    /// messages are all published or written to the table (as PostgreSQL writes a WAL position), as
+    /// [`settle_streamed`](Self::settle_streamed) recorded it. `None` when none is recorded, or the one recorded is
+    /// past the end of the server's WAL (it belongs to another cluster). A slot's confirmed position can fall back
+    /// behind it (PostgreSQL 14 to 16 write it to disk only now and then): the messages streamed again up to it
+    /// are not published again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database); SQLSTATE 42703 before `outbox migrate`.
+    pub async fn wal_published_through(&self) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar(READ_PUBLISHED_THROUGH).fetch_optional(&self.pool).await?.flatten())
     }
 
     /// The WAL relay's slot as the server sees it: whether a relay reads it, how much WAL it keeps, when the
