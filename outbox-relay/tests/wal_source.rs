@@ -17,22 +17,10 @@ use outbox_core::Outbox;
 use outbox_tests::pg::TestDatabase;
 use uuid::Uuid;
 
-/// The ids the file sink wrote, in order.
-fn written(sink: &Path) -> Vec<Uuid> {
-    std::fs::read_to_string(sink)
-        .unwrap_or_default()
-        .lines()
-        .map(|line| {
-            let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-            value["id"].as_str().expect("an id").parse().expect("a UUID")
-        })
-        .collect()
-}
-
 fn wait_for_lines(sink: &Path, n: usize) -> Vec<Uuid> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let ids = written(sink);
+        let ids = common::written(sink);
         if ids.len() >= n {
             return ids;
         }
@@ -82,7 +70,7 @@ async fn pending_rows_are_published_first_once_then_the_stream_in_commit_order_a
     let ids = wait_for_lines(&sink, 6);
     assert_eq!(ids[4..], during_stop, "the restarted relay resumes the stream where it was acknowledged");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(written(&sink).len(), 6, "nothing published twice: {:?}", written(&sink));
+    assert_eq!(common::written(&sink).len(), 6, "nothing published twice: {:?}", common::written(&sink));
     assert_eq!(common::count(&db.pool, "published").await, 6, "every row settled as published");
     assert_eq!(relay.terminate().await.code(), Some(0));
 
@@ -234,7 +222,7 @@ async fn without_the_replication_privilege_the_wal_relay_exits_2_with_one_line_n
     assert!(error.contains(&format!("ALTER ROLE \"{role}\" REPLICATION")), "it says what to run: {error}");
     assert!(String::from_utf8_lossy(&refused.stdout).is_empty(), "nothing on stdout");
 
-    assert!(written(&sink).is_empty(), "nothing published");
+    assert!(common::written(&sink).is_empty(), "nothing published");
     assert_eq!(common::status_of(&db.pool, pending[0]).await, "pending", "the pending row stays pending");
     assert_eq!(slots_of(&db).await, 0, "a refused start creates no slot");
 
@@ -251,7 +239,7 @@ async fn wal_drop_slot_and_wal_disable_are_refused_while_a_wal_relay_reads_the_s
     let db = TestDatabase::migrated().await;
     assert!(outbox(&db.url, &["wal", "enable"]).status.success());
     let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", "stdout"], &[]);
-    wait_for_the_slot(&db).await;
+    common::wait_for_the_slot(&db).await;
     for command in ["drop-slot", "disable"] {
         let refused = outbox(&db.url, &["wal", command]);
         assert_eq!(refused.status.code(), Some(1), "`outbox wal {command}` while the slot is read");
@@ -337,7 +325,7 @@ async fn a_wal_relay_that_leads_before_it_streams_blocks_wal_disable_and_drops_a
     let db = TestDatabase::migrated().await;
     assert!(outbox(&db.url, &["wal", "enable"]).status.success());
     let mut first = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", "stdout"], &[]);
-    wait_for_the_slot(&db).await;
+    common::wait_for_the_slot(&db).await;
     assert_eq!(first.terminate().await.code(), Some(0));
     let slot: String = sqlx::query_scalar("SELECT wal_slot FROM outbox_control").fetch_one(&db.pool).await.unwrap();
 
@@ -397,19 +385,6 @@ async fn slots_of(db: &TestDatabase) -> i64 {
         .unwrap()
 }
 
-/// Waits until the WAL relay has created and recorded its slot: message-mode enqueues need it.
-async fn wait_for_the_slot(db: &TestDatabase) {
-    common::wait_until(Duration::from_secs(30), "the WAL relay recorded its slot", || async {
-        sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM outbox_control c JOIN pg_replication_slots s ON s.slot_name = c.wal_slot)",
-        )
-        .fetch_one(&db.pool)
-        .await
-        .unwrap()
-    })
-    .await;
-}
-
 /// `outbox wal enable`, then a WAL relay (defaults) into a file sink in a new directory, once it has recorded its
 /// slot: the sink's directory (removed when dropped), the sink and the relay.
 async fn wal_relay_with_its_slot(
@@ -420,16 +395,8 @@ async fn wal_relay_with_its_slot(
     let (sink_dir, sink) = sink_in(name);
     let sink_url = format!("file:{}", sink.display());
     let relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
-    wait_for_the_slot(db).await;
+    common::wait_for_the_slot(db).await;
     (sink_dir, sink, relay)
-}
-
-/// Enqueues one message-mode event in its own committed transaction.
-async fn via_wal(db: &TestDatabase, aggregate: &str, n: u32) -> Uuid {
-    let mut tx = db.pool.begin().await.unwrap();
-    let id = Outbox::new().via_wal().enqueue(&mut tx, &common::event(aggregate, n)).await.unwrap();
-    tx.commit().await.unwrap();
-    id
 }
 
 /// An event without sensitive fields.
@@ -465,7 +432,7 @@ async fn message_mode_events_publish_in_commit_order_with_no_table_row_and_never
     let sink_url = format!("file:{}", sink.display());
     let args = ["relay", "--source", "wal", "--sink", sink_url.as_str()];
     let mut relay = bad_input_support::start(&db.url, &args, &[]);
-    wait_for_the_slot(&db).await;
+    common::wait_for_the_slot(&db).await;
 
     let mut first = db.pool.begin().await.unwrap();
     let emitted_first = Outbox::new().via_wal().enqueue(&mut first, &common::event("m", 0)).await.unwrap();
@@ -499,13 +466,13 @@ async fn message_mode_events_publish_in_commit_order_with_no_table_row_and_never
     assert_eq!(rows(&db).await, 0, "a message-mode event has no table row");
 
     assert_eq!(relay.terminate().await.code(), Some(0));
-    let while_stopped = [via_wal(&db, "m", 2).await, via_wal(&db, "m", 3).await];
+    let while_stopped = [common::via_wal(&db, "m", 2).await, common::via_wal(&db, "m", 3).await];
     let mut relay = bad_input_support::start(&db.url, &args, &[]);
     let ids = wait_for_lines(&sink, 6);
     assert_eq!(of(&ids, &while_stopped), while_stopped, "the slot kept what was enqueued while the relay was stopped");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(written(&sink).len(), 6, "nothing twice: {:?}", written(&sink));
-    assert!(!written(&sink).contains(&never), "the rolled-back transaction's event is never published");
+    assert_eq!(common::written(&sink).len(), 6, "nothing twice: {:?}", common::written(&sink));
+    assert!(!common::written(&sink).contains(&never), "the rolled-back transaction's event is never published");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
@@ -513,12 +480,12 @@ async fn message_mode_events_publish_in_commit_order_with_no_table_row_and_never
 async fn switching_back_to_the_table_moves_the_unpublished_message_mode_events_to_pending_rows() {
     let db = TestDatabase::migrated().await;
     let (_sink_dir, sink, mut relay) = wal_relay_with_its_slot(&db, "switch-back").await;
-    let published = via_wal(&db, "s", 0).await;
+    let published = common::via_wal(&db, "s", 0).await;
     assert_eq!(wait_for_lines(&sink, 1), [published]);
     assert_eq!(relay.terminate().await.code(), Some(0));
 
     // Enqueued after the WAL relay stopped: only the slot holds them.
-    let unpublished = [via_wal(&db, "s", 1).await, via_wal(&db, "s", 2).await];
+    let unpublished = [common::via_wal(&db, "s", 1).await, common::via_wal(&db, "s", 2).await];
     let disabled = outbox(&db.url, &["wal", "disable"]);
     assert!(disabled.status.success(), "{}", String::from_utf8_lossy(&disabled.stderr));
     let said = String::from_utf8_lossy(&disabled.stdout);
@@ -548,7 +515,7 @@ async fn wal_disable_that_fails_after_dropping_the_slot_keeps_the_moved_events_a
     let db = TestDatabase::migrated().await;
     let (_sink_dir, _sink, mut relay) = wal_relay_with_its_slot(&db, "drop-fails").await;
     assert_eq!(relay.terminate().await.code(), Some(0));
-    let unpublished = [via_wal(&db, "f", 0).await, via_wal(&db, "f", 1).await];
+    let unpublished = [common::via_wal(&db, "f", 0).await, common::via_wal(&db, "f", 1).await];
     sqlx::raw_sql(
         "CREATE FUNCTION refuse_forgetting() RETURNS trigger LANGUAGE plpgsql AS
            $$ BEGIN RAISE EXCEPTION 'forgetting the slot refused by the test'; END $$;
@@ -664,7 +631,7 @@ async fn a_closing_mark_left_by_a_command_that_died_does_not_refuse_producers() 
     // What `outbox wal disable` leaves when it dies after marking the slot closing: the mark, and no session
     // holding the close lock.
     sqlx::query("UPDATE outbox_control SET wal_closing_at = now() WHERE id").execute(&db.pool).await.unwrap();
-    let id = via_wal(&db, "d", 0).await;
+    let id = common::via_wal(&db, "d", 0).await;
     assert_eq!(wait_for_lines(&sink, 1), [id], "accepted and published");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
@@ -717,9 +684,9 @@ async fn a_paused_wal_relay_publishes_no_row_and_no_message_until_resumed() {
     let paused = outbox(&db.url, &["pause"]);
     assert!(paused.status.success(), "{}", String::from_utf8_lossy(&paused.stderr));
     let row = common::enqueue(&db.pool, &[common::event("p", 1)]).await;
-    let message = via_wal(&db, "q", 0).await;
+    let message = common::via_wal(&db, "q", 0).await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert_eq!(written(&sink), before, "nothing is published while paused");
+    assert_eq!(common::written(&sink), before, "nothing is published while paused");
 
     assert!(outbox(&db.url, &["resume"]).status.success());
     let ids = wait_for_lines(&sink, 3);
@@ -786,7 +753,7 @@ async fn a_row_whose_commit_is_streamed_before_other_sessions_see_it_is_publishe
     let (_sink_dir, sink) = sink_in("visibility");
     let sink_url = format!("file:{}", sink.display());
     let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", sink_url.as_str()], &[]);
-    wait_for_the_slot(&db).await;
+    common::wait_for_the_slot(&db).await;
 
     let reconfigure = |setting: &'static str| {
         let pool = db.pool.clone();
@@ -833,7 +800,7 @@ async fn a_row_whose_commit_is_streamed_before_other_sessions_see_it_is_publishe
     };
     assert_eq!(wait_for_lines(&sink, earlier.len()), earlier, "the commits before the setting took effect");
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(written(&sink).len(), earlier.len(), "nothing is published before its transaction is visible");
+    assert_eq!(common::written(&sink).len(), earlier.len(), "nothing is published before its transaction is visible");
     assert!(!producer.is_finished(), "the commit still waits");
 
     reconfigure("ALTER SYSTEM RESET synchronous_standby_names").await;
@@ -855,7 +822,7 @@ async fn a_slot_the_server_invalidated_stops_the_relay_with_one_line_and_a_new_s
     let sink_url = format!("file:{}", sink.display());
     let args = ["relay", "--source", "wal", "--sink", sink_url.as_str()];
     let mut relay = bad_input_support::start(&db.url, &args, &[]);
-    wait_for_the_slot(&db).await;
+    common::wait_for_the_slot(&db).await;
     assert_eq!(relay.terminate().await.code(), Some(0));
 
     // Rows enqueued while no relay runs, then more WAL than the slot may keep: a checkpoint invalidates it.
@@ -885,7 +852,7 @@ async fn a_slot_the_server_invalidated_stops_the_relay_with_one_line_and_a_new_s
     let last = stderr.lines().last().unwrap_or_default();
     assert!(last.starts_with("error: ") && last.contains("was invalidated"), "{stderr}");
     assert!(last.contains("max_slot_wal_keep_size"), "it names the setting: {last}");
-    assert!(written(&sink).is_empty(), "nothing was published from the lost slot");
+    assert!(common::written(&sink).is_empty(), "nothing was published from the lost slot");
 
     // What the line says to do.
     assert!(last.contains("`outbox wal drop-slot`"), "{last}");
@@ -922,7 +889,7 @@ async fn an_event_retried_in_place_waits_the_receivers_retry_after_capped_at_the
     ];
     let secret = ("OUTBOX_WEBHOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
     let mut relay = bad_input_support::start(&db.url, &args, &[secret]);
-    wait_for_the_slot(&db).await;
+    common::wait_for_the_slot(&db).await;
     common::enqueue(&db.pool, &[common::event("throttled", 0)]).await;
     common::wait_until(Duration::from_secs(60), "the throttled event is published", || async {
         common::count(&db.pool, "published").await == 1
@@ -1125,7 +1092,7 @@ impl HeldSettle {
         let db = TestDatabase::migrated().await;
         PgStore::new(db.pool.clone()).switch_source(Source::Wal).await.unwrap();
         let (shutdown, relay) = spawn_wal_relay(&db, &publisher, batch_size);
-        wait_for_the_slot(&db).await;
+        common::wait_for_the_slot(&db).await;
         let held = common::enqueue(&db.pool, &[common::event("held", 0)]).await[0];
         let after_held = wal_insert_lsn(&db).await;
         tokio::time::timeout(Duration::from_secs(30), publisher.given_first.notified()).await.expect("never published");
@@ -1326,7 +1293,7 @@ async fn a_stop_while_the_sink_holds_a_batch_ends_within_the_shutdown_timeout_an
     // Its first publish never returns (the publish timeout, a minute by default, is far off).
     let publisher = HoldsTheFirst::new();
     let (shutdown, relay) = spawn_wal_relay(&db, &publisher, 2000);
-    wait_for_the_slot(&db).await;
+    common::wait_for_the_slot(&db).await;
     let held = common::enqueue(&db.pool, &[common::event("held", 0)]).await[0];
     tokio::time::timeout(Duration::from_secs(30), publisher.given_first.notified()).await.expect("never published");
     stop_within_the_shutdown_timeout(shutdown, relay, "a publish the sink never answers").await;
@@ -1461,7 +1428,7 @@ async fn via_wal_events(db: &TestDatabase, aggregate: &str, n: u32) -> Vec<Uuid>
 /// The ids `sink` holds more than once, with how many times.
 fn duplicates(sink: &Path) -> Vec<(Uuid, usize)> {
     let mut seen: std::collections::HashMap<Uuid, usize> = std::collections::HashMap::new();
-    for id in written(sink) {
+    for id in common::written(sink) {
         *seen.entry(id).or_default() += 1;
     }
     seen.into_iter().filter(|(_, times)| *times > 1).collect()
@@ -1471,7 +1438,7 @@ fn duplicates(sink: &Path) -> Vec<(Uuid, usize)> {
 async fn wait_for_all(sink: &Path, ids: &[Uuid], relay: &outbox_tests::process::OutboxProcess) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let have: std::collections::HashSet<Uuid> = written(sink).into_iter().collect();
+        let have: std::collections::HashSet<Uuid> = common::written(sink).into_iter().collect();
         let missing_at: Vec<usize> = (0..ids.len()).filter(|&i| !have.contains(&ids[i])).collect();
         let missing = missing_at.len();
         if missing == 0 {
@@ -1497,7 +1464,7 @@ async fn message_mode_events_are_not_published_again_after_the_server_restarts()
     let sink_url = format!("file:{}", sink.display());
     let args = ["relay", "--source", "wal", "--sink", sink_url.as_str(), "--batch-size", "100"];
     let mut relay = bad_input_support::start(&db.url, &args, &[]);
-    wait_for_the_slot(&db).await;
+    common::wait_for_the_slot(&db).await;
 
     // Caught up, then a fast restart: nothing is published again.
     let mut ids = via_wal_events(&db, "a", 3000).await;
@@ -1509,7 +1476,7 @@ async fn message_mode_events_are_not_published_again_after_the_server_restarts()
     tokio::time::sleep(Duration::from_secs(1)).await;
     let again = duplicates(&sink).len();
     assert_eq!(again, 0, "{again} events published again after a fast restart of a caught-up relay");
-    assert_eq!(written(&sink).len(), ids.len());
+    assert_eq!(common::written(&sink).len(), ids.len());
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
@@ -1544,7 +1511,7 @@ async fn a_message_mode_event_whose_aggregate_the_table_cannot_index_is_refused_
         .execute(&db.pool)
         .await
         .unwrap();
-    let after = via_wal(&db, "t", 1).await;
+    let after = common::via_wal(&db, "t", 1).await;
     assert_eq!(wait_for_lines(&sink, 1), [after], "the stream goes on past it");
     let logged = relay.stderr();
     assert!(logged.contains("skipped a message-mode event the table cannot hold"), "{logged}");

@@ -252,28 +252,11 @@ async fn a_message_mode_event_that_fails_for_good_becomes_a_failed_row_an_operat
     assert!(outbox(&db.url, &["wal", "enable"]).status.success());
     let (receiver, sink) = start_receiver().await;
     let mut relay = start_relay(&db, &sink);
-    common::wait_until(Duration::from_secs(30), "the WAL relay recorded its slot", || async {
-        sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM outbox_control c JOIN pg_replication_slots s ON s.slot_name = c.wal_slot)",
-        )
-        .fetch_one(&db.pool)
-        .await
-        .unwrap()
-    })
-    .await;
+    common::wait_for_the_slot(&db).await;
     receiver.down.store(true, Ordering::SeqCst);
-    let via_wal = |aggregate: &'static str, n: u32| {
-        let pool = db.pool.clone();
-        async move {
-            let mut tx = pool.begin().await.unwrap();
-            let id = outbox_core::Outbox::new().via_wal().enqueue(&mut tx, &common::event(aggregate, n)).await.unwrap();
-            tx.commit().await.unwrap();
-            id
-        }
-    };
-    let head = via_wal("poison", 0).await;
-    let follower = via_wal("poison", 1).await;
-    let other = via_wal("other", 0).await;
+    let head = common::via_wal(&db, "poison", 0).await;
+    let follower = common::via_wal(&db, "poison", 1).await;
+    let other = common::via_wal(&db, "other", 0).await;
     assert_eq!(receiver.wait_for("other", 1).await, [other], "the stream goes on past the failed event");
     let expected = [(head, "failed".to_owned()), (follower, "pending".to_owned())];
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -310,20 +293,10 @@ async fn message_mode_events_whose_receiver_cannot_be_reached_leave_the_stream_w
         .chain(["--sink", sink.as_str()])
         .collect();
     let mut relay = bad_input_support::start(&db.url, &args, &[("OUTBOX_WEBHOOK_SECRET", SECRET)]);
-    common::wait_until(Duration::from_secs(30), "the WAL relay recorded its slot", || async {
-        sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM outbox_control c JOIN pg_replication_slots s ON s.slot_name = c.wal_slot)",
-        )
-        .fetch_one(&db.pool)
-        .await
-        .unwrap()
-    })
-    .await;
+    common::wait_for_the_slot(&db).await;
     let mut ids = Vec::new();
     for n in 0..2 {
-        let mut tx = db.pool.begin().await.unwrap();
-        ids.push(outbox_core::Outbox::new().via_wal().enqueue(&mut tx, &common::event("a", n)).await.unwrap());
-        tx.commit().await.unwrap();
+        ids.push(common::via_wal(&db, "a", n).await);
     }
     // After the second of retrying in place, both leave the stream for the table: pending, no attempt counted (two
     // attempts allowed: counted, the in-place retries alone would have failed them).

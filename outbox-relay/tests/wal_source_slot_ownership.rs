@@ -18,21 +18,11 @@ use outbox_tests::pg::TestDatabase;
 use outbox_tests::process::OutboxProcess;
 use uuid::Uuid;
 
-/// The ids the file sink wrote, in order.
-fn written(sink: &Path) -> Vec<Uuid> {
-    std::fs::read_to_string(sink)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter_map(|value| value["id"].as_str().and_then(|id| id.parse().ok()))
-        .collect()
-}
-
 /// Waits (at most 60 s) until the sink holds `n` events; `relay` is the one expected to write them.
 fn wait_for_lines(sink: &Path, n: usize, relay: &OutboxProcess) -> Vec<Uuid> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let ids = written(sink);
+        let ids = common::written(sink);
         if ids.len() >= n {
             return ids;
         }
@@ -106,14 +96,6 @@ async fn database_of(db: &TestDatabase, slot: &str) -> Option<String> {
         .unwrap()
 }
 
-/// Enqueues one message-mode event in its own committed transaction.
-async fn via_wal(db: &TestDatabase, aggregate: &str, n: u32) -> Uuid {
-    let mut tx = db.pool.begin().await.unwrap();
-    let id = Outbox::new().via_wal().enqueue(&mut tx, &common::event(aggregate, n)).await.unwrap();
-    tx.commit().await.unwrap();
-    id
-}
-
 /// Drops `slot` (stopping nothing: its relays are stopped) so that the shared test server keeps no WAL for it.
 async fn drop_slot(db: &TestDatabase, slot: &str) {
     sqlx::query("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1")
@@ -140,7 +122,7 @@ async fn a_relay_given_the_slot_of_another_database_exits_2_and_that_databases_e
     let mut relay_a = bad_input_support::start(&a.url, &args_a, &[]);
     assert_eq!(recorded_slot(&a).await, slot);
     assert_eq!(relay_a.terminate().await.code(), Some(0));
-    let waiting = [via_wal(&a, "a", 0).await, via_wal(&a, "a", 1).await];
+    let waiting = [common::via_wal(&a, "a", 0).await, common::via_wal(&a, "a", 1).await];
 
     let (sink_b, sink_b_url) = sink(dir.path(), "b");
     let args_b = ["relay", "--source", "wal", "--slot", slot.as_str(), "--sink", sink_b_url.as_str()];
@@ -154,7 +136,7 @@ async fn a_relay_given_the_slot_of_another_database_exits_2_and_that_databases_e
     assert_eq!(stderr.lines().last(), Some(error), "the error is the last line: {stderr}");
     assert!(error.contains(&format!("`{slot}`")) && error.contains(&format!("`{}`", a.name)), "{error}");
     assert!(error.contains("--slot NAME"), "it says to pick another slot: {error}");
-    assert!(written(&sink_b).is_empty(), "B published nothing");
+    assert!(common::written(&sink_b).is_empty(), "B published nothing");
     assert_eq!(database_of(&a, &slot).await.as_deref(), Some(a.name.as_str()), "A's slot is still there, A's");
     let recorded_b: Option<String> =
         sqlx::query_scalar("SELECT wal_slot FROM outbox_control").fetch_one(&b.pool).await.unwrap();
@@ -185,14 +167,14 @@ async fn databases_whose_names_map_to_one_slot_name_get_default_slots_of_their_o
     let slot_a = recorded_slot(&a).await;
     assert_eq!(slot_a, format!("outbox_events_orders_eu_{tail}"), "a name that is a slot name is kept as it was");
     assert_eq!(relay_a.terminate().await.code(), Some(0));
-    let waiting = [via_wal(&a, "a", 0).await, via_wal(&a, "a", 1).await];
+    let waiting = [common::via_wal(&a, "a", 0).await, common::via_wal(&a, "a", 1).await];
 
     let (sink_b, sink_b_url) = sink(dir.path(), "b");
     let mut relay_b = bad_input_support::start(&b.url, &["relay", "--source", "wal", "--sink", &sink_b_url], &[]);
     let slot_b = recorded_slot(&b).await;
     assert_ne!(slot_b, slot_a);
     assert!(slot_b.starts_with(&format!("outbox_events_orders_eu_{tail}_")), "{slot_b}");
-    let of_b = via_wal(&b, "b", 0).await;
+    let of_b = common::via_wal(&b, "b", 0).await;
     assert_eq!(wait_for_lines(&sink_b, 1, &relay_b), [of_b]);
     assert_eq!(database_of(&a, &slot_a).await.as_deref(), Some(a.name.as_str()), "A's slot is still there, A's");
 
@@ -200,7 +182,7 @@ async fn databases_whose_names_map_to_one_slot_name_get_default_slots_of_their_o
     assert_eq!(wait_for_lines(&sink_a, 2, &relay_a), waiting, "the events A's slot kept");
     assert_eq!(relay_a.terminate().await.code(), Some(0));
     assert_eq!(relay_b.terminate().await.code(), Some(0));
-    assert_eq!(written(&sink_b), [of_b], "nothing of A's through B");
+    assert_eq!(common::written(&sink_b), [of_b], "nothing of A's through B");
     drop_slot(&a, &slot_a).await;
     drop_slot(&b, &slot_b).await;
 }
@@ -222,7 +204,7 @@ async fn a_relay_without_slot_keeps_reading_the_recorded_slot_when_its_default_c
         bad_input_support::start(&db.url, &["relay", "--source", "wal", "--slot", &legacy, "--sink", &sink_url], &[]);
     assert_eq!(recorded_slot(&db).await, legacy);
     assert_eq!(relay.terminate().await.code(), Some(0));
-    let waiting = [via_wal(&db, "s", 0).await, via_wal(&db, "s", 1).await];
+    let waiting = [common::via_wal(&db, "s", 0).await, common::via_wal(&db, "s", 1).await];
 
     let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
     assert_eq!(wait_for_lines(&sink, 2, &relay), waiting, "the events the recorded slot kept");
@@ -271,14 +253,14 @@ async fn inserts_into_other_tables_of_the_publication_are_ignored_and_the_events
     sqlx::query("INSERT INTO elsewhere.outbox_events VALUES ($1)").bind(decoy).execute(&mut *tx).await.unwrap();
     let row = Outbox::new().enqueue(&mut tx, &common::event("t", 0)).await.unwrap();
     tx.commit().await.unwrap();
-    let message = via_wal(&db, "t", 1).await;
+    let message = common::via_wal(&db, "t", 1).await;
     sqlx::raw_sql("INSERT INTO other_ids VALUES (2); INSERT INTO no_id VALUES ('y')").execute(&db.pool).await.unwrap();
     let later = common::enqueue(&db.pool, &[common::event("t", 2)]).await;
 
     let expected = [vec![row, message], later].concat();
     assert_eq!(wait_for_lines(&sink, 3, &relay), expected);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(written(&sink), expected, "nothing else, nothing twice");
+    assert_eq!(common::written(&sink), expected, "nothing else, nothing twice");
     assert!(relay.is_running(), "{}", relay.stderr());
     assert!(relay.lines_with("replication session failed").is_empty(), "the stream went on: {}", relay.stderr());
     let ignored = relay.lines_with("also publishes this table");

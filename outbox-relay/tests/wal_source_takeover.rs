@@ -18,15 +18,6 @@ use std::time::{Duration, Instant};
 use outbox_tests::pg::TestDatabase;
 use uuid::Uuid;
 
-fn written(sink: &Path) -> Vec<Uuid> {
-    std::fs::read_to_string(sink)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter_map(|value| value["id"].as_str().and_then(|id| id.parse().ok()))
-        .collect()
-}
-
 fn sink(dir: &Path, name: &str) -> (PathBuf, String) {
     let path = dir.join(format!("{name}.jsonl"));
     let url = format!("file:{}", path.display());
@@ -71,7 +62,7 @@ const TAKEOVER: Duration = Duration::from_secs(10);
 fn first_line(sink: PathBuf) -> tokio::task::JoinHandle<Duration> {
     let from = Instant::now();
     tokio::spawn(async move {
-        while written(&sink).is_empty() {
+        while common::written(&sink).is_empty() {
             assert!(from.elapsed() < Duration::from_secs(60), "nothing was written to {sink:?} within a minute");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -90,7 +81,7 @@ async fn a_standby_takes_over_after_sigkill_with_nothing_lost_and_every_aggregat
     let mut first = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &first_url], &[]);
     let mut ids = common::enqueue_interleaved(&db.pool, AGGREGATES, 1).await;
     common::wait_until(Duration::from_secs(60), "the first relay published", || async {
-        !written(&first_sink).is_empty()
+        !common::written(&first_sink).is_empty()
     })
     .await;
     let mut second = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &second_url], &[]);
@@ -115,7 +106,7 @@ async fn a_standby_takes_over_after_sigkill_with_nothing_lost_and_every_aggregat
     })
     .await;
 
-    let published = written(&first_sink).into_iter().chain(written(&second_sink));
+    let published = common::written(&first_sink).into_iter().chain(common::written(&second_sink));
     assert_eq!(first_published_in_order(&ids, AGGREGATES, published).len(), ids.len(), "events lost");
     assert_eq!(second.terminate().await.code(), Some(0));
 }
@@ -213,7 +204,7 @@ async fn after_the_active_relay_loses_its_connections_a_relay_takes_over_within_
         // An event enqueued right after the cut: published once a relay streams again.
         let marker = common::enqueue(&db.pool, &[common::event(format!("marker-{i}"), 0)]).await[0];
         common::wait_until(TAKEOVER + Duration::from_secs(20), "the marker is published", || async {
-            written(&sink_path).contains(&marker)
+            common::written(&sink_path).contains(&marker)
         })
         .await;
         let took = cut_at.elapsed();
@@ -227,12 +218,12 @@ async fn after_the_active_relay_loses_its_connections_a_relay_takes_over_within_
     stop.store(true, Ordering::SeqCst);
     let ids = producer.await.unwrap();
     common::wait_until(Duration::from_secs(60), "every event is published", || async {
-        let written: HashSet<Uuid> = written(&sink_path).into_iter().collect();
+        let written: HashSet<Uuid> = common::written(&sink_path).into_iter().collect();
         ids.iter().chain(&markers).all(|id| written.contains(id))
     })
     .await;
 
-    let published = written(&sink_path).into_iter().filter(|id| !markers.contains(id));
+    let published = common::written(&sink_path).into_iter().filter(|id| !markers.contains(id));
     assert_eq!(first_published_in_order(&ids, AGGREGATES, published).len(), ids.len(), "events lost");
     let settled = i64::try_from(ids.len() + markers.len()).unwrap();
     common::wait_until(Duration::from_secs(30), "every row is settled", || async {
@@ -257,15 +248,7 @@ async fn repeated_sigkills_during_20000_events_of_200_aggregates_in_both_modes_l
         bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &url], &[])
     };
     let mut relay = start_relay(&mut sinks);
-    common::wait_until(Duration::from_secs(30), "the WAL relay created its slot", || async {
-        sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM outbox_control c JOIN pg_replication_slots s ON s.slot_name = c.wal_slot)",
-        )
-        .fetch_one(&db.pool)
-        .await
-        .unwrap()
-    })
-    .await;
+    common::wait_for_the_slot(&db).await;
 
     // Round r holds event r of every aggregate, in one transaction: rows in even rounds, logical decoding
     // messages (no row) in odd ones.
@@ -293,12 +276,12 @@ async fn repeated_sigkills_during_20000_events_of_200_aggregates_in_both_modes_l
     }
     let ids = producer.await.unwrap();
     assert_eq!(ids.len(), (AGGREGATES * ROUNDS) as usize);
-    let all_written = || sinks.iter().flat_map(|sink| written(sink)).collect::<HashSet<Uuid>>();
+    let all_written = || sinks.iter().flat_map(|sink| common::written(sink)).collect::<HashSet<Uuid>>();
     common::wait_until(Duration::from_secs(120), "the last relay published every event", || async {
         all_written().len() >= ids.len()
     })
     .await;
-    let published_by_the_killed: usize = sinks[..KILLS].iter().map(|sink| written(sink).len()).sum();
+    let published_by_the_killed: usize = sinks[..KILLS].iter().map(|sink| common::written(sink).len()).sum();
     assert!(published_by_the_killed > 0, "the kills came before anything was published: the test proves nothing");
 
     // Event i is number i / AGGREGATES of aggregate i % AGGREGATES. Each relay publishes every aggregate in
@@ -310,7 +293,7 @@ async fn repeated_sigkills_during_20000_events_of_200_aggregates_in_both_modes_l
     let mut first_published: HashMap<usize, usize> = HashMap::new();
     for sink in &sinks {
         let mut last: HashMap<usize, usize> = HashMap::new();
-        for id in written(sink) {
+        for id in common::written(sink) {
             let (aggregate, n) = *position.get(&id).expect("an event that was enqueued");
             if let Some(previous) = last.insert(aggregate, n) {
                 assert!(n > previous, "aggregate {aggregate}: event {n} published after event {previous} in {sink:?}");

@@ -48,15 +48,12 @@ pub(crate) async fn check(store: &PgStore, slot: &str, given: bool) -> Result<Ch
         .fetch_one(store.pool())
         .await
         .map_err(|error| Error::from_store(error.into()))?;
-    let get = |column: &str| -> Result<_> {
-        row.try_get::<Option<String>, _>(column).map_err(|error| Error::from_store(error.into()))
-    };
-    let wal_level = get("wal_level")?.unwrap_or_default();
-    let role = get("role")?.unwrap_or_default();
-    let version: i32 = row.try_get("server_version").map_err(|error| Error::from_store(error.into()))?;
-    let may_replicate: Option<bool> = row.try_get("may_replicate").map_err(|error| Error::from_store(error.into()))?;
-    let published: bool = row.try_get("published").map_err(|error| Error::from_store(error.into()))?;
-    let outbox_schema = get("outbox_schema")?;
+    let wal_level = column::<Option<String>>(&row, "wal_level")?.unwrap_or_default();
+    let role = column::<Option<String>>(&row, "role")?.unwrap_or_default();
+    let version: i32 = column(&row, "server_version")?;
+    let may_replicate: Option<bool> = column(&row, "may_replicate")?;
+    let published: bool = column(&row, "published")?;
+    let outbox_schema: Option<String> = column(&row, "outbox_schema")?;
     if version < 140_000 {
         return Err(Error::WalUnavailable {
             what: format!(
@@ -132,12 +129,8 @@ pub(crate) async fn refuse_unusable_slot(store: &PgStore, slot: &str) -> Result<
         .await
         .map_err(|error| Error::from_store(error.into()))?;
     let Some(row) = row else { return Ok(()) };
-    let get = |column: &str| -> Result<Option<String>> {
-        row.try_get::<Option<String>, _>(column).map_err(|error| Error::from_store(error.into()))
-    };
-    let flag = |column: &str| -> Result<Option<bool>> {
-        row.try_get::<Option<bool>, _>(column).map_err(|error| Error::from_store(error.into()))
-    };
+    let get = |name: &str| column::<Option<String>>(&row, name);
+    let flag = |name: &str| column::<Option<bool>>(&row, name);
     let (database, plugin, current) = (get("database")?, get("plugin")?, get("current")?.unwrap_or_default());
     let pick_another = "start the relay with `--slot NAME`, a slot name that no other database of the server uses";
     if flag("here")? != Some(true) {
@@ -176,4 +169,12 @@ pub(crate) async fn refuse_unusable_slot(store: &PgStore, slot: &str) -> Result<
         });
     }
     Ok(())
+}
+
+/// Column `name` of `row`, a database error otherwise.
+fn column<'r, T>(row: &'r sqlx::postgres::PgRow, name: &str) -> Result<T>
+where
+    T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    row.try_get(name).map_err(|error| Error::from_store(error.into()))
 }

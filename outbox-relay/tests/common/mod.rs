@@ -265,3 +265,34 @@ pub async fn throttling_receiver(answers: Vec<(u16, RetryAfter)>) -> (Arc<Mutex<
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (arrivals, format!("http://{address}/hooks/outbox"))
 }
+
+/// The event ids a file sink wrote, in order.
+pub fn written(sink: &std::path::Path) -> Vec<Uuid> {
+    std::fs::read_to_string(sink)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|value| value["id"].as_str().and_then(|id| id.parse().ok()))
+        .collect()
+}
+
+/// Enqueues one message-mode event in its own committed transaction.
+pub async fn via_wal(db: &TestDatabase, aggregate: &str, n: u32) -> Uuid {
+    let mut tx = db.pool.begin().await.unwrap();
+    let id = Outbox::new().via_wal().enqueue(&mut tx, &event(aggregate, n)).await.unwrap();
+    tx.commit().await.unwrap();
+    id
+}
+
+/// Waits until the WAL relay has created and recorded its slot: message-mode enqueues need it.
+pub async fn wait_for_the_slot(db: &TestDatabase) {
+    wait_until(Duration::from_secs(30), "the WAL relay recorded its slot", || async {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM outbox_control c JOIN pg_replication_slots s ON s.slot_name = c.wal_slot)",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    })
+    .await;
+}
