@@ -9,6 +9,8 @@ GRANT UPDATE (wal_slot, wal_backlog_through, wal_published_through) ON outbox_co
 GRANT INSERT ON outbox_events TO outbox_relay;
 -- The aggregates it hands to the table's retry path (migration 14).
 GRANT SELECT, INSERT, DELETE ON outbox_wal_handed_over TO outbox_relay;
+-- The numbers that order the rows it hands over (migration 16).
+GRANT USAGE ON SEQUENCE outbox_wal_hand_over_order TO outbox_relay;
 -- The functions the WAL relay reads and settles streamed rows with (migrations 10 and 11; they run with the
 -- caller's rights). PostgreSQL grants EXECUTE to PUBLIC by default; this keeps them callable where that was revoked.
 GRANT EXECUTE ON FUNCTION outbox_pending_by_id(UUID[]) TO outbox_relay;

@@ -168,6 +168,42 @@ async fn an_event_still_failing_after_the_in_place_retry_leaves_the_stream_with_
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 
+/// Two transactions of a handed-over aggregate that commit in the reverse of their inserts: the table's retry path
+/// publishes them in the order they committed (the stream's), not in the order of their `seq`.
+#[tokio::test]
+async fn events_of_a_handed_over_aggregate_that_commit_in_reverse_of_their_inserts_are_published_in_commit_order() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let (receiver, sink) = start_receiver().await;
+    let mut relay = start_relay(&db, &sink);
+    let warm = one(&db, "warm-up", 0).await;
+    assert_eq!(receiver.wait_for("warm-up", 1).await, [warm], "the relay streams");
+
+    receiver.down.store(true, Ordering::SeqCst);
+    let head = one(&db, "flaky", 0).await;
+    relay.wait_for_lines("the table's retry path", 1, Duration::from_secs(10)).await;
+    // Inserted first, committed last.
+    let mut first = db.pool.begin().await.unwrap();
+    let inserted_first = outbox_core::Outbox::new().enqueue(&mut first, &common::event("flaky", 1)).await.unwrap();
+    let committed_first = one(&db, "flaky", 2).await;
+    first.commit().await.unwrap();
+    let after = one(&db, "other", 0).await;
+    assert_eq!(receiver.wait_for("other", 1).await, [after], "the stream passed both");
+    let seqs: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM outbox_events WHERE aggregate_id = 'flaky' ORDER BY seq")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(seqs, [head, inserted_first, committed_first], "the inserts' order");
+
+    receiver.down.store(false, Ordering::SeqCst);
+    assert_eq!(
+        receiver.wait_for("flaky", 3).await,
+        [head, committed_first, inserted_first],
+        "the aggregate in the order its transactions committed"
+    );
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
 /// A WAL relay whose sink refuses aggregate `poison` for good: its head event has failed, its follower is
 /// pending behind it, and the stream went on past both (an event of another aggregate was published after them).
 struct FailedHead {

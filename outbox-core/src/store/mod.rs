@@ -60,7 +60,10 @@ pub use membership::{fair_share, CrashedEvent, Heartbeat, Membership, PartitionL
 pub use read::{AggregateKey, BlockedAggregate, Ordering, ReadBatch, ReadRange, ReadRow, RowVersion, Snapshot};
 pub(crate) use settle::{retry_name, short_error};
 pub use settle::{SettleBatch, SettleOutcome, SettleReport, Settlement};
-pub use source::{PendingById, SlotStatus, Source, SourceSwitch, WalState, SOURCE_SWITCH_LOCK, WAL_LEADER_LOCK_CLASS};
+pub use source::{
+    HandedOverRead, HandedOverRow, PendingById, SlotStatus, Source, SourceSwitch, WalState, SOURCE_SWITCH_LOCK,
+    WAL_LEADER_LOCK_CLASS,
+};
 pub use status::{EventStatus, UnknownStatus};
 pub use stored::{Checked, CorruptedRow, StoredEvent};
 pub use wal_message::{decode_wal_message, WAL_MESSAGE_PREFIX};

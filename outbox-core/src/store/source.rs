@@ -89,6 +89,29 @@ pub enum PendingById {
     NotVisibleYet,
 }
 
+/// One event of an aggregate that the WAL source handed to the table's retry path, as
+/// [`PgStore::wal_handed_over_events`](crate::store::PgStore::wal_handed_over_events) reads it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct HandedOverRow {
+    /// The row; its `range` is the index of its aggregate among those asked for.
+    pub row: crate::store::ReadRow,
+    /// It failed for good (read only with ordering per aggregate): it holds its aggregate, and what follows it in
+    /// the stream's order waits.
+    pub failed: bool,
+}
+
+/// What one read of the WAL source's retry path found
+/// ([`PgStore::wal_handed_over_events`](crate::store::PgStore::wal_handed_over_events)).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct HandedOverRead {
+    /// Publishing is paused (`outbox pause`); known only when a row was read.
+    pub paused: bool,
+    /// The rows, each aggregate's in the order the stream handed them over.
+    pub rows: Vec<HandedOverRow>,
+}
+
 /// The WAL relay's replication slot as the server sees it ([`PgStore::wal_slot_status`](crate::store::PgStore::wal_slot_status)).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -65,7 +65,8 @@ pub(crate) enum Flushed {
 /// left to it (a message-mode event is written to the table for it); an event still failing after the in-place
 /// retry time is handed over with its aggregate. `first_read`: the read of the events' rows, started ahead
 /// ([`super::read_ahead`]); without it, the rows are read here. The aggregates handed over are recorded in the
-/// database before it returns, so before the stream is acknowledged past their events.
+/// database before it returns, so before the stream is acknowledged past their events, and so is the stream's
+/// order of the rows this batch leaves in the table ([`Handover::leave_in_table`]).
 pub(crate) async fn flush(
     shared: &Shared,
     store: &PgStore,
@@ -152,6 +153,7 @@ async fn flush_events(
                     let Some(row) = read.next_if(|row| row.range == index) else { continue };
                     let aggregate = row.event.aggregate_key();
                     if handover.holds(&aggregate) {
+                        handover.leave_in_table([row.event.id]);
                         continue;
                     }
                     let since_commit = at.as_ref().map_or(row.since_commit, since);
@@ -219,6 +221,9 @@ async fn flush_events(
                 handover.hold(partition, aggregate, Duration::ZERO);
             }
         }
+        // The rows of the aggregates held now stay in the table, the failed one first: in the stream's order.
+        let held: Vec<Uuid> = items.iter().filter(|item| handover.holds(&item.aggregate)).map(|item| item.id).collect();
+        handover.leave_in_table(held);
         // Still to publish: the retrying events and those not attempted behind them, in order.
         let attempted: HashSet<Uuid> = published.settlements.iter().map(|settlement| settlement.id).collect();
         let in_batch: HashSet<Uuid> = items.iter().map(|item| item.id).collect();
@@ -246,6 +251,9 @@ async fn flush_events(
             if !hand_over(store, handover, &items, &published.settlements, &todo, wait, shutdown).await? {
                 return Ok(Flushed::Stopped);
             }
+            let held: Vec<Uuid> =
+                items.iter().filter(|item| handover.holds(&item.aggregate)).map(|item| item.id).collect();
+            handover.leave_in_table(held);
             break;
         }
         tokio::select! {

@@ -1,8 +1,11 @@
 //! The hand-over to the table's retry path: an event that keeps failing for longer than the in-place retry
 //! allows, or that failed for good, leaves the stream together with its aggregate. The aggregate's events stay
-//! pending in the table (the failing one with its `next_attempt_at`) and are published from there, in `seq`
-//! order, while the stream moves on; the stream skips the aggregate's later events until the table holds none of
-//! its events any more. A failed event holds its aggregate (with `--ordering aggregate`) until an operator retries
+//! pending in the table (the failing one with its `next_attempt_at`) and are published from there while the stream
+//! moves on; the stream skips the aggregate's later events until the table holds none of its events any more. The
+//! stream numbers each row it leaves in the table in its own order ([`PgStore::number_wal_handed_over`]), and the
+//! retry path publishes only numbered rows, in that order: the order their transactions committed, which is not
+//! that of their `seq` when two transactions commit in the reverse of their inserts; a row that committed but has
+//! not been streamed yet waits for the stream. A failed event holds its aggregate (with `--ordering aggregate`) until an operator retries
 //! or cancels it, as with the table source.
 //!
 //! The hand-over is recorded in the database (`outbox_wal_handed_over`, written before the stream is acknowledged
@@ -10,12 +13,13 @@
 //! that restarts rebuilds it from there ([`PgStore::wal_handed_over`]), whatever an operator did to the events
 //! meanwhile. While nothing is handed over, it costs no query.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use outbox_core::store::{AggregateKey, Ordering, PgStore, ReadRange, ReadRequest, SettleOutcome, Store};
+use outbox_core::store::{AggregateKey, HandedOverRow, Ordering, PgStore, SettleOutcome};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use super::publish_settle::publish_and_settle;
 use super::statement::database;
@@ -39,6 +43,9 @@ pub(crate) struct Handover {
     unrecorded: Vec<(u16, AggregateKey)>,
     /// Aggregates released to the stream and not forgotten in the database yet.
     released: Vec<AggregateKey>,
+    /// Rows left in the table for the retry path, in the stream's order, not numbered in the database yet
+    /// ([`leave_in_table`](Self::leave_in_table)).
+    unnumbered: Vec<Uuid>,
     next: Option<Instant>,
     /// Where the next run goes on when more aggregates are held than one run reads: the last one the run before
     /// read (`None`: from the first). Every held aggregate gets its turn.
@@ -93,10 +100,28 @@ impl Handover {
         self.wake_in(after);
     }
 
-    /// Records the aggregates handed over and forgets those released since the last call (one statement, none
-    /// when nothing changed), so that a relay that starts later holds the same ones; called before the stream is
-    /// acknowledged past the events of those handed over. `false` when shutdown came first.
+    /// Rows (by id, in the stream's order) that the stream leaves in the table for the retry path: those of an
+    /// aggregate handed over, failed, or passed while their aggregate was handed over. The retry path publishes
+    /// only such rows, in this order ([`PgStore::number_wal_handed_over`]): the order their transactions
+    /// committed, not that of their inserts. Numbered in the database by [`update_record`](Self::update_record).
+    pub(crate) fn leave_in_table(&mut self, ids: impl IntoIterator<Item = Uuid>) {
+        self.unnumbered.extend(ids);
+    }
+
+    /// Numbers the rows left in the table, records the aggregates handed over and forgets those released since the
+    /// last call (a statement each, none when nothing changed), so that a relay that starts later holds the same
+    /// ones; called before the stream is acknowledged past the events of those handed over. `false` when shutdown
+    /// came first.
     pub(crate) async fn update_record(&mut self, store: &PgStore, shutdown: &CancellationToken) -> Result<bool> {
+        if !self.unnumbered.is_empty() {
+            // A row met twice (held, then handed over) keeps its first place.
+            let mut met = HashSet::new();
+            self.unnumbered.retain(|id| met.insert(*id));
+            if database(shutdown, || store.number_wal_handed_over(&self.unnumbered)).await?.is_none() {
+                return Ok(false);
+            }
+            self.unnumbered.clear();
+        }
         if self.unrecorded.is_empty() && self.released.is_empty() {
             return Ok(true);
         }
@@ -155,69 +180,50 @@ impl Handover {
             // aggregates of this run wait for (those of the earlier runs may be due sooner).
             self.wake_in(RECHECK);
         }
-        // A range of one aggregate is bounded by `through`: here, every `seq` there is.
-        let request = ReadRequest::new(
-            aggregates
-                .iter()
-                .map(|(key, partition)| {
-                    ReadRange::new(*partition, 0, EVENTS_PER_AGGREGATE).through(i64::MAX).aggregate(key.clone())
-                })
-                .collect(),
-        );
-        // The failed heads first, then the pending rows: an operator's retry that commits between the two reads
-        // then shows its event failed and pending at once, and nothing behind it goes; read the other way round,
-        // the event was in neither, and the events behind it were published before it.
-        let failed = self.failed_heads(shared, store, &aggregates, shutdown).await?;
-        let Some(failed) = failed else { return Ok(false) };
-        let Some(read) = database(shutdown, || store.read(&request)).await? else {
+        // Pending and (with ordering) failed events in one read: an operator's retry or cancel shows in full.
+        let failed_hold = shared.config.ordering == Ordering::Aggregate;
+        let Some(read) =
+            database(shutdown, || store.wal_handed_over_events(&aggregates, EVENTS_PER_AGGREGATE, failed_hold)).await?
+        else {
             return Ok(false);
         };
         if read.paused {
             self.wake_in(RECHECK);
             return Ok(true);
         }
-        let mut rows: BTreeMap<usize, Vec<outbox_core::store::ReadRow>> = BTreeMap::new();
+        let mut rows: BTreeMap<usize, Vec<HandedOverRow>> = BTreeMap::new();
         for row in read.rows {
-            rows.entry(row.range).or_default().push(row);
+            rows.entry(row.row.range).or_default().push(row);
         }
+        // Aggregate by aggregate, each in the stream's order (the publish keeps the order of a batch).
         let mut items = Vec::new();
         for (index, (key, _)) in aggregates.iter().enumerate() {
             // More of it than one run reads: published ones bring the next run at once (below); one that waits
             // (a head in backoff, a failed head) must not.
             let mine = rows.remove(&index).unwrap_or_default();
-            let failed_seq = failed.get(key).copied();
             let Some(head) = mine.first() else {
-                if failed_seq.is_some() {
-                    self.wake_in(RECHECK);
-                } else {
-                    // Nothing of it is left in the table: its next events come from the stream again.
-                    self.held.remove(key);
-                    self.unrecorded.retain(|(_, unrecorded)| unrecorded != key);
-                    self.released.push(key.clone());
-                }
+                // Nothing of it is left in the table: its next events come from the stream again.
+                self.held.remove(key);
+                self.unrecorded.retain(|(_, unrecorded)| unrecorded != key);
+                self.released.push(key.clone());
                 continue;
             };
-            // Behind a failed event; or the failed event itself, retried between the two reads: the next run
-            // sees it pending only.
-            if failed_seq.is_some_and(|seq| seq <= head.event.seq) {
+            if head.failed {
                 self.wake_in(RECHECK);
                 continue;
             }
-            if !head.wait.is_zero() {
-                self.wake_in(head.wait);
+            if !head.row.wait.is_zero() {
+                self.wake_in(head.row.wait);
                 continue;
             }
-            items.extend(mine.into_iter().take_while(|row| failed_seq.is_none_or(|seq| row.event.seq < seq)).map(
-                |row| {
-                    let aggregate = row.event.aggregate_key();
-                    Item::new(row.partition, 0, row.event, aggregate, row.since_commit)
-                },
-            ));
+            items.extend(mine.into_iter().take_while(|row| !row.failed).map(|HandedOverRow { row, .. }| {
+                let aggregate = row.event.aggregate_key();
+                Item::new(row.partition, 0, row.event, aggregate, row.since_commit)
+            }));
         }
         if items.is_empty() {
             return Ok(true);
         }
-        items.sort_by_cached_key(|item| item.seq);
         let Some(published) = publish_and_settle(shared, store, summary, &mut items, &HashMap::new(), shutdown).await?
         else {
             return Ok(false);
@@ -245,27 +251,6 @@ impl Handover {
             held[start..end].iter().map(|(key, partition)| ((*key).clone(), **partition)).collect();
         self.resume_after = (end < held.len()).then(|| held[end - 1].0.clone());
         turn
-    }
-
-    /// The `seq` of the oldest failed event of each aggregate (with ordering: a failed event holds its aggregate);
-    /// `None` when shutdown came first.
-    async fn failed_heads(
-        &self,
-        shared: &Shared,
-        store: &PgStore,
-        aggregates: &[(AggregateKey, u16)],
-        shutdown: &CancellationToken,
-    ) -> Result<Option<HashMap<AggregateKey, i64>>> {
-        if shared.config.ordering == Ordering::None {
-            return Ok(Some(HashMap::new()));
-        }
-        let mut partitions: Vec<u16> = aggregates.iter().map(|(_, partition)| *partition).collect();
-        partitions.sort_unstable();
-        partitions.dedup();
-        let Some(blocked) = database(shutdown, || store.blocked_aggregates(&partitions)).await? else {
-            return Ok(None);
-        };
-        Ok(Some(blocked.into_iter().map(|blocked| (blocked.aggregate, blocked.seq)).collect()))
     }
 }
 

@@ -11,11 +11,15 @@ use crate::error::Result;
 use crate::store::{Checked, ReadBatch, ReadRequest, ReadRow, RowVersion, Snapshot, StoredEvent};
 
 /// The columns of a row of `outbox_events e` of range `r` (and the read's settings in `ctl`): `$payload`,
-/// `$headers`, `$sensitive` give the three JSON columns (or empty ones, for a range that reads only keys). Times
-/// come as they are stored and the relay works out the waits from them (against `read_at`, the database's `now()`
-/// of the read): computing them per row here made a read a tenth dearer.
+/// `$headers`, `$sensitive` give the three JSON columns (or empty ones, for a range that reads only keys), and
+/// `$more` any further columns (each with its leading comma). Times come as they are stored and the relay works out
+/// the waits from them (against `read_at`, the database's `now()` of the read): computing them per row here made a
+/// read a tenth dearer.
 macro_rules! read_columns {
     ($payload:literal, $headers:literal, $sensitive:literal) => {
+        read_columns!($payload, $headers, $sensitive, "")
+    };
+    ($payload:literal, $headers:literal, $sensitive:literal, $more:literal) => {
         concat!(
             "       SELECT e.id, e.ctid::text AS row_version, e.seq, e.partition, e.event_type, e.aggregate_type, e.aggregate_id, e.schema_version,
               ",
@@ -30,12 +34,15 @@ macro_rules! read_columns {
               -- retry sets `attempts` back to 0 and keeps the last error).
               COALESCE(CASE WHEN e.attempts = 0 AND e.last_error IS NULL AND (SELECT track_commit FROM ctl)
                             THEN pg_xact_commit_timestamp(e.xmin) END,
-                       e.created_at) AS committed_at
+                       e.created_at) AS committed_at",
+            $more,
+            "
          FROM outbox_events e
 "
         )
     };
 }
+pub(super) use read_columns;
 
 /// The 32-bit transaction id `$xid` (what `pg_locks`, a row's `xmin` and the replication stream carry) widened to
 /// the 64-bit id nearest to `$xmax` (a snapshot's `xmax` as `int8`): within 2^31 of it, as every id a statement

@@ -3,13 +3,20 @@
 
 use sqlx::Row;
 
+use super::read::{read_columns, ReadColumns};
 use crate::error::Result;
-use crate::store::{short_error, AggregateKey, PgStore, SettleOutcome, StoredEvent};
+use crate::store::{short_error, AggregateKey, HandedOverRead, HandedOverRow, PgStore, SettleOutcome, StoredEvent};
 
 /// The aggregates the WAL relay handed to the table's retry path: those it recorded (migration 14), and those with
 /// a pending event that failed an attempt or a failed event (a failed row always has an attempt), through
-/// `outbox_events_attempted_idx`: a relay of the previous version recorded none.
+/// `outbox_events_attempted_idx`: a relay of the previous version recorded none. Such an event not numbered yet
+/// (attempted by the table source before the switch, or by a relay that stopped before handing it over) is
+/// numbered 0: it goes first, in `seq` order.
 const HANDED_OVER: &str = "\
+WITH numbered AS (
+UPDATE outbox_events SET handed_over = 0
+ WHERE attempts > 0 AND status IN ('pending', 'failed') AND handed_over IS NULL
+)
 SELECT partition, aggregate_type, aggregate_id FROM outbox_wal_handed_over
 UNION
 SELECT partition, aggregate_type, aggregate_id FROM outbox_events
@@ -28,7 +35,47 @@ DELETE FROM outbox_wal_handed_over h
  USING UNNEST($4::text[], $5::text[]) AS f(aggregate_type, aggregate_id)
  WHERE h.aggregate_type = f.aggregate_type AND h.aggregate_id = f.aggregate_id";
 
-/// Message-mode events leaving the stream, in order: pending (`held`: behind a handed-over event of their
+/// Numbers rows the stream handed over, or passed while their aggregate was handed over (`$1`, in the stream's
+/// order), so that the retry path publishes them in that order ([`HANDED_OVER_EVENTS`]). A row numbered before (the
+/// stream replayed it after a restart) keeps its number; a row no longer pending or failed is left alone. The
+/// numbers are drawn in the order of `$1`: PostgreSQL computes a volatile function of the output after `ORDER BY`.
+const NUMBER_HANDED_OVER: &str = "\
+UPDATE outbox_events e SET handed_over = o.number
+  FROM (SELECT u.id, nextval('outbox_wal_hand_over_order') AS number
+          FROM UNNEST($1::uuid[]) WITH ORDINALITY AS u(id, n)
+         ORDER BY u.n) o
+ WHERE e.id = o.id AND e.handed_over IS NULL AND e.status IN ('pending', 'failed')";
+
+/// The events of handed-over aggregates (`$1`-`$3`: partitions, aggregate types, aggregate ids) that the stream
+/// numbered, at most `$5` of each, in the stream's order: pending ones, and with `$4` (ordering per aggregate)
+/// failed ones, which hold the rest. A row of the aggregate that is not numbered has not been passed by the stream
+/// yet (its transaction committed after those handed over): it waits for the stream. Each range is one scan of
+/// the aggregate's partition in `outbox_events_partition_seq_idx`, as the table source's replays are.
+const HANDED_OVER_EVENTS: &str = concat!(
+    "WITH ctl AS (
+SELECT COALESCE((SELECT paused FROM outbox_control WHERE id), false) AS paused,
+       current_setting('track_commit_timestamp')::bool AS track_commit,
+       now() AS read_at
+)
+SELECT r.n, e.*, ctl.paused, ctl.read_at
+  FROM ctl
+ CROSS JOIN UNNEST($1::int2[], $2::text[], $3::text[]) WITH ORDINALITY AS r(partition, aggregate_type, aggregate_id, n)
+ CROSS JOIN LATERAL (
+",
+    read_columns!(
+        "e.payload::text",
+        "e.headers::text",
+        "e.sensitive_paths::text",
+        ", e.status = 'failed' AS failed, e.handed_over"
+    ),
+    "        WHERE e.partition = r.partition AND e.aggregate_type = r.aggregate_type AND e.aggregate_id = r.aggregate_id
+          AND e.handed_over IS NOT NULL AND (e.status = 'pending' OR (e.status = 'failed' AND $4))
+        ORDER BY e.handed_over, e.seq
+        LIMIT $5) e
+ ORDER BY r.n, e.handed_over, e.seq"
+);
+
+/// Message-mode events leaving the stream, in order, numbered as [`NUMBER_HANDED_OVER`] numbers rows: pending (`held`: behind a handed-over event of their
 /// aggregate; `retry`: after `delay_secs`, an attempt counted; `postponed`: the same without an attempt, the
 /// destination could not be reached) or `failed` (an attempt counted). An event already
 /// in the table (written before a restart replayed its message) is left as it is. Returns the partition of every
@@ -37,12 +84,12 @@ const WRITE_EVENTS: &str = "\
 WITH written AS (
 INSERT INTO outbox_events
     (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, created_at,
-     status, attempts, next_attempt_at, last_error)
+     status, attempts, next_attempt_at, last_error, handed_over)
 SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
        e.payload::jsonb, e.headers::jsonb, e.sensitive_paths::jsonb, e.created_at,
        CASE e.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
        e.attempts + CASE WHEN e.outcome IN ('held', 'postponed') THEN 0 ELSE 1 END,
-       now() + make_interval(secs => e.delay_secs), e.error
+       now() + make_interval(secs => e.delay_secs), e.error, nextval('outbox_wal_hand_over_order')
   FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::text[],
               $9::timestamptz[], $10::text[], $11::int4[], $12::float8[], $13::text[])
        WITH ORDINALITY
@@ -110,6 +157,56 @@ impl PgStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    /// Numbers rows that the WAL stream handed to the table's retry path, or passed while their aggregate was
+    /// handed over, in the order of `ids` (the stream's), so that the retry path publishes them in that order
+    /// ([`wal_handed_over_events`](Self::wal_handed_over_events)): called before the stream is acknowledged past
+    /// them. A row numbered before keeps its number; one no longer pending or failed is left alone. One statement,
+    /// none for no ids.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn number_wal_handed_over(&self, ids: &[uuid::Uuid]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(NUMBER_HANDED_OVER).bind(ids).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// The events of handed-over `aggregates` (with their partitions) that the WAL stream numbered, at most
+    /// `per_aggregate` of each, every aggregate's in the stream's order: pending ones, and with `failed_hold`
+    /// (ordering per aggregate) failed ones too, which hold what follows them. One statement.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`](crate::Error::Database).
+    pub async fn wal_handed_over_events(
+        &self,
+        aggregates: &[(AggregateKey, u16)],
+        per_aggregate: u32,
+        failed_hold: bool,
+    ) -> Result<HandedOverRead> {
+        let partitions: Vec<i16> =
+            aggregates.iter().map(|(_, partition)| i16::try_from(*partition).unwrap_or(i16::MAX)).collect();
+        let (types, ids): (Vec<&str>, Vec<&str>) =
+            aggregates.iter().map(|((kind, id), _)| (kind.as_str(), id.as_str())).unzip();
+        let rows = sqlx::query(HANDED_OVER_EVENTS)
+            .bind(partitions)
+            .bind(types)
+            .bind(ids)
+            .bind(failed_hold)
+            .bind(i32::try_from(per_aggregate).unwrap_or(i32::MAX))
+            .fetch_all(&self.pool)
+            .await?;
+        let mut read = HandedOverRead::default();
+        for (row, read_row) in rows.iter().zip(ReadColumns::read_rows(&rows)?) {
+            read.paused |= row.try_get::<bool, _>("paused")?;
+            read.rows.push(HandedOverRow { row: read_row, failed: row.try_get("failed")? });
+        }
+        Ok(read)
     }
 
     /// Writes events of the message mode (`WalOutbox`) to the table as they leave the stream, in order, in one
