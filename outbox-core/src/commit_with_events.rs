@@ -169,6 +169,8 @@ impl OutboxTransaction {
     /// [`Error::Database`](crate::Error::Database) when the write or the commit fails, and (begun with
     /// [`WalOutbox::begin`]) [`Error::WalSourceOff`](crate::Error::WalSourceOff) without the WAL relay's slot: then
     /// the whole transaction is rolled back (the domain change with the events).
+    /// [`Error::CommitOutcomeUnknown`](crate::Error::CommitOutcomeUnknown) when the connection failed while the
+    /// `COMMIT` was under way: the transaction may have committed; do not retry it blindly.
     pub async fn commit(mut self) -> Result<Vec<Uuid>> {
         self.committing = true;
         let mut sql = if self.events.iter().any(|event| !event.sensitive_paths.is_empty()) {
@@ -212,6 +214,10 @@ impl OutboxTransaction {
                         return Err(crate::error::Error::WalSourceOff);
                     }
                 }
+                if outcome_unknown(&error) {
+                    let ids = self.events.iter().map(NewEvent::id).collect();
+                    return Err(crate::error::Error::CommitOutcomeUnknown { ids, source: error });
+                }
                 Err(error.into())
             }
         }
@@ -235,6 +241,21 @@ impl OutboxTransaction {
         PgTransactionManager::rollback(&mut self.connection).await?;
         self.open = false;
         Ok(())
+    }
+}
+
+/// Whether the error of the message that carries the `COMMIT` leaves its outcome unknown: the connection failed
+/// (the message may have been taken and committed before the answer was lost), or the server ended the session
+/// (SQLSTATE class 08, or 57P01 to 57P03 of a shutdown or a terminated backend, which may come after the `COMMIT`
+/// succeeded). Any other error is the server refusing a statement up to and including the `COMMIT`, which then
+/// rolled everything back; the statements of one message run in order and stop at the first error.
+fn outcome_unknown(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            db.code().is_some_and(|code| code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03"))
+        }
+        _ => false,
     }
 }
 

@@ -79,6 +79,25 @@ pub enum Error {
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 
+    /// The connection failed while [`OutboxTransaction::commit`](crate::OutboxTransaction::commit) waited for
+    /// its `COMMIT` to be answered (the connection was lost, or the server ended the session): the transaction,
+    /// with its events, may have committed or not, and nobody can tell from here. Retrying it could apply the
+    /// domain change twice: find out first, from the domain change itself (an idempotency key), or from one of
+    /// `ids` in the outbox table (which no longer holds an event deleted once published, `--retention 0s`). Every
+    /// other error of `commit` means that nothing was committed.
+    #[error(
+        "the connection failed while the commit was under way: the transaction and its {} event(s) may have \
+         committed or not ({source})",
+        ids.len()
+    )]
+    CommitOutcomeUnknown {
+        /// The ids of the transaction's events.
+        ids: Vec<uuid::Uuid>,
+        /// What the connection reported.
+        #[source]
+        source: sqlx::Error,
+    },
+
     /// Applying the outbox migrations failed.
     #[error(transparent)]
     Migrate(#[from] sqlx::migrate::MigrateError),

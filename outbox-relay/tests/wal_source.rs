@@ -1454,6 +1454,58 @@ async fn wait_for_all(sink: &Path, ids: &[Uuid], relay: &outbox_tests::process::
     }
 }
 
+/// A fast shutdown of PostgreSQL while the WAL relay catches up is not held up by the relay. At a shutdown the
+/// server's WAL sender waits for its reader to confirm everything it sent, which a relay whose settles fail cannot
+/// do: the shutdown waited for `wal_sender_timeout` (a minute by default; `pg_ctl stop` gave up first), here
+/// switched off. The relay's session now ends when the server says it is shutting down, or cannot be reached for
+/// the pool's acquire timeout, which closes the replication connection. Nothing is lost: every event is published
+/// once the server is back.
+#[tokio::test]
+async fn a_fast_shutdown_of_the_server_while_the_relay_catches_up_is_not_held_up_by_the_replication_connection() {
+    const EVENTS: usize = 200_000;
+    // No `wal_sender_timeout`: the WAL sender waits for the relay as long as its connection is open.
+    let (server, db) = wal_database_on_private_server("-c wal_sender_timeout=0").await;
+    let (_sink_dir, sink) = sink_in("fast-shutdown");
+    let sink_url = format!("file:{}", sink.display());
+    let args = ["relay", "--source", "wal", "--sink", sink_url.as_str()];
+    let mut relay = bad_input_support::start(&db.url, &args, &[]);
+    common::wait_for_the_slot(&db).await;
+    assert_eq!(relay.terminate().await.code(), Some(0));
+    // A backlog the slot keeps while no relay runs: 200 transactions of 1,000 events.
+    for _ in 0..EVENTS / 1000 {
+        sqlx::query(
+            "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+             SELECT gen_random_uuid(), 'account', (i % 100)::text, 'account.credited', '{}'
+               FROM generate_series(1, 1000) i",
+        )
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    }
+    let mut relay = bad_input_support::start(&db.url, &args, &[]);
+    common::wait_until(Duration::from_secs(30), "the relay publishes", || async { !common::written(&sink).is_empty() })
+        .await;
+    let written = common::written(&sink).len();
+    assert!(written < EVENTS, "the relay is still catching up ({written} of {EVENTS} written)");
+
+    let started = Instant::now();
+    let stopped = server.stop();
+    let took = started.elapsed();
+    assert!(stopped.is_ok() && took < Duration::from_secs(30), "a fast shutdown took {took:?}: {stopped:?}");
+
+    server.start_again().unwrap();
+    common::wait_until(Duration::from_secs(120), "every event is published after the restart", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_events WHERE status = 'published'")
+            .fetch_one(&db.pool)
+            .await
+            .is_ok_and(|published| published == EVENTS as i64)
+    })
+    .await;
+    let distinct: std::collections::HashSet<Uuid> = common::written(&sink).into_iter().collect();
+    assert_eq!(distinct.len(), EVENTS, "every event reached the sink");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
 #[tokio::test]
 async fn message_mode_events_are_not_published_again_after_the_server_restarts() {
     // On PostgreSQL 14 to 16 the slot's confirmed position is written to disk only when its restart position

@@ -105,7 +105,12 @@ const RELAY: &[&str] = &[
 ];
 
 fn start_relay(db: &TestDatabase, sink: &str) -> outbox_tests::process::OutboxProcess {
-    let args: Vec<&str> = RELAY.iter().copied().chain(["--sink", sink]).collect();
+    start_relay_with(db, sink, &[])
+}
+
+/// [`start_relay`] with more arguments.
+fn start_relay_with(db: &TestDatabase, sink: &str, more: &[&str]) -> outbox_tests::process::OutboxProcess {
+    let args: Vec<&str> = RELAY.iter().copied().chain(["--sink", sink]).chain(more.iter().copied()).collect();
     bad_input_support::start(&db.url, &args, &[("OUTBOX_WEBHOOK_SECRET", SECRET)])
 }
 
@@ -201,6 +206,65 @@ async fn events_of_a_handed_over_aggregate_that_commit_in_reverse_of_their_inser
         [head, committed_first, inserted_first],
         "the aggregate in the order its transactions committed"
     );
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
+/// A row and a message of one aggregate in one transaction, the row refused for good: the message, which the stream
+/// gave after it, waits on the table's path behind the failed row, and follows it once an operator retries it.
+#[tokio::test]
+async fn a_message_behind_a_failed_row_of_its_aggregate_in_one_transaction_waits_for_it() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let (receiver, sink) = start_receiver().await;
+    let mut relay = start_relay(&db, &sink);
+    let warm = one(&db, "warm-up", 0).await;
+    assert_eq!(receiver.wait_for("warm-up", 1).await, [warm], "the relay streams");
+
+    receiver.down.store(true, Ordering::SeqCst);
+    let mut tx = db.pool.begin().await.unwrap();
+    let row = outbox_core::Outbox::new().enqueue(&mut tx, &common::event("poison", 0)).await.unwrap();
+    let message = outbox_core::Outbox::new().via_wal().enqueue(&mut tx, &common::event("poison", 1)).await.unwrap();
+    tx.commit().await.unwrap();
+    common::wait_until(Duration::from_secs(10), "the refused row is failed", || async {
+        common::status_of(&db.pool, row).await == "failed"
+    })
+    .await;
+    let other = one(&db, "other", 0).await;
+    assert_eq!(receiver.wait_for("other", 1).await, [other], "the stream goes on");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(receiver.of("poison").is_empty(), "the message waits behind the failed row");
+
+    receiver.down.store(false, Ordering::SeqCst);
+    let retried = outbox(&db.url, &["events", "retry", row.to_string().as_str()]);
+    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+    assert_eq!(receiver.wait_for("poison", 2).await, [row, message], "in the stream's order after the retry");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
+/// With `--ordering none` a failed event holds nothing back, and an operator's retry of it is still published: its
+/// aggregate stays on the table's path until then.
+#[tokio::test]
+async fn with_ordering_none_a_failed_event_blocks_nothing_and_an_operators_retry_of_it_is_published() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let (receiver, sink) = start_receiver().await;
+    let mut relay = start_relay_with(&db, &sink, &["--ordering", "none"]);
+    let warm = one(&db, "warm-up", 0).await;
+    assert_eq!(receiver.wait_for("warm-up", 1).await, [warm], "the relay streams");
+
+    receiver.down.store(true, Ordering::SeqCst);
+    let head = one(&db, "poison", 0).await;
+    common::wait_until(Duration::from_secs(10), "the refused event is failed", || async {
+        common::status_of(&db.pool, head).await == "failed"
+    })
+    .await;
+    receiver.down.store(false, Ordering::SeqCst);
+    let follower = one(&db, "poison", 1).await;
+    assert_eq!(receiver.wait_for("poison", 1).await, [follower], "the failed event holds nothing back");
+
+    let retried = outbox(&db.url, &["events", "retry", head.to_string().as_str()]);
+    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+    assert_eq!(receiver.wait_for("poison", 2).await, [follower, head], "the retried event is published");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
 

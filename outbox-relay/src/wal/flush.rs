@@ -163,6 +163,7 @@ async fn flush_events(
                     let aggregate = event.aggregate_key();
                     if handover.holds(&aggregate) {
                         followers.push((StoredEvent::clone(event), None));
+                        handover.leave_in_table([event.id]);
                         continue;
                     }
                     messages.insert(event.id, StoredEvent::clone(event));
@@ -214,14 +215,19 @@ async fn flush_events(
             return Ok(Flushed::Stopped);
         };
         let partition_of: HashMap<AggregateKey, u16> = placed.into_iter().map(|(p, key)| (key, p)).collect();
-        for (partition, aggregate, _, outcome) in published.held_back {
-            if let SettleOutcome::Failed { .. } = outcome {
-                // A failed event holds its aggregate until an operator retries or cancels it.
-                let partition = partition_of.get(&aggregate).copied().unwrap_or(partition);
-                handover.hold(partition, aggregate, Duration::ZERO);
-            }
+        // A failed event goes to the table's path with its aggregate, whatever the ordering, so that an operator's
+        // retry is published from there; with ordering, it holds the aggregate until then.
+        let failed: HashSet<Uuid> = published
+            .settlements
+            .iter()
+            .filter(|settlement| matches!(settlement.outcome, SettleOutcome::Failed { .. }))
+            .map(|settlement| settlement.id)
+            .collect();
+        for item in items.iter().filter(|item| failed.contains(&item.id)) {
+            let partition = partition_of.get(&item.aggregate).copied().unwrap_or(item.partition);
+            handover.hold(partition, item.aggregate.clone(), Duration::ZERO);
         }
-        // The rows of the aggregates held now stay in the table, the failed one first: in the stream's order.
+        // The events of the aggregates held now stay in the table, in the stream's order.
         let held: Vec<Uuid> = items.iter().filter(|item| handover.holds(&item.aggregate)).map(|item| item.id).collect();
         handover.leave_in_table(held);
         // Still to publish: the retrying events and those not attempted behind them, in order.

@@ -2,18 +2,19 @@
 //! allows, or that failed for good, leaves the stream together with its aggregate. The aggregate's events stay
 //! pending in the table (the failing one with its `next_attempt_at`) and are published from there while the stream
 //! moves on; the stream skips the aggregate's later events until the table holds none of its events any more. The
-//! stream numbers each row it leaves in the table in its own order ([`PgStore::number_wal_handed_over`]), and the
-//! retry path publishes only numbered rows, in that order: the order their transactions committed, which is not
-//! that of their `seq` when two transactions commit in the reverse of their inserts; a row that committed but has
-//! not been streamed yet waits for the stream. A failed event holds its aggregate (with `--ordering aggregate`) until an operator retries
-//! or cancels it, as with the table source.
+//! stream numbers each event it leaves in the table in its own order ([`PgStore::number_wal_handed_over`]), and
+//! the retry path publishes only numbered events, in that order: the order their transactions committed, which is
+//! not that of their `seq` when two transactions commit in the reverse of their inserts; a row that committed but
+//! has not been streamed yet waits for the stream. A failed event keeps its aggregate on the table's path until an
+//! operator retries or cancels it (so that the retry is published from there); with `--ordering aggregate` it
+//! holds the aggregate's later events too, as with the table source.
 //!
 //! The hand-over is recorded in the database (`outbox_wal_handed_over`, written before the stream is acknowledged
 //! past the events that caused it, and cleared once the table holds none of the aggregate's events), so a relay
 //! that restarts rebuilds it from there ([`PgStore::wal_handed_over`]), whatever an operator did to the events
 //! meanwhile. While nothing is handed over, it costs no query.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use outbox_core::store::{AggregateKey, HandedOverRow, Ordering, PgStore, SettleOutcome};
@@ -100,10 +101,11 @@ impl Handover {
         self.wake_in(after);
     }
 
-    /// Rows (by id, in the stream's order) that the stream leaves in the table for the retry path: those of an
-    /// aggregate handed over, failed, or passed while their aggregate was handed over. The retry path publishes
-    /// only such rows, in this order ([`PgStore::number_wal_handed_over`]): the order their transactions
-    /// committed, not that of their inserts. Numbered in the database by [`update_record`](Self::update_record).
+    /// Events (by id, in the stream's order) that the stream leaves in the table for the retry path: those of an
+    /// aggregate handed over or failed, or passed while their aggregate was handed over; rows, and message-mode
+    /// events written to the table. The retry path publishes only such events, in this order
+    /// ([`PgStore::number_wal_handed_over`]): the order their transactions committed, not that of their inserts.
+    /// Numbered in the database by [`update_record`](Self::update_record).
     pub(crate) fn leave_in_table(&mut self, ids: impl IntoIterator<Item = Uuid>) {
         self.unnumbered.extend(ids);
     }
@@ -114,9 +116,6 @@ impl Handover {
     /// came first.
     pub(crate) async fn update_record(&mut self, store: &PgStore, shutdown: &CancellationToken) -> Result<bool> {
         if !self.unnumbered.is_empty() {
-            // A row met twice (held, then handed over) keeps its first place.
-            let mut met = HashSet::new();
-            self.unnumbered.retain(|id| met.insert(*id));
             if database(shutdown, || store.number_wal_handed_over(&self.unnumbered)).await?.is_none() {
                 return Ok(false);
             }
@@ -149,8 +148,9 @@ impl Handover {
         self.next = Some(self.next.map_or(at, |next| next.min(at)));
     }
 
-    /// One run of the retry path: reads the pending events of the handed-over aggregates (one statement), and
-    /// publishes and settles those whose aggregate's head is due, in `seq` order; aggregates left with no
+    /// One run of the retry path: reads the numbered events of the handed-over aggregates (one statement), and
+    /// publishes and settles those whose aggregate's head is due, each aggregate's in the stream's order
+    /// (aggregate by aggregate: the publish keeps the order of a batch); aggregates left with no
     /// event in the table are released to the stream (and forgotten in the database). `false` when shutdown came
     /// first.
     pub(crate) async fn run(

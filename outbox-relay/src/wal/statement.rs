@@ -10,7 +10,8 @@ use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 
 /// Runs a statement until it succeeds: a retryable database error is logged and retried with backoff (nothing
-/// is acknowledged meanwhile, so nothing is lost); a fatal one is returned. `None` when shutdown came first.
+/// is acknowledged meanwhile, so nothing is lost); a fatal one is returned, and so is one that says the server is
+/// shutting down ([`server_stopping`]). `None` when shutdown came first.
 pub(crate) async fn database<T, F, Fut>(shutdown: &CancellationToken, mut statement: F) -> Result<Option<T>>
 where
     F: FnMut() -> Fut,
@@ -21,7 +22,14 @@ where
     loop {
         let error = match statement().await {
             Ok(value) => return Ok(Some(value)),
-            Err(error) => Error::from_store(error),
+            Err(error) => {
+                let stopping = server_stopping(&error);
+                let error = Error::from_store(error);
+                if stopping {
+                    return Err(error);
+                }
+                error
+            }
         };
         if !error.is_retryable() {
             return Err(error);
@@ -118,5 +126,22 @@ impl<T: Send + 'static> Background<T> {
             // Cancelled only when the runtime shuts down: nothing is known to have been done.
             Some(Err(_)) | None => Ok(None),
         }
+    }
+}
+
+/// Whether `error` says that the server is shutting down (SQLSTATE 57P01, 57P02, 57P03: a session ended by a
+/// shutdown, a new one refused during it), or could not be reached for the pool's acquire timeout (the pool
+/// retries a connection refused during a shutdown until then, and reports only that it timed out). The session
+/// then ends rather than retry in place: at a shutdown the server's WAL sender waits, until
+/// `wal_sender_timeout`, for the reader to confirm everything it sent, which a relay whose settles fail cannot do,
+/// and a fast shutdown would wait as long. Closing the replication connection lets it end; the next session
+/// resumes from the last confirmed position (what was in flight is published again).
+fn server_stopping(error: &outbox_core::Error) -> bool {
+    match error {
+        outbox_core::Error::Database(sqlx::Error::Database(db)) => {
+            matches!(db.code().as_deref(), Some("57P01" | "57P02" | "57P03"))
+        }
+        outbox_core::Error::Database(sqlx::Error::PoolTimedOut) => true,
+        _ => false,
     }
 }

@@ -122,6 +122,71 @@ async fn a_failing_event_write_rolls_the_domain_change_back() {
     assert_eq!((count_events(&db.pool).await, payment_status(&db.pool, 3).await.as_str()), (0, "pending"));
 }
 
+/// A commit the server refuses (a deferred constraint checked at `COMMIT`) rolled everything back, and says so: it is
+/// a database error, not an unknown outcome.
+#[tokio::test]
+async fn a_commit_the_server_refuses_rolls_everything_back_and_is_not_reported_as_an_unknown_outcome() {
+    let db = TestDatabase::migrated().await;
+    create_payments(&db.pool, &[7]).await;
+    sqlx::raw_sql("CREATE TABLE receipts (payment_id INT UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    sqlx::query("UPDATE payments SET status = 'paid' WHERE id = 7").execute(&mut *tx).await.unwrap();
+    sqlx::query("INSERT INTO receipts VALUES (7), (7)").execute(&mut *tx).await.unwrap();
+    tx.enqueue(&payment(7)).unwrap();
+    let error = tx.commit().await.unwrap_err();
+    let outbox_core::Error::Database(sqlx::Error::Database(db_error)) = &error else {
+        panic!("not the server's refusal: {error:?}")
+    };
+    assert_eq!(db_error.code().as_deref(), Some("23505"), "{error}");
+    assert_eq!((count_events(&db.pool).await, payment_status(&db.pool, 7).await.as_str()), (0, "pending"));
+}
+
+/// The connection lost while the `COMMIT` is under way (here the server ends the session while a deferred trigger
+/// runs at commit): the transaction may or may not have committed, so the commit says that it cannot tell, with
+/// the events' ids to look for, rather than an error a caller would take for a rollback and retry.
+#[tokio::test]
+async fn a_connection_lost_while_the_commit_is_under_way_reports_an_unknown_outcome_with_the_event_ids() {
+    let db = TestDatabase::migrated().await;
+    create_payments(&db.pool, &[7]).await;
+    sqlx::raw_sql(
+        "CREATE TABLE slow_receipts (payment_id INT);
+         CREATE FUNCTION slow_receipt() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN PERFORM pg_sleep(30); RETURN NULL; END $$;
+         CREATE CONSTRAINT TRIGGER slow_receipt AFTER INSERT ON slow_receipts DEFERRABLE INITIALLY DEFERRED
+            FOR EACH ROW EXECUTE FUNCTION slow_receipt();",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let mut tx = Outbox::new().begin(&db.pool).await.unwrap();
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut *tx).await.unwrap();
+    sqlx::query("UPDATE payments SET status = 'paid' WHERE id = 7").execute(&mut *tx).await.unwrap();
+    sqlx::query("INSERT INTO slow_receipts VALUES (7)").execute(&mut *tx).await.unwrap();
+    let id = tx.enqueue(&payment(7)).unwrap();
+    let commit = tokio::spawn(tx.commit());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let waiting: Option<String> = sqlx::query_scalar("SELECT wait_event FROM pg_stat_activity WHERE pid = $1")
+            .bind(pid)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if waiting.as_deref() == Some("PgSleep") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the commit never reached its deferred trigger");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(&db.pool).await.unwrap();
+    match commit.await.unwrap() {
+        Err(outbox_core::Error::CommitOutcomeUnknown { ids, .. }) => assert_eq!(ids, [id]),
+        other => panic!("not an unknown outcome: {other:?}"),
+    }
+}
+
 /// A domain statement that failed, its error ignored, aborted the transaction: `COMMIT` would roll back and report
 /// success, so the commit fails instead, with and without events.
 #[tokio::test]

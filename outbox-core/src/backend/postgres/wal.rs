@@ -99,7 +99,7 @@ const PENDING_IDS_THROUGH: &str =
 /// there also when no row matches: whether publishing is paused, and whether every transaction of `$2` is visible
 /// to this statement's snapshot. The stream names transactions by their 32-bit ids: each is widened to the full id nearest to the
 /// snapshot's `xmax` (a transaction still committing may be at or past it, as `xmax` moves only when one ends).
-/// The rows are looked up by `outbox_pending_by_id` (migration 10), whose plan uses the primary key at any table
+/// The rows are looked up by `outbox_wal_pending_by_id` (migration 10, renamed by 16), whose plan uses the primary key at any table
 /// size; planned here, the read kept a scan of the whole table per id, made while the table was small, until the
 /// next `ANALYZE`.
 const BY_ID: &str = concat!(
@@ -119,7 +119,7 @@ SELECT f.paused, f.visible, r.*
 SELECT r.n, r.id, r.seq, r.partition, r.event_type, r.aggregate_type, r.aggregate_id, r.schema_version, r.payload,
        r.headers, r.sensitive_paths, r.created_at, r.attempts, r.next_attempt_at, r.created_at AS committed_at,
        now() AS read_at, r.row_version
-  FROM outbox_pending_by_id($1::uuid[]) r
+  FROM outbox_wal_pending_by_id($1::uuid[]) r
  WHERE f.visible AND NOT f.paused
   ) r ON true"
 );

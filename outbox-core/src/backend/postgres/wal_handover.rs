@@ -11,16 +11,32 @@ use crate::store::{short_error, AggregateKey, HandedOverRead, HandedOverRow, PgS
 /// a pending event that failed an attempt or a failed event (a failed row always has an attempt), through
 /// `outbox_events_attempted_idx`: a relay of the previous version recorded none. Such an event not numbered yet
 /// (attempted by the table source before the switch, or by a relay that stopped before handing it over) is
-/// numbered 0: it goes first, in `seq` order.
+/// numbered 0: it goes first, in `seq` order. The first time a relay of this version runs this on a table whose
+/// WAL source an earlier version ran (`wal_hand_over_numbered`, migration 16), every pending or failed event of
+/// those aggregates is numbered 0 too: an earlier version left them without a number, and the retry path
+/// publishes numbered events only.
 const HANDED_OVER: &str = "\
-WITH numbered AS (
-UPDATE outbox_events SET handed_over = 0
- WHERE attempts > 0 AND status IN ('pending', 'failed') AND handed_over IS NULL
-)
+WITH first AS (
+UPDATE outbox_control SET wal_hand_over_numbered = true WHERE id AND NOT wal_hand_over_numbered RETURNING id
+),
+held AS (
 SELECT partition, aggregate_type, aggregate_id FROM outbox_wal_handed_over
 UNION
 SELECT partition, aggregate_type, aggregate_id FROM outbox_events
- WHERE attempts > 0 AND status IN ('pending', 'failed')";
+ WHERE attempts > 0 AND status IN ('pending', 'failed')
+),
+attempted AS (
+UPDATE outbox_events SET handed_over = 0
+ WHERE attempts > 0 AND status IN ('pending', 'failed') AND handed_over IS NULL
+),
+upgraded AS (
+UPDATE outbox_events e SET handed_over = 0
+  FROM held h
+ WHERE EXISTS (SELECT 1 FROM first)
+   AND e.partition = h.partition AND e.aggregate_type = h.aggregate_type AND e.aggregate_id = h.aggregate_id
+   AND e.status IN ('pending', 'failed') AND e.handed_over IS NULL
+)
+SELECT partition, aggregate_type, aggregate_id FROM held";
 
 /// Records aggregates handed over (`$1`-`$3`: partitions, aggregate types, aggregate ids; one already recorded is
 /// left as it is) and forgets aggregates released to the stream (`$4`, `$5`: aggregate types and ids), in one
@@ -35,20 +51,21 @@ DELETE FROM outbox_wal_handed_over h
  USING UNNEST($4::text[], $5::text[]) AS f(aggregate_type, aggregate_id)
  WHERE h.aggregate_type = f.aggregate_type AND h.aggregate_id = f.aggregate_id";
 
-/// Numbers rows the stream handed over, or passed while their aggregate was handed over (`$1`, in the stream's
-/// order), so that the retry path publishes them in that order ([`HANDED_OVER_EVENTS`]). A row numbered before (the
-/// stream replayed it after a restart) keeps its number; a row no longer pending or failed is left alone. The
+/// Numbers events the stream left in the table (`$1`, in the stream's order: handed over, or passed while their
+/// aggregate was handed over, rows and message-mode events alike), so that the retry path publishes them in that
+/// order ([`HANDED_OVER_EVENTS`]). An event numbered before (the stream replayed it after a restart) keeps its
+/// number, one no longer pending or failed is left alone, and an id given twice counts at its first place. The
 /// numbers are drawn in the order of `$1`: PostgreSQL computes a volatile function of the output after `ORDER BY`.
 const NUMBER_HANDED_OVER: &str = "\
 UPDATE outbox_events e SET handed_over = o.number
   FROM (SELECT u.id, nextval('outbox_wal_hand_over_order') AS number
-          FROM UNNEST($1::uuid[]) WITH ORDINALITY AS u(id, n)
+          FROM (SELECT DISTINCT ON (id) id, n FROM UNNEST($1::uuid[]) WITH ORDINALITY AS u(id, n) ORDER BY id, n) u
          ORDER BY u.n) o
  WHERE e.id = o.id AND e.handed_over IS NULL AND e.status IN ('pending', 'failed')";
 
 /// The events of handed-over aggregates (`$1`-`$3`: partitions, aggregate types, aggregate ids) that the stream
-/// numbered, at most `$5` of each, in the stream's order: pending ones, and with `$4` (ordering per aggregate)
-/// failed ones, which hold the rest. A row of the aggregate that is not numbered has not been passed by the stream
+/// numbered, at most `$5` of each, in the stream's order: pending ones and failed ones (which, with `$4`, ordering
+/// per aggregate, hold the rest). A row of the aggregate that is not numbered has not been passed by the stream
 /// yet (its transaction committed after those handed over): it waits for the stream. Each range is one scan of
 /// the aggregate's partition in `outbox_events_partition_seq_idx`, as the table source's replays are.
 const HANDED_OVER_EVENTS: &str = concat!(
@@ -69,13 +86,18 @@ SELECT r.n, e.*, ctl.paused, ctl.read_at
         ", e.status = 'failed' AS failed, e.handed_over"
     ),
     "        WHERE e.partition = r.partition AND e.aggregate_type = r.aggregate_type AND e.aggregate_id = r.aggregate_id
-          AND e.handed_over IS NOT NULL AND (e.status = 'pending' OR (e.status = 'failed' AND $4))
+          AND e.handed_over IS NOT NULL AND e.status IN ('pending', 'failed')
+          -- Without ordering, the failed ones behind the first pending one are not needed.
+          AND (e.status = 'pending' OR $4 OR NOT EXISTS (
+                SELECT 1 FROM outbox_events p
+                 WHERE p.partition = r.partition AND p.aggregate_type = r.aggregate_type
+                   AND p.aggregate_id = r.aggregate_id AND p.handed_over IS NOT NULL AND p.status = 'pending'))
         ORDER BY e.handed_over, e.seq
         LIMIT $5) e
  ORDER BY r.n, e.handed_over, e.seq"
 );
 
-/// Message-mode events leaving the stream, in order, numbered as [`NUMBER_HANDED_OVER`] numbers rows: pending (`held`: behind a handed-over event of their
+/// Message-mode events leaving the stream, in order (numbered by [`NUMBER_HANDED_OVER`] with the rows): pending (`held`: behind a handed-over event of their
 /// aggregate; `retry`: after `delay_secs`, an attempt counted; `postponed`: the same without an attempt, the
 /// destination could not be reached) or `failed` (an attempt counted). An event already
 /// in the table (written before a restart replayed its message) is left as it is. Returns the partition of every
@@ -84,12 +106,12 @@ const WRITE_EVENTS: &str = "\
 WITH written AS (
 INSERT INTO outbox_events
     (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, created_at,
-     status, attempts, next_attempt_at, last_error, handed_over)
+     status, attempts, next_attempt_at, last_error)
 SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
        e.payload::jsonb, e.headers::jsonb, e.sensitive_paths::jsonb, e.created_at,
        CASE e.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
        e.attempts + CASE WHEN e.outcome IN ('held', 'postponed') THEN 0 ELSE 1 END,
-       now() + make_interval(secs => e.delay_secs), e.error, nextval('outbox_wal_hand_over_order')
+       now() + make_interval(secs => e.delay_secs), e.error
   FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::text[],
               $9::timestamptz[], $10::text[], $11::int4[], $12::float8[], $13::text[])
        WITH ORDINALITY
@@ -116,7 +138,9 @@ impl PgStore {
     /// The aggregates whose events the WAL relay publishes from the table (see `WalRelay`'s hand-over): those it
     /// recorded ([`update_wal_hand_over`](Self::update_wal_hand_over)), and every aggregate with a pending event
     /// that has failed an attempt, or with a failed event. A WAL relay rebuilds its hand-over from them when its
-    /// session starts.
+    /// session starts. Writes too: such events not numbered yet are numbered 0, and the first time on a table whose
+    /// WAL source an earlier version ran, every pending or failed event of those aggregates (see
+    /// [`number_wal_handed_over`](Self::number_wal_handed_over)).
     ///
     /// # Errors
     ///
@@ -159,11 +183,12 @@ impl PgStore {
         Ok(())
     }
 
-    /// Numbers rows that the WAL stream handed to the table's retry path, or passed while their aggregate was
-    /// handed over, in the order of `ids` (the stream's), so that the retry path publishes them in that order
+    /// Numbers events that the WAL stream left in the table for its retry path (handed over, or passed while their
+    /// aggregate was handed over: rows, and message-mode events once [written](Self::write_wal_events)), in the
+    /// order of `ids` (the stream's), so that the retry path publishes them in that order
     /// ([`wal_handed_over_events`](Self::wal_handed_over_events)): called before the stream is acknowledged past
-    /// them. A row numbered before keeps its number; one no longer pending or failed is left alone. One statement,
-    /// none for no ids.
+    /// them. An event numbered before keeps its number, one no longer pending or failed is left alone, and an id
+    /// given twice counts at its first place. One statement, none for no ids.
     ///
     /// # Errors
     ///
@@ -177,8 +202,10 @@ impl PgStore {
     }
 
     /// The events of handed-over `aggregates` (with their partitions) that the WAL stream numbered, at most
-    /// `per_aggregate` of each, every aggregate's in the stream's order: pending ones, and with `failed_hold`
-    /// (ordering per aggregate) failed ones too, which hold what follows them. One statement.
+    /// `per_aggregate` of each, every aggregate's in the stream's order: pending ones and failed ones. With
+    /// `failed_hold` (ordering per aggregate) a failed one holds what follows it, and what follows is read too;
+    /// without, failed ones are read only for an aggregate with no pending one (they keep it on the table's path,
+    /// where an operator's retry is seen). One statement.
     ///
     /// # Errors
     ///
