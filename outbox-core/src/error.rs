@@ -83,8 +83,9 @@ pub enum Error {
     /// its `COMMIT` to be answered (the connection was lost, or the server ended the session): the transaction,
     /// with its events, may have committed or not, and nobody can tell from here. Retrying it could apply the
     /// domain change twice: find out first, from the domain change itself (an idempotency key), or from one of
-    /// `ids` in the outbox table (which no longer holds an event deleted once published, `--retention 0s`). Every
-    /// other error of `commit` means that nothing was committed.
+    /// `ids` in the outbox table (which no longer holds an event deleted once published, `--retention 0s`, and
+    /// never holds those of a [`WalOutbox`](crate::WalOutbox) transaction). Every other error of `commit` means
+    /// that nothing was committed.
     #[error(
         "the connection failed while the commit was under way: the transaction and its {} event(s) may have \
          committed or not ({source})",

@@ -96,9 +96,11 @@ pub enum PendingById {
 pub struct HandedOverRow {
     /// The row; its `range` is the index of its aggregate among those asked for.
     pub row: crate::store::ReadRow,
-    /// It failed for good (read only with ordering per aggregate): it holds its aggregate, and what follows it in
-    /// the stream's order waits.
+    /// It failed for good: with ordering per aggregate, what follows it in the stream's order waits for it.
     pub failed: bool,
+    /// A message-mode event written to the table and not numbered yet (its relay stopped in between): the stream
+    /// gives it again and numbers it; until then nothing of its aggregate is published from the table.
+    pub unnumbered: bool,
 }
 
 /// What one read of the WAL source's retry path found

@@ -236,6 +236,8 @@ async fn flush_events(
         let aggregate_of: HashMap<Uuid, AggregateKey> =
             items.iter().map(|item| (item.id, item.aggregate.clone())).collect();
         let mut now_held: Vec<(StoredEvent, Option<SettleOutcome>)> = Vec::new();
+        let outcome_of: HashMap<Uuid, &SettleOutcome> =
+            published.settlements.iter().map(|settlement| (settlement.id, &settlement.outcome)).collect();
         todo.retain_mut(|event| {
             let id = event.id();
             let unsettled = in_batch.contains(&id) && (retrying.contains(&id) || !attempted.contains(&id));
@@ -244,7 +246,11 @@ async fn flush_events(
                 (Streamed::Message(event, _), true) if counted.contains(&id) => event.attempts += 1,
                 // Behind an event of its aggregate that failed meanwhile: a message-mode event has no row to
                 // wait in, so it is written to the table, pending.
-                (Streamed::Message(event, _), false) if unsettled => now_held.push((StoredEvent::clone(event), None)),
+                (Streamed::Message(event, _), false) if unsettled => {
+                    // A retry keeps its delay and counted attempt on the table's path.
+                    let outcome = retrying.contains(&id).then(|| outcome_of.get(&id).map(|&o| o.clone())).flatten();
+                    now_held.push((StoredEvent::clone(event), outcome));
+                }
                 _ => {}
             }
             keep

@@ -208,7 +208,7 @@ impl Handover {
                 self.released.push(key.clone());
                 continue;
             };
-            if head.failed {
+            if head.failed || head.unnumbered {
                 self.wake_in(RECHECK);
                 continue;
             }
@@ -216,10 +216,12 @@ impl Handover {
                 self.wake_in(head.row.wait);
                 continue;
             }
-            items.extend(mine.into_iter().take_while(|row| !row.failed).map(|HandedOverRow { row, .. }| {
-                let aggregate = row.event.aggregate_key();
-                Item::new(row.partition, 0, row.event, aggregate, row.since_commit)
-            }));
+            items.extend(mine.into_iter().take_while(|row| !row.failed && !row.unnumbered).map(
+                |HandedOverRow { row, .. }| {
+                    let aggregate = row.event.aggregate_key();
+                    Item::new(row.partition, 0, row.event, aggregate, row.since_commit)
+                },
+            ));
         }
         if items.is_empty() {
             return Ok(true);

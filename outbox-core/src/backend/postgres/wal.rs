@@ -595,7 +595,7 @@ async fn move_slot_messages(connection: &mut PgConnection, from: Option<Source>)
     if found.is_some() && !lost {
         sqlx::query(LOCK_EMITS).bind(WAL_EMIT_LOCK).execute(&mut *tx).await?;
         match slot_messages(&mut tx, &slot).await {
-            Ok(events) => moved = super::wal_handover::write_wal_events(&mut *tx, &events).await?.1,
+            Ok(events) => moved = super::wal_handover::write_wal_events(&mut *tx, &events, None).await?.1,
             Err(crate::error::Error::Database(sqlx::Error::Database(db))) if db.code().as_deref() == Some("55006") => {
                 return Ok(SlotMessages::Active(slot));
             }

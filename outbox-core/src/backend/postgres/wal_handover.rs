@@ -51,6 +51,12 @@ DELETE FROM outbox_wal_handed_over h
  USING UNNEST($4::text[], $5::text[]) AS f(aggregate_type, aggregate_id)
  WHERE h.aggregate_type = f.aggregate_type AND h.aggregate_id = f.aggregate_id";
 
+/// The number of a message-mode event written to the table for the retry path and not numbered yet: it holds its
+/// aggregate on the retry path (which reads it first and publishes nothing of the aggregate while it is there)
+/// until the stream numbers it. A relay that stopped between the write and the numbering left it so; the stream
+/// gives the event again (it was not acknowledged past it), and the relay numbers it then.
+const UNNUMBERED: i64 = -1;
+
 /// Numbers events the stream left in the table (`$1`, in the stream's order: handed over, or passed while their
 /// aggregate was handed over, rows and message-mode events alike), so that the retry path publishes them in that
 /// order ([`HANDED_OVER_EVENTS`]). An event numbered before (the stream replayed it after a restart) keeps its
@@ -61,7 +67,7 @@ UPDATE outbox_events e SET handed_over = o.number
   FROM (SELECT u.id, nextval('outbox_wal_hand_over_order') AS number
           FROM (SELECT DISTINCT ON (id) id, n FROM UNNEST($1::uuid[]) WITH ORDINALITY AS u(id, n) ORDER BY id, n) u
          ORDER BY u.n) o
- WHERE e.id = o.id AND e.handed_over IS NULL AND e.status IN ('pending', 'failed')";
+ WHERE e.id = o.id AND (e.handed_over IS NULL OR e.handed_over = -1) AND e.status IN ('pending', 'failed')";
 
 /// The events of handed-over aggregates (`$1`-`$3`: partitions, aggregate types, aggregate ids) that the stream
 /// numbered, at most `$5` of each, in the stream's order: pending ones and failed ones (which, with `$4`, ordering
@@ -83,7 +89,7 @@ SELECT r.n, e.*, ctl.paused, ctl.read_at
         "e.payload::text",
         "e.headers::text",
         "e.sensitive_paths::text",
-        ", e.status = 'failed' AS failed, e.handed_over"
+        ", e.status = 'failed' AS failed, e.handed_over < 0 AS unnumbered, e.handed_over"
     ),
     "        WHERE e.partition = r.partition AND e.aggregate_type = r.aggregate_type AND e.aggregate_id = r.aggregate_id
           AND e.handed_over IS NOT NULL AND e.status IN ('pending', 'failed')
@@ -97,7 +103,9 @@ SELECT r.n, e.*, ctl.paused, ctl.read_at
  ORDER BY r.n, e.handed_over, e.seq"
 );
 
-/// Message-mode events leaving the stream, in order (numbered by [`NUMBER_HANDED_OVER`] with the rows): pending (`held`: behind a handed-over event of their
+/// Message-mode events leaving the stream, in order (numbered by [`NUMBER_HANDED_OVER`] with the rows; `$14`:
+/// [`UNNUMBERED`] for the relay's hand-over, `NULL` for the slot's removal, which leaves them to the table source):
+/// pending (`held`: behind a handed-over event of their
 /// aggregate; `retry`: after `delay_secs`, an attempt counted; `postponed`: the same without an attempt, the
 /// destination could not be reached) or `failed` (an attempt counted). An event already
 /// in the table (written before a restart replayed its message) is left as it is. Returns the partition of every
@@ -106,12 +114,12 @@ const WRITE_EVENTS: &str = "\
 WITH written AS (
 INSERT INTO outbox_events
     (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, created_at,
-     status, attempts, next_attempt_at, last_error)
+     status, attempts, next_attempt_at, last_error, handed_over)
 SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
        e.payload::jsonb, e.headers::jsonb, e.sensitive_paths::jsonb, e.created_at,
        CASE e.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
        e.attempts + CASE WHEN e.outcome IN ('held', 'postponed') THEN 0 ELSE 1 END,
-       now() + make_interval(secs => e.delay_secs), e.error
+       now() + make_interval(secs => e.delay_secs), e.error, $14::int8
   FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::text[],
               $9::timestamptz[], $10::text[], $11::int4[], $12::float8[], $13::text[])
        WITH ORDINALITY
@@ -231,7 +239,11 @@ impl PgStore {
         let mut read = HandedOverRead::default();
         for (row, read_row) in rows.iter().zip(ReadColumns::read_rows(&rows)?) {
             read.paused |= row.try_get::<bool, _>("paused")?;
-            read.rows.push(HandedOverRow { row: read_row, failed: row.try_get("failed")? });
+            read.rows.push(HandedOverRow {
+                row: read_row,
+                failed: row.try_get("failed")?,
+                unnumbered: row.try_get("unnumbered")?,
+            });
         }
         Ok(read)
     }
@@ -240,7 +252,9 @@ impl PgStore {
     /// statement: `None` pending as they are (behind a handed-over event of their aggregate), a retry pending
     /// after its delay, a failure `failed`; each failure counts an attempt and keeps its error. A published
     /// outcome writes nothing. Events already in the table are left alone. Returns the partition of each event's
-    /// aggregate, written now or before (the database places it).
+    /// aggregate, written now or before (the database places it). Each is written as not numbered yet: it holds
+    /// its aggregate on the retry path ([`wal_handed_over_events`](Self::wal_handed_over_events)) until
+    /// [`number_wal_handed_over`](Self::number_wal_handed_over) numbers it, also when the relay stops in between.
     ///
     /// Corrupted headers are written as `{}`; sensitive paths that cannot be read as `["*"]`, which masks every
     /// value wherever the outbox prints the payload.
@@ -252,7 +266,7 @@ impl PgStore {
         &self,
         events: &[(StoredEvent, Option<SettleOutcome>)],
     ) -> Result<Vec<(u16, AggregateKey)>> {
-        Ok(write_wal_events(&self.pool, events).await?.0)
+        Ok(write_wal_events(&self.pool, events, Some(UNNUMBERED)).await?.0)
     }
 }
 
@@ -261,6 +275,7 @@ impl PgStore {
 pub(super) async fn write_wal_events<'c, X>(
     executor: X,
     events: &[(StoredEvent, Option<SettleOutcome>)],
+    handed_over: Option<i64>,
 ) -> Result<(Vec<(u16, AggregateKey)>, u64)>
 where
     X: sqlx::Executor<'c, Database = sqlx::Postgres>,
@@ -319,6 +334,7 @@ where
         .bind(attempts)
         .bind(delays)
         .bind(errors)
+        .bind(handed_over)
         .fetch_all(executor)
         .await?;
     let mut written = 0;
