@@ -114,14 +114,50 @@ fn start_relay_with(db: &TestDatabase, sink: &str, more: &[&str]) -> outbox_test
     bad_input_support::start(&db.url, &args, &[("OUTBOX_WEBHOOK_SECRET", SECRET)])
 }
 
+/// A migrated database with the WAL source on, a receiver, and a WAL relay (started with `more` arguments)
+/// publishing to it.
+struct Scene {
+    db: TestDatabase,
+    receiver: Arc<Receiver>,
+    sink: String,
+    relay: outbox_tests::process::OutboxProcess,
+}
+
+impl Scene {
+    async fn start(more: &[&str]) -> Self {
+        let db = TestDatabase::migrated().await;
+        assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+        let (receiver, sink) = start_receiver().await;
+        let relay = start_relay_with(&db, &sink, more);
+        Self { db, receiver, sink, relay }
+    }
+
+    /// [`start`](Self::start), then a first event published: the relay streams.
+    async fn streaming(more: &[&str]) -> Self {
+        let scene = Self::start(more).await;
+        let warm = one(&scene.db, "warm-up", 0).await;
+        assert_eq!(scene.receiver.wait_for("warm-up", 1).await, [warm], "the relay streams");
+        scene
+    }
+}
+
+/// Waits until event `id` is `failed`.
+async fn wait_until_failed(db: &TestDatabase, id: Uuid) {
+    common::wait_until(Duration::from_secs(10), "the refused event is failed", || async {
+        common::status_of(&db.pool, id).await == "failed"
+    })
+    .await;
+}
+
+/// `outbox events retry ID`, as an operator runs it.
+fn retry(db: &TestDatabase, id: Uuid) {
+    let retried = outbox(&db.url, &["events", "retry", id.to_string().as_str()]);
+    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+}
+
 #[tokio::test]
 async fn an_event_still_failing_after_the_in_place_retry_leaves_the_stream_with_its_aggregate_and_order_holds() {
-    let db = TestDatabase::migrated().await;
-    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let (receiver, sink) = start_receiver().await;
-    let mut relay = start_relay(&db, &sink);
-    let warm = one(&db, "warm-up", 0).await;
-    assert_eq!(receiver.wait_for("warm-up", 1).await, [warm], "the relay streams");
+    let Scene { db, receiver, sink, mut relay } = Scene::streaming(&[]).await;
 
     receiver.down.store(true, Ordering::SeqCst);
     let mut flaky = vec![one(&db, "flaky", 0).await, one(&db, "flaky", 1).await];
@@ -177,12 +213,7 @@ async fn an_event_still_failing_after_the_in_place_retry_leaves_the_stream_with_
 /// publishes them in the order they committed (the stream's), not in the order of their `seq`.
 #[tokio::test]
 async fn events_of_a_handed_over_aggregate_that_commit_in_reverse_of_their_inserts_are_published_in_commit_order() {
-    let db = TestDatabase::migrated().await;
-    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let (receiver, sink) = start_receiver().await;
-    let mut relay = start_relay(&db, &sink);
-    let warm = one(&db, "warm-up", 0).await;
-    assert_eq!(receiver.wait_for("warm-up", 1).await, [warm], "the relay streams");
+    let Scene { db, receiver, mut relay, .. } = Scene::streaming(&[]).await;
 
     receiver.down.store(true, Ordering::SeqCst);
     let head = one(&db, "flaky", 0).await;
@@ -213,30 +244,21 @@ async fn events_of_a_handed_over_aggregate_that_commit_in_reverse_of_their_inser
 /// gave after it, waits on the table's path behind the failed row, and follows it once an operator retries it.
 #[tokio::test]
 async fn a_message_behind_a_failed_row_of_its_aggregate_in_one_transaction_waits_for_it() {
-    let db = TestDatabase::migrated().await;
-    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let (receiver, sink) = start_receiver().await;
-    let mut relay = start_relay(&db, &sink);
-    let warm = one(&db, "warm-up", 0).await;
-    assert_eq!(receiver.wait_for("warm-up", 1).await, [warm], "the relay streams");
+    let Scene { db, receiver, mut relay, .. } = Scene::streaming(&[]).await;
 
     receiver.down.store(true, Ordering::SeqCst);
     let mut tx = db.pool.begin().await.unwrap();
     let row = outbox_core::Outbox::new().enqueue(&mut tx, &common::event("poison", 0)).await.unwrap();
     let message = outbox_core::Outbox::new().via_wal().enqueue(&mut tx, &common::event("poison", 1)).await.unwrap();
     tx.commit().await.unwrap();
-    common::wait_until(Duration::from_secs(10), "the refused row is failed", || async {
-        common::status_of(&db.pool, row).await == "failed"
-    })
-    .await;
+    wait_until_failed(&db, row).await;
     let other = one(&db, "other", 0).await;
     assert_eq!(receiver.wait_for("other", 1).await, [other], "the stream goes on");
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(receiver.of("poison").is_empty(), "the message waits behind the failed row");
 
     receiver.down.store(false, Ordering::SeqCst);
-    let retried = outbox(&db.url, &["events", "retry", row.to_string().as_str()]);
-    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+    retry(&db, row);
     assert_eq!(receiver.wait_for("poison", 2).await, [row, message], "in the stream's order after the retry");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
@@ -245,25 +267,16 @@ async fn a_message_behind_a_failed_row_of_its_aggregate_in_one_transaction_waits
 /// aggregate stays on the table's path until then.
 #[tokio::test]
 async fn with_ordering_none_a_failed_event_blocks_nothing_and_an_operators_retry_of_it_is_published() {
-    let db = TestDatabase::migrated().await;
-    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let (receiver, sink) = start_receiver().await;
-    let mut relay = start_relay_with(&db, &sink, &["--ordering", "none"]);
-    let warm = one(&db, "warm-up", 0).await;
-    assert_eq!(receiver.wait_for("warm-up", 1).await, [warm], "the relay streams");
+    let Scene { db, receiver, mut relay, .. } = Scene::streaming(&["--ordering", "none"]).await;
 
     receiver.down.store(true, Ordering::SeqCst);
     let head = one(&db, "poison", 0).await;
-    common::wait_until(Duration::from_secs(10), "the refused event is failed", || async {
-        common::status_of(&db.pool, head).await == "failed"
-    })
-    .await;
+    wait_until_failed(&db, head).await;
     receiver.down.store(false, Ordering::SeqCst);
     let follower = one(&db, "poison", 1).await;
     assert_eq!(receiver.wait_for("poison", 1).await, [follower], "the failed event holds nothing back");
 
-    let retried = outbox(&db.url, &["events", "retry", head.to_string().as_str()]);
-    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+    retry(&db, head);
     assert_eq!(receiver.wait_for("poison", 2).await, [follower, head], "the retried event is published");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
@@ -281,28 +294,20 @@ struct FailedHead {
 
 impl FailedHead {
     async fn start() -> Self {
-        let db = TestDatabase::migrated().await;
-        assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-        let (receiver, sink) = start_receiver().await;
-        let relay = start_relay(&db, &sink);
+        let Scene { db, receiver, sink, relay } = Scene::start(&[]).await;
         receiver.down.store(true, Ordering::SeqCst);
         let head = one(&db, "poison", 0).await;
         let follower = one(&db, "poison", 1).await;
         let other = one(&db, "other", 0).await;
         assert_eq!(receiver.wait_for("other", 1).await, [other], "the stream goes on past the failed event");
-        common::wait_until(Duration::from_secs(10), "the refused event is failed", || async {
-            common::status_of(&db.pool, head).await == "failed"
-        })
-        .await;
+        wait_until_failed(&db, head).await;
         Self { db, receiver, sink, relay, head, follower }
     }
 
     /// The sink takes every event again, and an operator retries the failed head.
     fn recover_and_retry(&self) {
         self.receiver.down.store(false, Ordering::SeqCst);
-        let head = self.head.to_string();
-        let retried = outbox(&self.db.url, &["events", "retry", head.as_str()]);
-        assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+        retry(&self.db, self.head);
     }
 }
 
@@ -348,10 +353,7 @@ async fn a_handed_over_aggregate_retried_while_the_relay_was_stopped_is_publishe
 
 #[tokio::test]
 async fn a_message_mode_event_that_fails_for_good_becomes_a_failed_row_an_operator_can_retry() {
-    let db = TestDatabase::migrated().await;
-    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
-    let (receiver, sink) = start_receiver().await;
-    let mut relay = start_relay(&db, &sink);
+    let Scene { db, receiver, mut relay, .. } = Scene::start(&[]).await;
     common::wait_for_the_slot(&db).await;
     receiver.down.store(true, Ordering::SeqCst);
     let head = common::via_wal(&db, "poison", 0).await;
@@ -372,9 +374,7 @@ async fn a_message_mode_event_that_fails_for_good_becomes_a_failed_row_an_operat
     assert!(receiver.of("poison").is_empty());
 
     receiver.down.store(false, Ordering::SeqCst);
-    let head_id = head.to_string();
-    let retried = outbox(&db.url, &["events", "retry", head_id.as_str()]);
-    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+    retry(&db, head);
     assert_eq!(receiver.wait_for("poison", 2).await, [head, follower], "in order after the retry");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }

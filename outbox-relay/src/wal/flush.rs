@@ -190,6 +190,7 @@ async fn flush_events(
         }
         let mut retry_in = None;
         let mut failed_messages = Vec::new();
+        let mut failed: HashSet<Uuid> = HashSet::new();
         let mut retrying: HashSet<Uuid> = HashSet::new();
         // Retries that count an attempt (not those whose destination could not be reached at all).
         let mut counted: HashSet<Uuid> = HashSet::new();
@@ -203,6 +204,7 @@ async fn flush_events(
                     retry_in = Some(retry_in.map_or(*delay, |wait: Duration| wait.min(*delay)));
                 }
                 SettleOutcome::Failed { .. } => {
+                    failed.insert(settlement.id);
                     if let Some(event) = messages.remove(&settlement.id) {
                         failed_messages.push((event, Some(settlement.outcome.clone())));
                     }
@@ -217,19 +219,11 @@ async fn flush_events(
         let partition_of: HashMap<AggregateKey, u16> = placed.into_iter().map(|(p, key)| (key, p)).collect();
         // A failed event goes to the table's path with its aggregate, whatever the ordering, so that an operator's
         // retry is published from there; with ordering, it holds the aggregate until then.
-        let failed: HashSet<Uuid> = published
-            .settlements
-            .iter()
-            .filter(|settlement| matches!(settlement.outcome, SettleOutcome::Failed { .. }))
-            .map(|settlement| settlement.id)
-            .collect();
         for item in items.iter().filter(|item| failed.contains(&item.id)) {
             let partition = partition_of.get(&item.aggregate).copied().unwrap_or(item.partition);
             handover.hold(partition, item.aggregate.clone(), Duration::ZERO);
         }
-        // The events of the aggregates held now stay in the table, in the stream's order.
-        let held: Vec<Uuid> = items.iter().filter(|item| handover.holds(&item.aggregate)).map(|item| item.id).collect();
-        handover.leave_in_table(held);
+        handover.leave_held_in_table(&items);
         // Still to publish: the retrying events and those not attempted behind them, in order.
         let attempted: HashSet<Uuid> = published.settlements.iter().map(|settlement| settlement.id).collect();
         let in_batch: HashSet<Uuid> = items.iter().map(|item| item.id).collect();
@@ -247,9 +241,9 @@ async fn flush_events(
                 // Behind an event of its aggregate that failed meanwhile: a message-mode event has no row to
                 // wait in, so it is written to the table, pending.
                 (Streamed::Message(event, _), false) if unsettled => {
-                    // A retry keeps its delay and counted attempt on the table's path.
-                    let outcome = retrying.contains(&id).then(|| outcome_of.get(&id).map(|&o| o.clone())).flatten();
-                    now_held.push((StoredEvent::clone(event), outcome));
+                    // A retry keeps its delay and counted attempt on the table's path (one not attempted has no
+                    // outcome).
+                    now_held.push((StoredEvent::clone(event), outcome_of.get(&id).map(|&outcome| outcome.clone())));
                 }
                 _ => {}
             }
@@ -263,9 +257,7 @@ async fn flush_events(
             if !hand_over(store, handover, &items, &published.settlements, &todo, wait, shutdown).await? {
                 return Ok(Flushed::Stopped);
             }
-            let held: Vec<Uuid> =
-                items.iter().filter(|item| handover.holds(&item.aggregate)).map(|item| item.id).collect();
-            handover.leave_in_table(held);
+            handover.leave_held_in_table(&items);
             break;
         }
         tokio::select! {

@@ -110,6 +110,13 @@ impl Handover {
         self.unnumbered.extend(ids);
     }
 
+    /// The events of `items` (a batch, in the stream's order) whose aggregates are handed over now stay in the
+    /// table ([`leave_in_table`](Self::leave_in_table)); those published already are left alone by the numbering.
+    pub(crate) fn leave_held_in_table(&mut self, items: &[Item]) {
+        let held = &self.held;
+        self.unnumbered.extend(items.iter().filter(|item| held.contains_key(&item.aggregate)).map(|item| item.id));
+    }
+
     /// Numbers the rows left in the table, records the aggregates handed over and forgets those released since the
     /// last call (a statement each, none when nothing changed), so that a relay that starts later holds the same
     /// ones; called before the stream is acknowledged past the events of those handed over. `false` when shutdown

@@ -99,9 +99,9 @@ const PENDING_IDS_THROUGH: &str =
 /// there also when no row matches: whether publishing is paused, and whether every transaction of `$2` is visible
 /// to this statement's snapshot. The stream names transactions by their 32-bit ids: each is widened to the full id nearest to the
 /// snapshot's `xmax` (a transaction still committing may be at or past it, as `xmax` moves only when one ends).
-/// The rows are looked up by `outbox_wal_pending_by_id` (migration 10, renamed by 16), whose plan uses the primary key at any table
-/// size; planned here, the read kept a scan of the whole table per id, made while the table was small, until the
-/// next `ANALYZE`.
+/// The rows are looked up by `outbox_wal_pending_by_id` (migration 10, renamed by 16), whose plan uses the
+/// primary key at any table size; planned here, the read kept a scan of the whole table per id, made while the
+/// table was small, until the next `ANALYZE`.
 const BY_ID: &str = concat!(
     "WITH snap AS (SELECT pg_current_snapshot() AS s),
 flags AS (

@@ -67,7 +67,7 @@ UPDATE outbox_events e SET handed_over = o.number
   FROM (SELECT u.id, nextval('outbox_wal_hand_over_order') AS number
           FROM (SELECT DISTINCT ON (id) id, n FROM UNNEST($1::uuid[]) WITH ORDINALITY AS u(id, n) ORDER BY id, n) u
          ORDER BY u.n) o
- WHERE e.id = o.id AND (e.handed_over IS NULL OR e.handed_over = -1) AND e.status IN ('pending', 'failed')";
+ WHERE e.id = o.id AND (e.handed_over IS NULL OR e.handed_over < 0) AND e.status IN ('pending', 'failed')";
 
 /// The events of handed-over aggregates (`$1`-`$3`: partitions, aggregate types, aggregate ids) that the stream
 /// numbered, at most `$5` of each, in the stream's order: pending ones and failed ones (which, with `$4`, ordering
