@@ -412,3 +412,58 @@ async fn message_mode_events_whose_receiver_cannot_be_reached_leave_the_stream_w
     assert_eq!(receiver.wait_for("a", 2).await, ids, "in order once the receiver is there");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }
+
+#[tokio::test]
+async fn a_relay_stopped_before_it_recorded_a_hand_over_of_messages_leaves_none_of_them_pending_for_good() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    // The first relay's sessions cannot record a hand-over (each refusal counted by a sequence, which a rollback
+    // does not undo): that relay never gets past it, as one that stops right before it.
+    sqlx::raw_sql(
+        "CREATE SEQUENCE refusals;
+         CREATE FUNCTION refuse_hand_over() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF current_setting('application_name') = 'first-relay' THEN
+                 PERFORM nextval('refusals');
+                 RAISE EXCEPTION 'hand-over refused by the test';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse_hand_over BEFORE INSERT ON outbox_wal_handed_over
+             FOR EACH ROW EXECUTE FUNCTION refuse_hand_over();",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    // Nothing listens there yet: the messages are postponed (no attempt counted) and leave the stream after the
+    // in-place retry.
+    let address = format!("127.0.0.1:{}", outbox_tests::process::free_port());
+    let sink = format!("http://{address}/hook");
+    let separator = if db.url.contains('?') { '&' } else { '?' };
+    let first_url = format!("{}{separator}application_name=first-relay", db.url);
+    let args: Vec<&str> = RELAY.iter().copied().chain(["--sink", sink.as_str()]).collect();
+    let mut first = bad_input_support::start(&first_url, &args, &[("OUTBOX_WEBHOOK_SECRET", SECRET)]);
+    common::wait_for_the_slot(&db).await;
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        ids.push(common::via_wal(&db, "a", n).await);
+    }
+    common::wait_until(Duration::from_secs(30), "the hand-over was refused", || async {
+        sqlx::query_scalar::<_, bool>("SELECT is_called FROM refusals").fetch_one(&db.pool).await.unwrap()
+    })
+    .await;
+    first.kill();
+    let (receiver, _) = start_receiver_at(&address).await;
+    let mut relay = start_relay(&db, &sink);
+    assert_eq!(receiver.wait_for("a", 2).await[..2], ids, "in order");
+    // Published from the replayed stream or from the table: either way nothing of them stays pending.
+    common::wait_until(Duration::from_secs(10), "no event is left pending", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_events WHERE status = 'pending'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+            == 0
+    })
+    .await;
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}

@@ -110,8 +110,21 @@ SELECT r.n, e.*, ctl.paused, ctl.read_at
 /// destination could not be reached) or `failed` (an attempt counted). An event already
 /// in the table (written before a restart replayed its message) is left as it is. Returns the partition of every
 /// event's aggregate, written now or before, as the table places it.
+///
+/// For the relay's hand-over, the same statement records the events' aggregates as handed over
+/// ([`UPDATE_HANDED_OVER`]'s table): a message-mode event is in the table only because its aggregate left the
+/// stream, and a relay that stopped before recording that otherwise would publish the replayed message from the
+/// stream and leave its row pending for good (nothing else publishes it; an event that was merely postponed counts
+/// no attempt, by which the hand-over is also found).
 const WRITE_EVENTS: &str = "\
-WITH written AS (
+WITH recorded AS (
+INSERT INTO outbox_wal_handed_over (partition, aggregate_type, aggregate_id)
+SELECT DISTINCT outbox_partition_of(u.aggregate_type, u.aggregate_id), u.aggregate_type, u.aggregate_id
+  FROM UNNEST($2::text[], $3::text[]) AS u(aggregate_type, aggregate_id)
+ WHERE $14::int8 IS NOT NULL
+    ON CONFLICT (aggregate_type, aggregate_id) DO NOTHING
+),
+written AS (
 INSERT INTO outbox_events
     (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, created_at,
      status, attempts, next_attempt_at, last_error, handed_over)
@@ -255,6 +268,9 @@ impl PgStore {
     /// aggregate, written now or before (the database places it). Each is written as not numbered yet: it holds
     /// its aggregate on the retry path ([`wal_handed_over_events`](Self::wal_handed_over_events)) until
     /// [`number_wal_handed_over`](Self::number_wal_handed_over) numbers it, also when the relay stops in between.
+    /// The same statement records the events' aggregates as handed over
+    /// ([`update_wal_hand_over`](Self::update_wal_hand_over)), so a relay that stops before it recorded them itself
+    /// still finds them when it starts again.
     ///
     /// Corrupted headers are written as `{}`; sensitive paths that cannot be read as `["*"]`, which masks every
     /// value wherever the outbox prints the payload.
