@@ -46,18 +46,21 @@ fn is_secret_option(name: &str) -> bool {
 
 /// Text that should be a URL but may not parse (a sink or database URL), safe to print in logs and errors: a URL
 /// with its password replaced by `***`; anything else with everything between the scheme's `:` and the last `@`
-/// replaced by `***` (where a password would be).
+/// replaced by `***` (where a password would be). A URL with nothing to mask is returned as it was written, not
+/// as the URL parser spells it (`file:` stays `file:`, not `file:///`).
 ///
 /// # Example
 ///
 /// ```
 /// assert_eq!(outbox_relay::masked_url("postgres://app:hunter2@db:5432/shop"), "postgres://app:***@db:5432/shop");
 /// assert_eq!(outbox_relay::masked_url("amqp://u:p@ss@host/%2f"), "amqp://u:***@host/%2f");
+/// assert_eq!(outbox_relay::masked_url("file:"), "file:");
 /// ```
 #[must_use]
 pub fn masked_text(text: &str) -> String {
     if let Ok(url) = url::Url::parse(text) {
-        return masked_url(&url);
+        let masked = masked_url(&url);
+        return if masked == url.as_str() { text.to_owned() } else { masked };
     }
     match (text.find(':'), text.rfind('@')) {
         (Some(colon), Some(at)) if colon < at => format!("{}***{}", &text[..=colon], &text[at..]),

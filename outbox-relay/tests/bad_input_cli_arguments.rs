@@ -79,6 +79,13 @@ async fn invalid_durations_sizes_counts_and_addresses_exit_2_with_one_line_and_w
         (wal("--retry-in-place", "300000000000y"), "--retry-in-place"),
         (wal("--retry-in-place", "25h"), "at most 24h"),
         (wal("--retry-in-place", "soon"), "malformed duration"),
+        // A value quoted as it was typed (it holds no secret to mask), and the advice with it.
+        (args(&["relay", "--sink", "file:"]), "'file:' for '--sink <URL>': `file:` needs a path, e.g. `file:/var/log/"),
+        // Refused before the sink is opened; the table source takes neither.
+        (wal("--slot", "Bad-Slot!"), "lower-case letters"),
+        (wal("--slot", ""), "lower-case letters"),
+        (relay("--slot", "orders"), "--slot is for `--source wal`"),
+        (relay("--retry-in-place", "1s"), "--retry-in-place is for `--source wal`"),
         // Sizes and counts: not numbers, negative, fractional, too large, or out of range.
         (relay("--batch-size", "0"), "`batch_size`"),
         (relay("--batch-size", "10001"), "`batch_size`"),

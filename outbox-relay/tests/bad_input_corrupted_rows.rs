@@ -162,6 +162,74 @@ async fn a_corrupted_head_holds_back_its_aggregate_with_a_sink_that_keeps_order(
     }
 }
 
+/// The same sink, the corrupted row in the middle of its aggregate: the event before it is written in the call
+/// and settled `published` (before, its outcome was dropped for the corrupted row behind it, and the row stayed
+/// pending below the partition's start, read by nothing again); the one behind it waits.
+#[tokio::test]
+async fn the_event_before_a_corrupted_row_of_its_aggregate_is_published_and_settled_with_a_sink_that_keeps_order() {
+    let db = outbox_tests::pg::TestDatabase::migrated().await;
+    let before = common::enqueue(&db.pool, &[event("mixed", 0)]).await;
+    let corrupted = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+         VALUES ($1, 'test', 'mixed', 'test.happened', '42'::jsonb)",
+    )
+    .bind(corrupted)
+    .execute(&db.pool)
+    .await
+    .expect("insert a corrupted row");
+    let behind = common::enqueue(&db.pool, &[event("mixed", 2)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let file = outbox_relay::FilePublisher::open(&path).unwrap();
+    let relay = common::start(&db, file, config().build().unwrap());
+    wait_until(Duration::from_secs(10), "the first event is published and the corrupted one failed", || async {
+        common::status_of(&db.pool, before[0]).await == "published"
+            && common::status_of(&db.pool, corrupted).await == "failed"
+    })
+    .await;
+    relay.stop().await;
+    let written: Vec<Uuid> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(written, before, "the event before the corrupted row, once");
+    assert_eq!(common::status_of(&db.pool, behind[0]).await, "pending", "the event behind it waits");
+}
+
+/// A row whose `attempts` was set by hand to the column's largest value: its failure is settled (the count stays
+/// at the largest value) with the rest of its batch, instead of failing the whole settle, which left the batch
+/// pending and published it again and again.
+#[tokio::test]
+async fn a_row_at_the_largest_attempt_count_still_settles_as_failed_with_its_batch() {
+    let db = outbox_tests::pg::TestDatabase::migrated().await;
+    let worn = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload, attempts)
+         VALUES ($1, 'test', 'worn', 'test.happened', '42'::jsonb, 2147483647)",
+    )
+    .bind(worn)
+    .execute(&db.pool)
+    .await
+    .expect("insert a row at the largest attempt count");
+    let good = common::enqueue(&db.pool, &[event("good", 0)]).await;
+    let recorder = Recorder::new();
+    let relay = common::start(&db, recorder.for_relay(0), config().build().unwrap());
+    wait_until(Duration::from_secs(10), "the row is failed and the other event published", || async {
+        common::status_of(&db.pool, worn).await == "failed" && common::status_of(&db.pool, good[0]).await == "published"
+    })
+    .await;
+    relay.stop().await;
+    let attempts: i32 = sqlx::query_scalar("SELECT attempts FROM outbox_events WHERE id = $1")
+        .bind(worn)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(attempts, i32::MAX);
+    assert_eq!(recorder.seen().iter().filter(|seen| seen.id == good[0]).count(), 1, "published once");
+}
+
 /// Times PostgreSQL stores but Rust's time types do not hold (`'infinity'`, `'-infinity'`, the year 20000), set
 /// by hand: the relay reads them clamped and never stops. An event parked with `next_attempt_at = 'infinity'` waits;
 /// events with such a `created_at` are published; every other event, in every lane, is published.

@@ -211,3 +211,24 @@ async fn a_second_signal_while_the_relay_drains_ends_it_at_once_with_exit_130() 
     assert!(last.starts_with("error: ") && last.contains("second signal"), "{stderr}");
     assert_eq!(status_of(&db.pool, ids[0]).await, "pending", "the event is published again, as after a crash");
 }
+
+/// A reader that stops reading (`outbox events list | head -1`) ends a command quietly with exit 0, as it ends other
+/// Unix tools: here it is gone before the command writes anything (before, the write panicked: exit 101 and a
+/// panic message).
+#[tokio::test]
+async fn a_reader_that_closes_the_output_early_ends_a_command_quietly() {
+    let db = TestDatabase::migrated().await;
+    enqueue(&db.pool, &[event("a", 0), event("a", 1)]).await;
+    for args in [&["events", "list"][..], &["events", "list", "--json"], &["status"], &["status", "--json"]] {
+        let mut command = outbox_tests::outbox!().env("OUTBOX_LOG", "warn").database(&db.url).command(args);
+        let mut child = command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start outbox");
+        drop(child.stdout.take());
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {}", stderr(&output));
+        assert!(stderr(&output).is_empty(), "{args:?}: {}", stderr(&output));
+    }
+}

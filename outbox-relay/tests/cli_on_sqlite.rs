@@ -198,3 +198,16 @@ async fn unwritable_file_sink_stops_the_relay_at_start_with_exit_2_and_one_line(
     }
     assert_eq!(statuses(&pool).await, (vec![("pending".to_owned(), 3)], 0), "nothing was claimed");
 }
+
+#[tokio::test]
+async fn the_wal_source_on_sqlite_is_refused_at_start_before_the_sink_is_opened() {
+    let (dir, url, pool, _) = backlog("wal-on-sqlite", 3).await;
+    let sink = dir.path().join("events.jsonl");
+    let output = outbox(&url, &["relay", "--source", "wal", "--sink", &format!("file:{}", sink.display())]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("--source wal needs PostgreSQL"), "{stderr}");
+    assert!(!sink.exists(), "the file sink was created");
+    assert_eq!(statuses(&pool).await, (vec![("pending".to_owned(), 3)], 0), "nothing was claimed");
+}

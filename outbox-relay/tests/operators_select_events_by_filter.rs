@@ -111,6 +111,20 @@ impl Database {
         .await;
     }
 
+    /// Records a batch that a relay is publishing now, of the event `id` alone.
+    async fn publishing(&self, id: Uuid) {
+        self.execute(&match self {
+            Self::Postgres(_) => format!(
+                "INSERT INTO outbox_batches (relay_id, batch_id, events) \
+                 VALUES (gen_random_uuid(), gen_random_uuid(), ARRAY['{id}']::uuid[])"
+            ),
+            Self::Sqlite(_) => {
+                format!("INSERT INTO outbox_batches (relay_id, batch_id, events) VALUES ('r', 'b', json_array('{id}'))")
+            }
+        })
+        .await;
+    }
+
     /// Every event's status and attempts, by id.
     async fn states(&self) -> BTreeMap<Uuid, (EventStatus, u32)> {
         let events = self.store().list(&EventFilter::default().limit(1000)).await.unwrap();
@@ -236,6 +250,26 @@ async fn filters_select_the_same_events_for_list_retry_and_cancel(db: Database) 
     );
 }
 
+/// An event in a batch being published, the same on both backends.
+async fn an_event_being_published_is_not_pending_to_list_nor_to_cancel_and_takes_no_place_in_the_limit(db: Database) {
+    let url = db.url().to_owned();
+    let ids = db.enqueue().await;
+    db.publishing(ids[0]).await;
+    assert_eq!(listed(&url, &["--status", "in_flight"]), [ids[0]]);
+    assert_eq!(listed(&url, &["--status", "pending"]), ids[1..], "what list shows as pending");
+    let dry = outbox(&url, &["events", "cancel", "--dry-run", "--status", "pending"]);
+    assert!(stdout(&dry).starts_with("would cancel 4 event(s)"), "{}", stdout(&dry));
+    assert!(!stdout(&dry).contains(&ids[0].to_string()), "{}", stdout(&dry));
+    // The limit counts the events that can change: the oldest pending one not being published.
+    let limited = outbox(&url, &["events", "cancel", "--status", "pending", "--limit", "1"]);
+    assert!(limited.status.success(), "{}", String::from_utf8_lossy(&limited.stderr));
+    assert_eq!(stdout(&limited).trim(), "cancelled 1 event(s)");
+    let states = db.states().await;
+    assert_eq!(states[&ids[0]].0, EventStatus::InFlight, "left to its relay");
+    assert_eq!(states[&ids[1]].0, EventStatus::Cancelled);
+    assert!(ids[2..].iter().all(|id| states[id].0 == EventStatus::Pending), "{states:?}");
+}
+
 /// Runs `outbox ARGS` on a pseudo-terminal with `answer` typed in.
 fn on_a_terminal(url: &str, args: &str, answer: &str) -> Output {
     let args: Vec<&str> = args.split(' ').collect();
@@ -300,4 +334,59 @@ async fn sqlite_more_than_one_event_changes_on_a_terminal_only_after_a_yes() {
         outbox_tests::sqlite::TestDatabase::migrated().await,
     ))
     .await;
+}
+
+#[tokio::test]
+async fn postgres_an_event_being_published_is_not_pending_to_list_nor_to_cancel_and_takes_no_place_in_the_limit() {
+    an_event_being_published_is_not_pending_to_list_nor_to_cancel_and_takes_no_place_in_the_limit(Database::Postgres(
+        outbox_tests::pg::TestDatabase::migrated().await,
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn sqlite_an_event_being_published_is_not_pending_to_list_nor_to_cancel_and_takes_no_place_in_the_limit() {
+    an_event_being_published_is_not_pending_to_list_nor_to_cancel_and_takes_no_place_in_the_limit(Database::Sqlite(
+        outbox_tests::sqlite::TestDatabase::migrated().await,
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_a_change_by_filter_waits_for_a_row_another_session_holds_instead_of_skipping_it() {
+    let pg = outbox_tests::pg::TestDatabase::migrated().await;
+    let url = pg.url.clone();
+    let pool = pg.pool.clone();
+    let db = Database::Postgres(pg);
+    let ids = db.enqueue().await;
+    db.fail(&ids[..2], 0).await;
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM outbox_events WHERE id = $1 FOR UPDATE")
+        .bind(ids[1])
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let command =
+        tokio::task::spawn_blocking(move || outbox(&url, &["events", "retry", "--status", "failed", "--yes"]));
+    // The command either waits for the row's lock or (skipping it) finishes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !command.is_finished() {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock')",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if waiting {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the command neither waited nor finished within 20 s");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    holder.commit().await.unwrap();
+    let retried = command.await.unwrap();
+    assert!(retried.status.success(), "{}", String::from_utf8_lossy(&retried.stderr));
+    assert_eq!(stdout(&retried).trim(), "retried 2 event(s)", "the row held is retried too, once released");
+    let states = db.states().await;
+    assert!(ids[..2].iter().all(|id| states[id] == (EventStatus::Pending, 0)), "{states:?}");
 }

@@ -76,12 +76,31 @@ async fn pending_rows_are_published_first_once_then_the_stream_in_commit_order_a
 
     let disabled = outbox(&db.url, &["wal", "disable"]);
     assert!(disabled.status.success(), "{}", String::from_utf8_lossy(&disabled.stderr));
+    assert!(String::from_utf8_lossy(&disabled.stdout).contains("(the slot is dropped"), "it says so");
+    assert!(String::from_utf8_lossy(&disabled.stderr).is_empty(), "{}", String::from_utf8_lossy(&disabled.stderr));
     let slots: i64 =
         sqlx::query_scalar("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()")
             .fetch_one(&db.pool)
             .await
             .unwrap();
     assert_eq!(slots, 0, "`outbox wal disable` drops the slot");
+}
+
+/// Switching back with no slot to drop (no WAL relay ran, or `outbox wal drop-slot` dropped it) says nothing of a
+/// slot; `drop-slot` then says there is none.
+#[tokio::test]
+async fn wal_disable_without_a_slot_does_not_claim_to_drop_one() {
+    let db = TestDatabase::migrated().await;
+    assert!(outbox(&db.url, &["wal", "enable"]).status.success());
+    let disabled = outbox(&db.url, &["wal", "disable"]);
+    assert!(disabled.status.success(), "{}", String::from_utf8_lossy(&disabled.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&disabled.stdout).trim(),
+        "the table source publishes the table now: start `outbox relay`"
+    );
+    let dropped = outbox(&db.url, &["wal", "drop-slot"]);
+    assert!(dropped.status.success(), "{}", String::from_utf8_lossy(&dropped.stderr));
+    assert_eq!(String::from_utf8_lossy(&dropped.stdout).trim(), "no slot to drop");
 }
 
 /// A slot that exists without being recorded was made by a relay that stopped before recording it (killed between

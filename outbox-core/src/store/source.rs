@@ -66,6 +66,8 @@ pub enum SourceSwitch {
         /// The slot dropped had been invalidated by the server (`max_slot_wal_keep_size`): the WAL it kept is
         /// gone, so the message-mode events in it could not be moved (the table's rows are all still there).
         slot_lost: bool,
+        /// A slot was dropped (switching back to the table source finds none when it was dropped before).
+        slot_dropped: bool,
     },
     /// It already was; nothing changed.
     Unchanged,

@@ -180,8 +180,11 @@ pub(crate) async fn publish(shared: &Shared, items: &mut [Item]) -> Published {
             outcomes.contains(&Outcome::Published),
             outcomes.iter().any(|outcome| matches!(outcome, Outcome::Transient(error) if error.is_unavailable())),
         );
+        // Aggregates an outcome of this call held back. Not `blocked`, which also holds those of corrupted rows met
+        // while the round was made: every event of the call came before such a row, and its outcome stands.
+        let mut failed_in_call: HashSet<&AggregateKey> = HashSet::default();
         for (index, item) in ready.iter().enumerate() {
-            if ordering == Ordering::Aggregate && blocked.contains(&item.aggregate) {
+            if ordering == Ordering::Aggregate && failed_in_call.contains(&item.aggregate) {
                 // An earlier event of its aggregate failed in this call: not settled, read again with it.
                 continue;
             }
@@ -195,6 +198,7 @@ pub(crate) async fn publish(shared: &Shared, items: &mut [Item]) -> Published {
             let settled = settle_outcome(shared, item, outcome, outage);
             if settled != SettleOutcome::Published {
                 hold_back(&mut done, &mut blocked, item, ordering, &settled);
+                failed_in_call.insert(&item.aggregate);
             }
             done.settlements.push(Settlement::new(item.id, settled).at(item.version.clone()));
         }

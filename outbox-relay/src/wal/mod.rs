@@ -143,15 +143,26 @@ impl WalRelay {
     ///
     /// [`Error::InvalidConfig`] for a name PostgreSQL does not take.
     pub fn slot(mut self, slot: &str) -> Result<Self> {
-        if !replication::valid_slot(slot) {
-            return Err(Error::InvalidConfig {
-                field: "slot",
-                reason: format!("must be 1 to 63 lower-case letters, digits or `_`, got `{slot}`"),
-            });
-        }
+        Self::check_slot_name(slot)?;
         slot.clone_into(&mut self.slot);
         self.slot_given = true;
         Ok(self)
+    }
+
+    /// Whether `slot` can name a replication slot, as [`slot`](Self::slot) checks it (for a configuration checked
+    /// before anything is opened).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] unless it is 1 to 63 lower-case letters, digits or `_`.
+    pub fn check_slot_name(slot: &str) -> Result<()> {
+        if replication::valid_slot(slot) {
+            return Ok(());
+        }
+        Err(Error::InvalidConfig {
+            field: "slot",
+            reason: format!("must be 1 to 63 lower-case letters, digits or `_`, got `{slot}`"),
+        })
     }
 
     /// How long a failing event is retried where it stands, holding back the stream, before it and the later

@@ -44,14 +44,16 @@ const CANCEL: &str = bump_generations!(
    AND NOT EXISTS (SELECT 1 FROM outbox_batches b WHERE e.id = ANY(b.events))"
 );
 
-/// `SET` for the events of a filter in one of `statuses` (and `unless` does not exclude them): the rows
-/// [`list`](super::inspect::list) returns for it, locked (rows another session holds are skipped), oldest first.
+/// `SET` for the events of a filter in one of `statuses` (and `unless`, on rows `e`, does not exclude them): the
+/// rows [`list`](super::inspect::list) returns for it, oldest first, at most the limit of them. They are locked
+/// first, waiting for a session that holds one (a row skipped would be a match left unchanged), and checked again
+/// once locked, so a row that changed meanwhile is left as it is.
 fn matching(set: &str, statuses: &str, unless: &str) -> String {
     format!(
         bump_generations!(
             "UPDATE outbox_events e SET {set}
- WHERE e.id IN (SELECT id FROM outbox_events WHERE status IN ({statuses}) AND {FILTER}
-                 ORDER BY seq LIMIT $6 FOR UPDATE SKIP LOCKED)
+ WHERE e.id IN (SELECT e.id FROM outbox_events e WHERE e.status IN ({statuses}) AND {FILTER}{unless}
+                 ORDER BY e.seq LIMIT $6 FOR UPDATE)
    AND e.status IN ({statuses}){unless}"
         ),
         set = set,

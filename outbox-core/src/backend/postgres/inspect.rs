@@ -102,9 +102,11 @@ const IN_FLIGHT_STATUS: &str = "(CASE WHEN status = 'pending' AND EXISTS (SELECT
      WHERE outbox_events.id = ANY(b.events)) THEN 'in_flight' ELSE status END) AS status";
 
 /// The conditions of an [`EventFilter`], on parameters `$1`..`$5` bound by [`bind_filter`] (`$6` is the limit).
-/// `in_flight` matches the pending rows of the batches relays are publishing now.
-pub(super) const FILTER: &str = "($1::text IS NULL OR status = $1
-        OR ($1 = 'in_flight' AND status = 'pending' AND id IN (SELECT unnest(events) FROM outbox_batches)))
+/// `in_flight` matches the pending rows of the batches relays are publishing now, and `pending` the others, as
+/// [`list`] shows them.
+pub(super) const FILTER: &str = "($1::text IS NULL OR (status = $1 AND $1 <> 'pending')
+        OR ($1 IN ('pending', 'in_flight') AND status = 'pending'
+            AND (id IN (SELECT unnest(events) FROM outbox_batches)) = ($1 = 'in_flight')))
    AND ($2::text IS NULL OR event_type = $2)
    AND ($3::text IS NULL OR aggregate_id = $3)
    AND ($4::float8 IS NULL OR created_at < now() - make_interval(secs => $4))

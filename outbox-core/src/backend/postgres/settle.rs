@@ -7,11 +7,13 @@ use crate::error::Result;
 use crate::store::{retry_name, short_error, SettleBatch, SettleOutcome, SettleReport, Settlement};
 
 /// The `SET` clause of a failed attempt of row `e` with settlement `s`: an attempt counted (not for `postponed`:
-/// the destination could not be reached), the error kept, and either `failed` or a retry after `s.delay_secs`.
+/// the destination could not be reached; at most up to the column's largest value, which a row written by hand
+/// may hold: past it, the whole settle would fail), the error kept, and either `failed` or a retry after
+/// `s.delay_secs`.
 macro_rules! failure_set {
     () => {
         "   SET status = CASE s.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
-       attempts = e.attempts + CASE s.outcome WHEN 'postponed' THEN 0 ELSE 1 END,
+       attempts = LEAST(e.attempts, 2147483646) + CASE s.outcome WHEN 'postponed' THEN 0 ELSE 1 END,
        next_attempt_at = CASE WHEN s.outcome IN ('retry', 'postponed') THEN now() + make_interval(secs => s.delay_secs)
                               ELSE e.next_attempt_at END,
        last_error = s.error

@@ -494,6 +494,7 @@ async fn switch_source_on(
     }
     let mut moved = 0;
     let mut lost = false;
+    let mut dropped = false;
     match to {
         Source::Wal => {
             if sqlx::query(TO_WAL).execute(&mut *tx).await?.rows_affected() == 0 {
@@ -505,9 +506,10 @@ async fn switch_source_on(
             if let Some(slot) = &state.slot {
                 let Some(shut) = shut else { return Ok(None) };
                 match drop_slot_in(&mut tx, slot, &messages, shut).await? {
-                    SourceSwitch::Switched { moved_to_table, slot_lost } => {
+                    SourceSwitch::Switched { moved_to_table, slot_lost, slot_dropped } => {
                         moved = moved_to_table;
                         lost = slot_lost;
+                        dropped = slot_dropped;
                     }
                     refused => return Ok(Some(refused)),
                 }
@@ -516,7 +518,7 @@ async fn switch_source_on(
         }
     }
     tx.commit().await?;
-    Ok(Some(SourceSwitch::Switched { moved_to_table: moved, slot_lost: lost }))
+    Ok(Some(SourceSwitch::Switched { moved_to_table: moved, slot_lost: lost, slot_dropped: dropped }))
 }
 
 /// [`PgStore::drop_wal_slot`] in a transaction on `connection`, the slot closed to producers.
@@ -634,5 +636,5 @@ async fn drop_slot_in(
         Err(error) => return Err(error.into()),
     }
     sqlx::query(FORGET_SLOT).execute(&mut *tx).await?;
-    Ok(SourceSwitch::Switched { moved_to_table: moved, slot_lost: lost })
+    Ok(SourceSwitch::Switched { moved_to_table: moved, slot_lost: lost, slot_dropped: true })
 }

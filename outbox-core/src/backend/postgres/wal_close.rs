@@ -16,8 +16,10 @@ const RELEASE_CLOSE_LOCK: &str = "SELECT pg_advisory_unlock($1)";
 /// Committed on its own, so that every check from now on sees it.
 const MARK_CLOSING: &str = "UPDATE outbox_control SET wal_closing_at = clock_timestamp() WHERE id";
 const CLEAR_MARK: &str = "UPDATE outbox_control SET wal_closing_at = NULL WHERE id";
-/// Counted from the mark's commit: a check that missed the mark began its transaction before it.
-const WAIT_FOR_CHECKS_TO_EXPIRE: &str = "SELECT pg_sleep(date_part('epoch', outbox_wal_check_lifetime()))";
+/// How long a producer's session remembers a check, in seconds: waited from the mark's commit (a check that missed
+/// the mark began its transaction before it). Waited by this client, not by a `pg_sleep` statement, which sqlx would
+/// log as a slow statement at every drop.
+const CHECK_LIFETIME: &str = "SELECT date_part('epoch', outbox_wal_check_lifetime())::float8";
 
 /// Proof that the slot is closed to producers, for the statements that drop it ([`ClosedToProducers::run`]).
 pub(super) struct ProducersShut(());
@@ -50,7 +52,12 @@ impl ClosedToProducers {
         connection.close_on_drop();
         sqlx::query(HOLD_CLOSE_LOCK).bind(WAL_CLOSE_LOCK).execute(&mut *connection).await?;
         sqlx::query(MARK_CLOSING).execute(&mut *connection).await?;
-        sqlx::query(WAIT_FOR_CHECKS_TO_EXPIRE).execute(&mut *connection).await?;
+        let lifetime: f64 = sqlx::query_scalar(CHECK_LIFETIME).fetch_one(&mut *connection).await?;
+        // The mark's commit came before this answer, so the wait counts from after it.
+        tokio::time::sleep(
+            std::time::Duration::try_from_secs_f64(lifetime).unwrap_or(std::time::Duration::from_secs(1)),
+        )
+        .await;
         Ok((Self { connection }, ProducersShut(())))
     }
 

@@ -131,7 +131,7 @@ INSERT INTO outbox_events
 SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
        e.payload::jsonb, e.headers::jsonb, e.sensitive_paths::jsonb, e.created_at,
        CASE e.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
-       e.attempts + CASE WHEN e.outcome IN ('held', 'postponed') THEN 0 ELSE 1 END,
+       LEAST(e.attempts, 2147483646) + CASE WHEN e.outcome IN ('held', 'postponed') THEN 0 ELSE 1 END,
        now() + make_interval(secs => e.delay_secs), e.error, $14::int8
   FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::text[],
               $9::timestamptz[], $10::text[], $11::int4[], $12::float8[], $13::text[])

@@ -37,12 +37,13 @@ fn id_list(ids: &[Uuid]) -> String {
 }
 
 /// `SET` for the events of a filter in one of `statuses` (and `unless` does not exclude them): the rows
-/// [`list`](super::inspect::list) returns for it, oldest first (one statement: SQLite has one writer at a time).
+/// [`list`](super::inspect::list) returns for it, oldest first, at most the limit of them (one statement: SQLite
+/// has one writer at a time).
 fn matching(set: &str, statuses: &str, unless: &str) -> String {
     format!(
         "UPDATE outbox_events SET {set}
           WHERE id IN (SELECT id FROM outbox_events
-                        WHERE status IN ({statuses}) AND {FILTER}
+                        WHERE status IN ({statuses}) AND {FILTER}{unless}
                         ORDER BY seq LIMIT ?6)
             AND status IN ({statuses}){unless}
          RETURNING id"

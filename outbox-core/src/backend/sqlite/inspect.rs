@@ -51,7 +51,9 @@ const RELAYS: &str = concat!(
 /// A pending row in a batch that a relay is publishing now is `in_flight`. Times come in the tables' one format
 /// whatever format a row was set in by hand (`datetime('now')`); one SQLite cannot read at all shows as the Unix
 /// epoch, rather than failing the whole list.
-const SUMMARY_COLUMNS: &str = "id, seq, event_type, aggregate_type, aggregate_id, schema_version, status, attempts, \
+const SUMMARY_COLUMNS: &str = "id, seq, event_type, aggregate_type, aggregate_id, schema_version, \
+CASE WHEN status = 'pending' AND id IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j) \
+THEN 'in_flight' ELSE status END AS status, attempts, \
 COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', created_at), '1970-01-01T00:00:00.000Z') AS created_at, \
 COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', next_attempt_at), '1970-01-01T00:00:00.000Z') AS next_attempt_at, \
 strftime('%Y-%m-%dT%H:%M:%fZ', published_at) AS published_at, last_error";
@@ -99,11 +101,12 @@ pub(super) async fn status(pool: &SqlitePool) -> Result<StatusReport> {
 
 /// The conditions of an [`EventFilter`], on parameters `?1`..`?5` bound by [`bind_filter`] (`?6` is the limit).
 /// The age compares stored UTC text with the current time in the same format, moved back by `?4`; `in_flight`
-/// matches the pending rows of the batch the relay is publishing now.
+/// matches the pending rows of the batch the relay is publishing now, and `pending` the others, as [`list`] shows
+/// them.
 pub(super) const FILTER: &str = concat!(
-    "(?1 IS NULL OR status = ?1
-        OR (?1 = 'in_flight' AND status = 'pending'
-            AND id IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j)))
+    "(?1 IS NULL OR (status = ?1 AND ?1 <> 'pending')
+        OR (?1 IN ('pending', 'in_flight') AND status = 'pending'
+            AND (id IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j)) = (?1 = 'in_flight')))
    AND (?2 IS NULL OR event_type = ?2)
    AND (?3 IS NULL OR aggregate_id = ?3)
    AND (?4 IS NULL OR created_at < ",
@@ -129,11 +132,7 @@ pub(super) fn bind_filter<'q>(
 pub(super) async fn list(pool: &SqlitePool, filter: &EventFilter) -> Result<Vec<EventSummary>> {
     let sql = format!("SELECT {SUMMARY_COLUMNS} FROM outbox_events WHERE {FILTER} ORDER BY seq LIMIT ?6");
     let rows = bind_filter(sqlx::query(&sql), filter).fetch_all(pool).await?;
-    let mut events = rows.iter().map(summary).collect::<Result<Vec<_>>>()?;
-    if filter.status == Some(EventStatus::InFlight) {
-        events.iter_mut().for_each(|event| event.status = EventStatus::InFlight);
-    }
-    Ok(events)
+    rows.iter().map(summary).collect()
 }
 
 pub(super) async fn show(pool: &SqlitePool, id: Uuid) -> Result<Option<EventDetail>> {

@@ -95,13 +95,14 @@ pub(crate) struct RelayArgs {
 
     /// The replication slot of `--source wal` [default: the slot recorded by the WAL relay before, else
     /// outbox_events_DATABASE, with a short hash of the name when it has characters a slot name cannot hold].
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_parser = parse_slot, value_name = "NAME")]
     pub(crate) slot: Option<String>,
 
     /// With `--source wal`: how long a failing event is retried where it stands, holding the stream, before it
-    /// and the later events of its aggregate go to the table's retry path and the stream moves on (at most 24h).
-    #[arg(long, value_parser = parse_retry_in_place, default_value = "10s", value_name = "DURATION")]
-    pub(crate) retry_in_place: Duration,
+    /// and the later events of its aggregate go to the table's retry path and the stream moves on (at most 24h)
+    /// [default: 10s].
+    #[arg(long, value_parser = parse_retry_in_place, value_name = "DURATION")]
+    pub(crate) retry_in_place: Option<Duration>,
 
     /// Create a missing destination at start, with the settings of the sink URL, instead of stopping with an
     /// error naming it: the JetStream stream of the subjects (`stream=OUTBOX`, `stream_storage=file|memory`,
@@ -338,6 +339,12 @@ fn parse_retry_in_place(duration: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
+/// `--slot`: a name PostgreSQL takes for a replication slot.
+fn parse_slot(slot: &str) -> Result<String, String> {
+    outbox_relay::WalRelay::check_slot_name(slot).map_err(|error| error.to_string())?;
+    Ok(slot.to_owned())
+}
+
 fn parse_status(status: &str) -> Result<EventStatus, String> {
     status.parse::<EventStatus>().map_err(|error| error.to_string())
 }
@@ -450,8 +457,8 @@ mod tests {
                 }
             })
         };
-        assert_eq!(parse("0s").unwrap(), Duration::ZERO);
-        assert_eq!(parse("24h").unwrap(), Duration::from_secs(24 * 3600));
+        assert_eq!(parse("0s").unwrap(), Some(Duration::ZERO));
+        assert_eq!(parse("24h").unwrap(), Some(Duration::from_secs(24 * 3600)));
         for value in ["24h 1ms", "25h", "300000000000y"] {
             let error = parse(value).expect_err(value).to_string();
             // What the binary prints of it (`report_parse_error`): the first line.

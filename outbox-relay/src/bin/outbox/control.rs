@@ -6,9 +6,9 @@ pub(crate) async fn run(database_url: Option<&str>, paused: bool) -> Outcome {
     let store = connect::open(database_url, 2).await?.store();
     store.set_paused(paused).await.map_err(Failure::runtime)?;
     if paused {
-        println!("paused: relays stop reading new batches; in-flight batches finish (`outbox resume` to resume)");
+        outln!("paused: relays stop reading new batches; in-flight batches finish (`outbox resume` to resume)");
     } else {
-        println!("resumed: relays publish again");
+        outln!("resumed: relays publish again");
     }
     Ok(())
 }

@@ -56,7 +56,7 @@ pub(crate) async fn run(database_url: Option<&str>, command: EventsCommand) -> O
                     return Err(Failure::Runtime(format!("no event with id {after} (--after)")));
                 }
             }
-            print_list(&events, json);
+            print_list(&events, json)?;
             if let (Some(last), false) = (events.last(), json) {
                 if events.len() == usize::try_from(limit).unwrap_or(usize::MAX) {
                     eprintln!("more may follow: --after {}", last.id);
@@ -71,9 +71,9 @@ pub(crate) async fn run(database_url: Option<&str>, command: EventsCommand) -> O
             };
             let shown = shown(&detail);
             if json {
-                println!("{shown}");
+                outln!("{shown}");
             } else {
-                println!("{}", serde_json::to_string_pretty(&shown).unwrap_or_default());
+                outln!("{}", serde_json::to_string_pretty(&shown).unwrap_or_default());
             }
             Ok(())
         }
@@ -171,22 +171,24 @@ impl Selection {
             } else {
                 action.by_ids(store, self.ids.clone()).await?
             };
-            println!("{} {} event(s)", action.done(), changed.len());
+            outln!("{} {} event(s)", action.done(), changed.len());
             return unchanged(&self.ids, &changed, action);
         }
         let selected = self.selected(store).await?;
         if self.dry_run {
-            println!("would {} {} event(s):", action.verb(), selected.len());
-            print_list(&selected, false);
+            outln!("would {} {} event(s):", action.verb(), selected.len());
+            print_list(&selected, false)?;
             return unchanged(&self.ids, &selected.iter().map(|event| event.id).collect::<Vec<_>>(), action);
         }
         if selected.len() > 1 && !confirm(&format!("{} {} event(s)?", action.verb(), selected.len()))? {
             return Err(Failure::Runtime("nothing changed: not confirmed".into()));
         }
-        // Exactly the events shown and confirmed (by id: what changed meanwhile is left alone).
-        let changed = action.by_ids(store, selected.iter().map(|event| event.id).collect()).await?;
-        println!("{} {} event(s)", action.done(), changed.len());
-        unchanged(&self.ids, &changed, action)
+        // Exactly the events shown and confirmed (by id: what changed meanwhile is left alone, and said so).
+        let confirmed: Vec<Uuid> = selected.iter().map(|event| event.id).collect();
+        let changed = action.by_ids(store, confirmed.clone()).await?;
+        outln!("{} {} event(s)", action.done(), changed.len());
+        let asked = if self.ids.is_empty() { confirmed } else { self.ids };
+        unchanged(&asked, &changed, action)
     }
 
     /// The events that would change, oldest first.
@@ -222,7 +224,7 @@ fn confirm(question: &str) -> Result<bool, Failure> {
 fn unchanged(asked: &[Uuid], changed: &[Uuid], action: Action) -> Outcome {
     let why = match action {
         Action::Retry => "not failed (or not found)",
-        Action::Cancel => "not pending or failed (or not found)",
+        Action::Cancel => "not pending or failed, or being published (or not found)",
     };
     let missed: Vec<String> = asked.iter().filter(|id| !changed.contains(id)).map(Uuid::to_string).collect();
     if missed.is_empty() {
@@ -257,7 +259,7 @@ async fn purge(store: &dyn Store, older_than: std::time::Duration) -> Outcome {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    println!("purged {purged} event(s)");
+    outln!("purged {purged} event(s)");
     Ok(())
 }
 
@@ -282,17 +284,17 @@ fn summary_json(event: &EventSummary) -> Value {
     })
 }
 
-fn print_list(events: &[EventSummary], json: bool) {
+fn print_list(events: &[EventSummary], json: bool) -> Outcome {
     if json {
         let list: Vec<Value> = events.iter().map(summary_json).collect();
-        println!("{}", Value::Array(list));
-        return;
+        outln!("{}", Value::Array(list));
+        return Ok(());
     }
-    println!("{:<36}  {:<24}  {:<24}  {:<9}  {:>8}  LAST ERROR", "ID", "TYPE", "AGGREGATE", "STATUS", "ATTEMPTS");
+    outln!("{:<36}  {:<24}  {:<24}  {:<9}  {:>8}  LAST ERROR", "ID", "TYPE", "AGGREGATE", "STATUS", "ATTEMPTS");
     for event in events {
         let aggregate = format!("{}/{}", event.aggregate_type, event.aggregate_id);
         let error = event.last_error.as_deref().unwrap_or("");
-        println!(
+        outln!(
             "{:<36}  {:<24}  {:<24}  {:<9}  {:>8}  {error}",
             event.id,
             event.event_type,
@@ -301,6 +303,7 @@ fn print_list(events: &[EventSummary], json: bool) {
             event.attempts
         );
     }
+    Ok(())
 }
 
 /// The event as printed: the payload with every sensitive value replaced by `[REDACTED]`. A row changed by hand

@@ -9,6 +9,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+#[macro_use]
+mod output;
+
 mod args;
 mod connect;
 mod contracts;
@@ -37,6 +40,8 @@ enum Failure {
     /// A second signal ended `outbox relay` without waiting for its graceful stop: exit 130 (128 + SIGINT, what a
     /// shell reports for a process that Ctrl-C ended).
     Forced(String),
+    /// The reader of the command's output went away (`| head -1`): exit 0, nothing more printed.
+    OutputClosed,
 }
 
 impl Failure {
@@ -73,7 +78,7 @@ fn main() -> ExitCode {
         runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     }
     match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) | Err(Failure::OutputClosed) => ExitCode::SUCCESS,
         Err(Failure::Usage(message)) => {
             eprintln!("error: {}", one_line(&message));
             ExitCode::from(2)

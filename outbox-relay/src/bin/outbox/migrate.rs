@@ -4,6 +4,6 @@ use crate::{connect, Failure, Outcome};
 
 pub(crate) async fn run(database_url: Option<&str>) -> Outcome {
     connect::open(database_url, 2).await?.migrate().await.map_err(Failure::runtime)?;
-    println!("outbox tables are up to date");
+    outln!("outbox tables are up to date");
     Ok(())
 }

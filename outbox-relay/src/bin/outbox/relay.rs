@@ -29,6 +29,7 @@ pub(crate) async fn run(database_url: Option<&str>, args: RelayArgs) -> Outcome 
     // Bad input is reported before anything is opened or written.
     let config = config(&args).map_err(|error| Failure::Usage(error.to_string()))?;
     let options = connect::options(database_url)?;
+    check_source(&args, &options)?;
     let (shutdown, forced) = shutdown_on_signal();
     tokio::select! {
         outcome = start_and_run(database_url, args, config, options, shutdown) => outcome,
@@ -82,16 +83,16 @@ async fn start_and_run(
         (SourceArg::Table, _) => Relay::with_shared_store(store, publisher, config).run(shutdown.clone()).await,
         (SourceArg::Wal, connect::Database::Postgres(pool)) => {
             let url = database_url.unwrap_or_default();
-            let mut relay =
-                WalRelay::new(pool.clone(), url, publisher, config).map_err(usage)?.retry_in_place(args.retry_in_place);
+            let mut relay = WalRelay::new(pool.clone(), url, publisher, config).map_err(usage)?;
+            if let Some(retry_in_place) = args.retry_in_place {
+                relay = relay.retry_in_place(retry_in_place);
+            }
             if let Some(slot) = &args.slot {
                 relay = relay.slot(slot).map_err(usage)?;
             }
             relay.run(shutdown.clone()).await
         }
-        (SourceArg::Wal, connect::Database::Sqlite(_)) => {
-            return Err(Failure::Usage("--source wal needs PostgreSQL; this database is SQLite".to_owned()));
-        }
+        (SourceArg::Wal, connect::Database::Sqlite(_)) => return Err(wal_needs_postgres()),
     };
     let summary = match summary {
         Ok(summary) => summary,
@@ -119,6 +120,22 @@ async fn start_and_run(
         "relay exited"
     );
     Ok(())
+}
+
+/// Refuses what only `--source wal` takes without it, and `--source wal` on SQLite: before anything is opened.
+fn check_source(args: &RelayArgs, options: &connect::Options) -> Outcome {
+    match (args.source, options) {
+        (SourceArg::Wal, connect::Options::Sqlite(_)) => Err(wal_needs_postgres()),
+        (SourceArg::Table, _) if args.slot.is_some() || args.retry_in_place.is_some() => {
+            let flag = if args.slot.is_some() { "--slot" } else { "--retry-in-place" };
+            Err(Failure::Usage(format!("{flag} is for `--source wal`; the table source has no replication slot")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn wal_needs_postgres() -> Failure {
+    Failure::Usage("--source wal needs PostgreSQL; this database is SQLite".to_owned())
 }
 
 /// The connections of the relay's pool: as many as it may use at once, so that none of its tasks waits for another

@@ -72,32 +72,38 @@ pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome
                 "oldest_pending_age_seconds": relay.oldest_pending_age.as_secs_f64(),
             })).collect::<Vec<_>>(),
         });
-        println!("{report}");
+        outln!("{report}");
         return Ok(());
     }
-    println!("source:     {}", source_line(source, slot.as_ref()));
-    println!("paused:     {}", if backlog.paused { "yes (`outbox resume` to resume)" } else { "no" });
-    println!("pending:    {}", backlog.pending_total());
-    println!("in flight:  {}", status.in_flight);
-    println!("failed:     {}", backlog.failed_total());
-    println!(
+    outln!("source:     {}", source_line(source, slot.as_ref()));
+    outln!("paused:     {}", if backlog.paused { "yes (`outbox resume` to resume)" } else { "no" });
+    outln!("pending:    {}", backlog.pending_total());
+    outln!("in flight:  {}", status.in_flight);
+    outln!("failed:     {}", backlog.failed_total());
+    outln!(
         "published:  {} in the last minute, {} in the last hour",
-        status.published_last_minute, status.published_last_hour
+        status.published_last_minute,
+        status.published_last_hour
     );
-    println!(
+    outln!(
         "relays:     {} live, {} partitions, {} unowned",
         status.relays.len(),
         status.partitions,
         status.unowned_partitions.len()
     );
     if !status.relays.is_empty() {
-        println!();
-        println!(
+        outln!();
+        outln!(
             "{:<36}  {:<24}  {:>10}  {:>9}  {:>9}  {:>14}  HEARTBEAT",
-            "RELAY", "HOST", "PARTITIONS", "IN FLIGHT", "PENDING", "OLDEST PENDING"
+            "RELAY",
+            "HOST",
+            "PARTITIONS",
+            "IN FLIGHT",
+            "PENDING",
+            "OLDEST PENDING"
         );
         for relay in &status.relays {
-            println!(
+            outln!(
                 "{:<36}  {:<24}  {:>10}  {:>9}  {:>9}  {:>14}  {} ago",
                 relay.relay_id,
                 relay.host,
@@ -122,13 +128,13 @@ pub(crate) async fn run(database_url: Option<&str>, args: StatusArgs) -> Outcome
     }
     if !rows.is_empty() {
         let width = rows.keys().map(|event_type| event_type.len()).max().unwrap_or(0).max(10);
-        println!();
-        println!("{:<width$}  {:>9}  {:>9}  OLDEST PENDING", "EVENT TYPE", "PENDING", "FAILED");
+        outln!();
+        outln!("{:<width$}  {:>9}  {:>9}  OLDEST PENDING", "EVENT TYPE", "PENDING", "FAILED");
         for (event_type, (pending, oldest, failed)) in rows {
             let age = oldest
                 .map(|age| humantime::format_duration(std::time::Duration::from_secs(age.as_secs())).to_string())
                 .unwrap_or_else(|| "-".to_owned());
-            println!("{event_type:<width$}  {pending:>9}  {failed:>9}  {age}");
+            outln!("{event_type:<width$}  {pending:>9}  {failed:>9}  {age}");
         }
     }
     Ok(())

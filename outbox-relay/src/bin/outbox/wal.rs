@@ -16,7 +16,7 @@ pub(crate) async fn run(database_url: Option<&str>, command: WalCommand) -> Outc
         WalCommand::Disable => store.switch_source(Source::Table).await,
         WalCommand::DropSlot => match store.drop_wal_slot().await.map_err(Failure::runtime)? {
             None => {
-                println!("no slot to drop");
+                outln!("no slot to drop");
                 return Ok(());
             }
             Some(switch) => Ok(switch),
@@ -25,19 +25,20 @@ pub(crate) async fn run(database_url: Option<&str>, command: WalCommand) -> Outc
     .map_err(Failure::runtime)?;
     match (command, switched) {
         (WalCommand::Enable, SourceSwitch::Switched { .. }) => {
-            println!("the WAL source publishes the table now: start `outbox relay --source wal`");
+            outln!("the WAL source publishes the table now: start `outbox relay --source wal`");
         }
-        (WalCommand::Enable, SourceSwitch::Unchanged) => println!("the WAL source already publishes the table"),
-        (WalCommand::Disable, SourceSwitch::Switched { moved_to_table, slot_lost }) => {
-            println!(
-                "the table source publishes the table now (the slot is dropped{}{}): start `outbox relay`",
-                moved(moved_to_table),
-                lost(slot_lost)
-            );
+        (WalCommand::Enable, SourceSwitch::Unchanged) => outln!("the WAL source already publishes the table"),
+        (WalCommand::Disable, SourceSwitch::Switched { moved_to_table, slot_lost, slot_dropped }) => {
+            let slot = if slot_dropped {
+                format!(" (the slot is dropped{}{})", moved(moved_to_table), lost(slot_lost))
+            } else {
+                String::new()
+            };
+            outln!("the table source publishes the table now{slot}: start `outbox relay`");
         }
-        (WalCommand::Disable, SourceSwitch::Unchanged) => println!("the table source already publishes the table"),
-        (WalCommand::DropSlot, SourceSwitch::Switched { moved_to_table, slot_lost }) => {
-            println!("slot dropped{}{}", moved(moved_to_table), lost(slot_lost));
+        (WalCommand::Disable, SourceSwitch::Unchanged) => outln!("the table source already publishes the table"),
+        (WalCommand::DropSlot, SourceSwitch::Switched { moved_to_table, slot_lost, .. }) => {
+            outln!("slot dropped{}{}", moved(moved_to_table), lost(slot_lost));
         }
         (_, SourceSwitch::TableRelaysLive(relays)) => {
             return Err(Failure::Runtime(format!(
