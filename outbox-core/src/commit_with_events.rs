@@ -14,7 +14,9 @@
 //!
 //! The transaction is begun through sqlx's transaction manager, so sqlx knows it is open: a transaction begun on
 //! `&mut *tx` (`sqlx::Connection::begin`) is a savepoint inside it, whose `commit` releases the savepoint and
-//! commits nothing. The `COMMIT` that travels with the events is followed by a `BEGIN`, so that the connection is
+//! commits nothing. Events enqueued there with [`Outbox::enqueue`] are written at once, ahead of those this
+//! transaction buffers: enqueue the events of one aggregate through one of the two, or they are published in the
+//! order they were written, not the order of the calls. The `COMMIT` that travels with the events is followed by a `BEGIN`, so that the connection is
 //! still inside a transaction when sqlx closes its own with a `ROLLBACK` (queued, sent with the connection's
 //! release to the pool): neither adds a round trip to the commit, and no server warning is logged.
 
@@ -145,10 +147,16 @@ impl OutboxTransaction {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidEvent`](crate::Error::InvalidEvent) when a header was refused ([`NewEvent::check`]); the
-    /// event is not buffered.
+    /// [`Error::InvalidEvent`](crate::Error::InvalidEvent) when a header was refused ([`NewEvent::check`]) or,
+    /// begun with [`WalOutbox::begin`], the aggregate is longer than the message mode takes; the event is not
+    /// buffered.
     pub fn enqueue_event(&mut self, event: NewEvent) -> Result<Uuid> {
-        event.check()?;
+        if self.via_wal {
+            // Also what the WAL relay needs to hand the event to the table's retry path should it fail.
+            crate::via_wal::check(&event)?;
+        } else {
+            event.check()?;
+        }
         let id = event.id();
         self.events.push(event);
         Ok(id)

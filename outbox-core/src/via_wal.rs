@@ -44,7 +44,8 @@ pub(crate) fn wal_aggregate_too_long(aggregate_type: &str, aggregate_id: &str) -
 }
 
 /// Checks what [`emit`] can write: every event's headers, and its aggregate within [`MAX_WAL_AGGREGATE_BYTES`].
-fn check(event: &NewEvent) -> Result<()> {
+/// `OutboxTransaction` runs it at enqueue for its message-mode events.
+pub(crate) fn check(event: &NewEvent) -> Result<()> {
     event.check()?;
     match wal_aggregate_too_long(event.aggregate_type(), event.aggregate_id()) {
         None => Ok(()),

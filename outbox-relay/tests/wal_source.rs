@@ -1570,6 +1570,14 @@ async fn a_message_mode_event_whose_aggregate_the_table_cannot_index_is_refused_
     let Err(outbox_core::Error::InvalidEvent { reason, .. }) = refused else { panic!("accepted: {refused:?}") };
     assert!(!reason.contains('\n') && reason.contains("aggregate type and id"), "{reason}");
     tx.commit().await.expect("nothing written, the transaction goes on");
+    // The same through the transaction that writes its events with the commit: refused where it is enqueued
+    // (before, it was buffered, committed, and skipped by the relay).
+    let mut buffered = Outbox::new().via_wal().begin(&db.pool).await.unwrap();
+    let refused = buffered.enqueue(&common::event(long.clone(), 0));
+    let Err(outbox_core::Error::InvalidEvent { reason, .. }) = refused else { panic!("accepted: {refused:?}") };
+    assert!(reason.contains("aggregate type and id"), "{reason}");
+    assert_eq!(buffered.buffered(), 0);
+    buffered.rollback().await.unwrap();
 
     // One written by hand (an older version): the relay skips it, logged without its payload, and goes on.
     let skipped = Uuid::now_v7();
@@ -1587,5 +1595,80 @@ async fn a_message_mode_event_whose_aggregate_the_table_cannot_index_is_refused_
     let logged = relay.stderr();
     assert!(logged.contains("skipped a message-mode event the table cannot hold"), "{logged}");
     assert!(logged.contains(&skipped.to_string()) && !logged.contains("do-not-log"), "{logged}");
+    assert_eq!(relay.terminate().await.code(), Some(0));
+}
+
+/// The close lock `outbox wal disable` and `drop-slot` hold while they close the slot to producers (the emit lock's
+/// key, "outboxm", plus one; `outbox_core`'s `WAL_CLOSE_LOCK`).
+const WAL_CLOSE_LOCK: i64 = 0x006f_7574_626f_786e;
+
+/// A message-mode transaction with the commit, on a session of its own (no check of the slot remembered), at
+/// `REPEATABLE READ`, its snapshot taken now.
+async fn repeatable_read_producer(db: &TestDatabase) -> (sqlx::PgPool, outbox_core::OutboxTransaction) {
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&db.url).await.unwrap();
+    let mut tx = Outbox::new().via_wal().begin(&pool).await.unwrap();
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").execute(&mut *tx).await.unwrap();
+    sqlx::query("SELECT 1").execute(&mut *tx).await.unwrap();
+    (pool, tx)
+}
+
+/// A `REPEATABLE READ` producer whose snapshot predates a drop's closing mark cannot see it; it still cannot write
+/// a message while the drop holds the slot closed (before, its check passed, and between the drop's move of the
+/// slot's messages and the drop itself its message went with the slot).
+#[tokio::test]
+async fn a_producer_whose_snapshot_predates_a_drop_of_the_slot_is_refused_while_the_drop_holds_it_closed() {
+    let db = TestDatabase::migrated().await;
+    let (_sink_dir, _sink, mut relay) = wal_relay_with_its_slot(&db, "closed-to-old-snapshots").await;
+    assert_eq!(relay.terminate().await.code(), Some(0));
+    let (_pool, mut producer) = repeatable_read_producer(&db).await;
+    // What a drop does first: the close lock, then the mark, committed.
+    let mut dropping = db.pool.acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock($1)").bind(WAL_CLOSE_LOCK).execute(&mut *dropping).await.unwrap();
+    sqlx::query("UPDATE outbox_control SET wal_closing_at = clock_timestamp() WHERE id")
+        .execute(&mut *dropping)
+        .await
+        .unwrap();
+    producer.enqueue(&common::event("old-snapshot", 0)).unwrap();
+    let committed = producer.commit().await;
+    assert!(matches!(committed, Err(outbox_core::Error::WalSourceOff)), "{committed:?}");
+    sqlx::query("UPDATE outbox_control SET wal_closing_at = NULL WHERE id").execute(&mut *dropping).await.unwrap();
+    sqlx::query("SELECT pg_advisory_unlock($1)").bind(WAL_CLOSE_LOCK).execute(&mut *dropping).await.unwrap();
+    // Once the slot is open again, the same producer writes.
+    let (_pool, mut producer) = repeatable_read_producer(&db).await;
+    producer.enqueue(&common::event("old-snapshot", 1)).unwrap();
+    producer.commit().await.expect("the slot is open again");
+}
+
+/// The recorded slot is gone (dropped by hand) and the relay makes it again; while its creation waits for a
+/// running transaction, the slot is listed but decodes nothing yet: a producer is refused then, not told to write a
+/// message that would never be streamed.
+#[tokio::test]
+async fn while_the_recorded_slot_is_made_again_producers_are_refused_until_it_decodes() {
+    let db = TestDatabase::migrated().await;
+    let (_sink_dir, sink, mut relay) = wal_relay_with_its_slot(&db, "made-again").await;
+    assert_eq!(relay.terminate().await.code(), Some(0));
+    let slot: String = sqlx::query_scalar("SELECT wal_slot FROM outbox_control").fetch_one(&db.pool).await.unwrap();
+    sqlx::query("SELECT pg_drop_replication_slot($1)").bind(&slot).execute(&db.pool).await.unwrap();
+    // A transaction with an id holds the new slot's creation back until it ends.
+    let mut running = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_current_xact_id()").execute(&mut *running).await.unwrap();
+    let sink_url = format!("file:{}", sink.display());
+    let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
+    common::wait_until(Duration::from_secs(30), "the slot is being made", || async {
+        sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)")
+            .bind(&slot)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    })
+    .await;
+    let (_pool, mut producer) = repeatable_read_producer(&db).await;
+    producer.enqueue(&common::event("early", 0)).unwrap();
+    let committed = producer.commit().await;
+    assert!(matches!(committed, Err(outbox_core::Error::WalSourceOff)), "{committed:?}");
+    running.commit().await.unwrap();
+    common::wait_for_the_slot(&db).await;
+    let after = common::via_wal(&db, "late", 0).await;
+    assert_eq!(wait_for_lines(&sink, 1), [after], "published once the slot decodes");
     assert_eq!(relay.terminate().await.code(), Some(0));
 }

@@ -284,11 +284,13 @@ pub async fn via_wal(db: &TestDatabase, aggregate: &str, n: u32) -> Uuid {
     id
 }
 
-/// Waits until the WAL relay has created and recorded its slot: message-mode enqueues need it.
+/// Waits until the WAL relay has created and recorded its slot, and the slot decodes (its creation is over):
+/// message-mode enqueues need it.
 pub async fn wait_for_the_slot(db: &TestDatabase) {
     wait_until(Duration::from_secs(30), "the WAL relay recorded its slot", || async {
         sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM outbox_control c JOIN pg_replication_slots s ON s.slot_name = c.wal_slot)",
+            "SELECT EXISTS (SELECT 1 FROM outbox_control c JOIN pg_replication_slots s ON s.slot_name = c.wal_slot
+                             WHERE s.confirmed_flush_lsn IS NOT NULL)",
         )
         .fetch_one(&db.pool)
         .await
