@@ -443,3 +443,29 @@ async fn the_asyncapi_document_names_the_subject_an_event_arrives_on_with_its_he
         .expect("a message");
     broker_support::check_described(&described, &received_of(&arrived));
 }
+
+/// A call that waits for more acknowledgements than async-nats' default allows (5,000; `--batch-size` goes to
+/// 10,000, and lanes' calls share one connection) is published at once (before, its sends waited for a free slot,
+/// which only its own unawaited acknowledgements held, until the publish timeout failed the call).
+#[tokio::test]
+async fn a_call_waiting_for_more_than_five_thousand_acknowledgements_is_published() {
+    let broker = Broker::start(Kind::Nats);
+    create_stream(&broker).await;
+    let publisher = publisher(&broker);
+    let batch: Vec<Message> = (0..6000)
+        .map(|n| {
+            let aggregate = format!("order-{n}");
+            Message::new(uuid::Uuid::now_v7(), "order.placed", "order", &aggregate, r#"{"n":0}"#)
+        })
+        .collect();
+    let outcomes = tokio::time::timeout(Duration::from_secs(30), publisher.publish(&batch))
+        .await
+        .expect("the call finishes within 30 s");
+    assert_eq!(outcomes.len(), 6000);
+    assert!(
+        outcomes.iter().all(|outcome| *outcome == Outcome::Published),
+        "{:?}",
+        outcomes.iter().find(|o| **o != Outcome::Published)
+    );
+    assert_eq!(consume_all(&broker).await.len(), 6000);
+}

@@ -400,8 +400,10 @@ impl NatsPublisher {
             Ok(Err(error)) => return Err(Some(error)),
             Err(_) => return Err(None),
         };
-        let mut context = async_nats::jetstream::new(client.clone());
-        context.set_timeout(self.ack_timeout);
+        let context = async_nats::jetstream::context::ContextBuilder::new()
+            .timeout(self.ack_timeout)
+            .max_ack_inflight(MAX_ACKS_IN_FLIGHT)
+            .build(client.clone());
         Ok((client, context))
     }
 
@@ -621,6 +623,11 @@ fn percent_decoded(value: &str) -> String {
         .map(|(_, value)| value.into_owned())
         .unwrap_or_default()
 }
+
+/// The acknowledgements one connection may wait for at once: every event of every lane's call (a call sends its
+/// events, then waits for their acknowledgements). async-nats' default, 5,000, made a publish wait for a free slot
+/// once the lanes' calls held more (three lanes of 2,000 events), until the publish timeout failed the call.
+const MAX_ACKS_IN_FLIGHT: usize = crate::RelayConfig::MAX_BATCH_SIZE as usize * crate::RelayConfig::MAX_CONCURRENCY;
 
 impl Publisher for NatsPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
