@@ -273,6 +273,26 @@ async fn an_event_no_queue_takes_is_retried_until_a_queue_is_bound_or_its_attemp
     assert_eq!(attempts, 3);
 }
 
+/// An event type longer than an AMQP short string (255 bytes), with a routing key that does not carry it: its event
+/// fails for good, the other event of the call is published (before, the client's conversion panicked, and the
+/// whole call counted a failed attempt again and again).
+#[tokio::test]
+async fn an_event_type_longer_than_an_amqp_short_string_fails_its_own_event_for_good() {
+    let broker = Broker::start(Kind::RabbitMq);
+    declare(&broker).await;
+    let publisher = publisher(&broker, "{aggregate_type}");
+    let long_type = format!("order.{}", "x".repeat(300));
+    let long = Message::new(uuid::Uuid::now_v7(), &long_type, "order", "order-1", r#"{"order":"order-1","n":0}"#);
+    let fine = one_message();
+    let outcomes = publisher.publish(&[long, fine]).await;
+    assert!(
+        matches!(&outcomes[0], Outcome::Permanent(error) if error.to_string().contains("255 bytes")),
+        "{:?}",
+        outcomes[0]
+    );
+    assert_eq!(outcomes[1], Outcome::Published);
+}
+
 // ---- production setups: TLS with a private CA and a user, a missing exchange ----
 
 fn one_message() -> Message {

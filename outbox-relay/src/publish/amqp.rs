@@ -345,30 +345,42 @@ impl AmqpPublisher {
         }
     }
 
-    fn properties(&self, message: &Message) -> BasicProperties {
+    /// The message's properties; a permanent failure for what AMQP cannot carry: its `type` and header names are
+    /// short strings (at most 255 bytes), which the client's conversion would otherwise panic on.
+    fn properties(&self, message: &Message) -> std::result::Result<BasicProperties, Outcome> {
+        let too_long = |what: &str| {
+            Outcome::permanent(format!("{what} is longer than 255 bytes, the most an AMQP short string holds"))
+        };
+        if message.event_type.len() > MAX_SHORT_STRING {
+            return Err(too_long("the event type"));
+        }
         let mut headers = FieldTable::default();
         for (name, value) in self.envelope.headers(message, Binding::Amqp) {
+            if name.len() > MAX_SHORT_STRING {
+                return Err(too_long("a header name"));
+            }
             headers.insert(name.into(), AMQPValue::LongString(value.into()));
         }
         let timestamp = u64::try_from(message.created_at.unix_timestamp()).unwrap_or(0);
-        BasicProperties::default()
+        Ok(BasicProperties::default()
             .with_message_id(message.id.to_string().into())
             .with_content_type(self.envelope.content_type().into())
             .with_delivery_mode(2)
             .with_type(message.event_type.as_str().into())
             .with_timestamp(timestamp)
             .with_app_id("outbox-relay".into())
-            .with_headers(headers)
+            .with_headers(headers))
     }
 
-    /// Checks what can be checked before sending: the routing key and the size.
-    fn prepare(&self, message: &Message) -> std::result::Result<(String, Vec<u8>), Outcome> {
+    /// Checks what can be checked before sending: the routing key, the properties and the size.
+    fn prepare(&self, message: &Message) -> std::result::Result<(String, Vec<u8>, BasicProperties), Outcome> {
         let routing_key = self.routing_key.render(message).map_err(Outcome::permanent)?;
+        let properties = self.properties(message)?;
         let body = self.envelope.body(message);
         if self.max_message_bytes.is_some_and(|max| body.len() > max) {
             return Err(Outcome::permanent(format!("message too large: {} bytes", body.len())));
         }
-        Ok((routing_key, body))
+        Ok((routing_key, body, properties))
     }
 
     /// Publishes `messages` on a channel of `link` of their own, all first, then waits for their confirms. `None`
@@ -425,7 +437,7 @@ impl AmqpPublisher {
                 confirms.push(None);
                 continue;
             }
-            let (routing_key, body) = match self.prepare(message) {
+            let (routing_key, body, properties) = match self.prepare(message) {
                 Ok(prepared) => prepared,
                 Err(outcome) => {
                     confirms.push(Some(Err(outcome)));
@@ -439,7 +451,7 @@ impl AmqpPublisher {
                     routing_key.as_str().into(),
                     options,
                     &body,
-                    self.properties(message),
+                    properties,
                 )
                 .await;
             match sent {
@@ -658,6 +670,9 @@ impl AmqpBuilder {
         })
     }
 }
+
+/// The longest AMQP short string (a message's `type`, a header's name, a routing key), in bytes.
+const MAX_SHORT_STRING: usize = 255;
 
 impl Publisher for AmqpPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
