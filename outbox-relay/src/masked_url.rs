@@ -2,6 +2,24 @@
 //! and the value of any query option that
 //! names a secret (`password=`, `token=`, `nkey_seed=`, ...: the sinks refuse them, but the refusal prints the URL).
 
+/// A URL that may hold a secret, kept by a builder: its `Debug` output is [`masked_url`]'s.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct MaskedUrl(pub(crate) url::Url);
+
+impl std::ops::Deref for MaskedUrl {
+    type Target = url::Url;
+
+    fn deref(&self) -> &url::Url {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for MaskedUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&masked_url(&self.0))
+    }
+}
+
 /// The URL with any password, and the value of any secret-looking query option, replaced by `***`, for messages
 /// and logs.
 pub(crate) fn masked_url(url: &url::Url) -> String {

@@ -42,7 +42,7 @@ pub const WEBHOOK_TLS_KEY_ENV: &str = "OUTBOX_WEBHOOK_TLS_KEY";
 /// assert!("gopher://broker".parse::<Sink>().is_err()); // unknown scheme
 /// # Ok::<(), outbox_relay::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Sink {
     /// JSON lines on standard output.
@@ -54,6 +54,18 @@ pub enum Sink {
     /// A message broker, by the URL's scheme: `kafka`, `nats` or `tls`, `amqp` or `amqps`, `sqs`, `redis` or
     /// `rediss`.
     Broker(url::Url),
+}
+
+/// Shows URLs as the relay prints them, passwords and secret options masked ([`masked_url`](crate::masked_url)).
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stdout => f.write_str("Stdout"),
+            Self::File(path) => f.debug_tuple("File").field(path).finish(),
+            Self::Webhook(url) => f.debug_tuple("Webhook").field(&crate::masked_url::MaskedUrl(url.clone())).finish(),
+            Self::Broker(url) => f.debug_tuple("Broker").field(&crate::masked_url::MaskedUrl(url.clone())).finish(),
+        }
+    }
 }
 
 impl FromStr for Sink {
@@ -313,6 +325,31 @@ mod tests {
     use super::{Sink, SinkPublisher};
     use crate::error::Error;
     use crate::publish::Publisher;
+
+    #[test]
+    fn the_debug_output_of_sinks_and_publisher_builders_masks_their_secrets() {
+        let secret = "hunter2-marker";
+        for url in [
+            format!("nats://relay:{secret}@h:4222?subject=outbox"),
+            format!("nats://{secret}@h:4222?subject=outbox"),
+            format!("amqp://relay:{secret}@h/%2f?exchange=outbox"),
+            format!("redis://relay:{secret}@h:6379?stream=outbox"),
+            format!("https://relay:{secret}@hooks.example.com/outbox"),
+        ] {
+            let sink: Sink = url.parse().unwrap();
+            let parsed: url::Url = url.parse().unwrap();
+            let shown = [
+                format!("{sink:?}"),
+                format!("{:?}", crate::NatsPublisher::builder(parsed.clone())),
+                format!("{:?}", crate::AmqpPublisher::builder(parsed.clone())),
+                format!("{:?}", crate::RedisPublisher::builder(parsed.clone())),
+                format!("{:?}", crate::WebhookPublisher::builder(parsed).secret(format!("whsec_{secret}"))),
+            ];
+            for text in shown {
+                assert!(!text.contains(secret), "{text}");
+            }
+        }
+    }
 
     #[test]
     fn a_sink_keeps_order_as_its_publisher_says() {

@@ -115,7 +115,7 @@ impl Link {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct AmqpBuilder {
-    url: url::Url,
+    url: crate::masked_url::MaskedUrl,
     exchange: String,
     routing_key: String,
     envelope: CloudEvents,
@@ -133,7 +133,7 @@ impl AmqpPublisher {
     /// vhost percent-encoded: `%2f` for `/`).
     pub fn builder(url: url::Url) -> AmqpBuilder {
         AmqpBuilder {
-            url,
+            url: crate::masked_url::MaskedUrl(url),
             exchange: "outbox".to_owned(),
             routing_key: "{event_type}".to_owned(),
             envelope: CloudEvents::new(),
@@ -633,7 +633,7 @@ impl AmqpBuilder {
             return Err(invalid("RabbitMQ timeouts must be more than zero"));
         }
         // The connection URI: the sink URL without its query (the options are ours, not lapin's).
-        let mut uri = url.clone();
+        let mut uri = url.0.clone();
         uri.set_query(None);
         if let Some(password) = &self.password {
             if url.password().is_some() {
@@ -655,7 +655,7 @@ impl AmqpBuilder {
         }
         uri.parse::<lapin::uri::AMQPUri>().map_err(|reason| invalid(&format!("malformed AMQP URI: {reason}")))?;
         Ok(AmqpPublisher {
-            url,
+            url: url.0,
             uri,
             exchange: self.exchange,
             routing_key,

@@ -94,7 +94,7 @@ struct StreamSettings {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct NatsBuilder {
-    url: url::Url,
+    url: crate::masked_url::MaskedUrl,
     subject: String,
     envelope: CloudEvents,
     ack_timeout: Duration,
@@ -136,7 +136,7 @@ impl NatsPublisher {
     /// token as the user name).
     pub fn builder(url: url::Url) -> NatsBuilder {
         NatsBuilder {
-            url,
+            url: crate::masked_url::MaskedUrl(url),
             subject: "outbox.{event_type}".to_owned(),
             envelope: CloudEvents::new(),
             ack_timeout: Duration::from_secs(5),
@@ -574,7 +574,7 @@ impl NatsBuilder {
         }
         let require_tls = self.require_tls || url.scheme() == "tls" || self.tls.any();
         Ok(NatsPublisher {
-            url,
+            url: url.0,
             server,
             auth,
             tls: self.tls,

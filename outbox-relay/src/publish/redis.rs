@@ -65,7 +65,7 @@ pub struct RedisPublisher {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct RedisBuilder {
-    url: url::Url,
+    url: crate::masked_url::MaskedUrl,
     stream: String,
     envelope: CloudEvents,
     maxlen: Option<u64>,
@@ -79,7 +79,7 @@ impl RedisPublisher {
     /// Starts the settings of a publisher to the server at `url` (`redis://[[user]:password@]host[:port][/db]`).
     pub fn builder(url: url::Url) -> RedisBuilder {
         RedisBuilder {
-            url,
+            url: crate::masked_url::MaskedUrl(url),
             stream: "outbox.{aggregate_type}".to_owned(),
             envelope: CloudEvents::new(),
             maxlen: None,
@@ -331,7 +331,7 @@ impl RedisBuilder {
         if self.timeout.is_zero() {
             return Err(invalid("the Redis timeout must be more than zero"));
         }
-        let mut connection_url = url.clone();
+        let mut connection_url = url.0.clone();
         connection_url.set_query(None);
         if let Some(password) = &self.password {
             if url.password().is_some() {
@@ -361,7 +361,7 @@ impl RedisBuilder {
             redis::Client::open(connection_url.as_str()).map_err(malformed)?
         };
         Ok(RedisPublisher {
-            url,
+            url: url.0,
             client,
             stream,
             envelope: self.envelope,

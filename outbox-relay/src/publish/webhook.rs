@@ -78,8 +78,8 @@ pub struct WebhookPublisher {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct WebhookBuilder {
-    url: url::Url,
-    secret: Option<String>,
+    url: crate::masked_url::MaskedUrl,
+    secret: Option<super::secret_source::Secret>,
     tls_ca: Option<std::path::PathBuf>,
     tls_client: Option<(std::path::PathBuf, std::path::PathBuf)>,
     batch: bool,
@@ -91,7 +91,7 @@ impl WebhookPublisher {
     /// Starts the settings of a publisher that posts to `url`.
     pub fn builder(url: url::Url) -> WebhookBuilder {
         WebhookBuilder {
-            url,
+            url: crate::masked_url::MaskedUrl(url),
             secret: None,
             tls_ca: None,
             tls_client: None,
@@ -155,7 +155,7 @@ impl WebhookBuilder {
     /// The signing secret shared with the receiver: `whsec_` followed by base64, as Standard Webhooks libraries
     /// generate it (a bare base64 string is accepted too). Required.
     pub fn secret(mut self, secret: impl Into<String>) -> Self {
-        self.secret = Some(secret.into());
+        self.secret = Some(super::secret_source::Secret::new(secret));
         self
     }
 
@@ -213,7 +213,7 @@ impl WebhookBuilder {
             return Err(invalid("a webhook URL is `http://host/...` or `https://host/...`"));
         }
         let secret = self.secret.ok_or_else(|| invalid("a webhook needs a signing secret (`whsec_...`)"))?;
-        let signer = standardwebhooks::Webhook::new(&secret)
+        let signer = standardwebhooks::Webhook::new(secret.expose())
             .map_err(|_| invalid("the webhook secret is not `whsec_` followed by base64"))?;
         if self.timeout.is_zero() {
             return Err(invalid("the webhook timeout must be more than zero"));
@@ -258,7 +258,7 @@ impl WebhookBuilder {
             .map_err(|error| invalid(&format!("cannot build the HTTP client: {}", error.without_url())))?;
         Ok(WebhookPublisher {
             client,
-            url,
+            url: url.0,
             signer: std::sync::Arc::new(signer),
             batch: self.batch,
             concurrency: self.concurrency,
