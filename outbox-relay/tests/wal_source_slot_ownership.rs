@@ -271,3 +271,51 @@ async fn inserts_into_other_tables_of_the_publication_are_ignored_and_the_events
     assert_eq!(relay.terminate().await.code(), Some(0));
     drop_slot(&db, &slot).await;
 }
+
+/// Two relays started at once with different slot names on one table: both create their slot, the first to record
+/// it streams, and the other drops its own and stops with one line naming the recorded slot (exit 2); every event
+/// is published once (before, both recorded theirs, the last one winning, and both streamed every event).
+#[tokio::test]
+async fn of_two_relays_that_create_slots_of_different_names_at_once_only_the_first_to_record_streams() {
+    let db = TestDatabase::migrated().await;
+    wal_enable(&db);
+    let dir = sink_dir("two-slots");
+    // A transaction with an id holds both creations back until it ends, past both relays' look at the record.
+    let mut running = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_current_xact_id()").execute(&mut *running).await.unwrap();
+    let (path_a, url_a) = sink(dir.path(), "a");
+    let (path_b, url_b) = sink(dir.path(), "b");
+    let mut a =
+        bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &url_a, "--slot", "two_a"], &[]);
+    let mut b =
+        bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &url_b, "--slot", "two_b"], &[]);
+    common::wait_until(Duration::from_secs(30), "both slots are being made", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ('two_a', 'two_b')")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+            == 2
+    })
+    .await;
+    running.commit().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a.is_running() && b.is_running() {
+        assert!(Instant::now() < deadline, "neither relay stopped within 30 s:\n{}\n{}", a.stderr(), b.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (mut streaming, mut stopped, streaming_sink) = if a.is_running() { (a, b, path_a) } else { (b, a, path_b) };
+    let exit = stopped.wait_for_exit(Duration::from_secs(10)).await;
+    assert_eq!(exit.code(), Some(2), "{}", stopped.stderr());
+    let last = stopped.stderr().lines().last().unwrap_or_default().to_owned();
+    assert!(last.contains("reads the replication slot"), "{last}");
+    common::wait_for_the_slot(&db).await;
+    let id = common::via_wal(&db, "once", 0).await;
+    assert_eq!(wait_for_lines(&streaming_sink, 1, &streaming), [id]);
+    let slots: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ('two_a', 'two_b')")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(slots, 1, "the stopped relay dropped its slot");
+    assert_eq!(streaming.terminate().await.code(), Some(0));
+}

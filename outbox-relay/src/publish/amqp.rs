@@ -446,13 +446,7 @@ impl AmqpPublisher {
             };
             let options = BasicPublishOptions { mandatory: true, immediate: false };
             let sent = channel
-                .basic_publish(
-                    self.exchange.as_str().into(),
-                    routing_key.as_str().into(),
-                    options,
-                    &body,
-                    properties,
-                )
+                .basic_publish(self.exchange.as_str().into(), routing_key.as_str().into(), options, &body, properties)
                 .await;
             match sent {
                 Ok(confirm) => confirms.push(Some(Ok((confirm, routing_key)))),

@@ -121,16 +121,7 @@ impl Session<'_> {
         // one, and message-mode events are written only while the recorded slot keeps them.
         let state = self.store.wal_state().await.map_err(Error::from_store)?;
         if let Some(recorded) = state.slot.as_deref().filter(|recorded| *recorded != self.slot) {
-            return Err(Error::WalUnavailable {
-                what: format!(
-                    "the WAL source of this table reads the replication slot `{recorded}`, not `{}`",
-                    self.slot
-                ),
-                fix: format!(
-                    "start the relay with `--slot {recorded}`, or run `outbox wal drop-slot` first (its unpublished \
-                     message-mode events become pending rows)"
-                ),
-            });
+            return Err(other_slot_recorded(recorded, self.slot));
         }
         match client.simple_query(&create_slot_sql(self.slot, self.server_version)).await {
             Ok(rows) => {
@@ -145,11 +136,18 @@ impl Session<'_> {
                 // The session stays idle while the snapshot is read: it is valid until its next command.
                 let (ids, through) = self.store.pending_at_snapshot(&snapshot).await.map_err(Error::from_store)?;
                 if !self.store.record_wal_slot(self.slot, through).await.map_err(Error::from_store)? {
-                    // `outbox wal disable` switched back while the slot was created: nothing may read it.
+                    // `outbox wal disable` switched back while the slot was created, or a relay with another slot
+                    // name recorded its own first: nothing may read this one.
                     if let Err(error) = client.simple_query(&format!("DROP_REPLICATION_SLOT {}", self.slot)).await {
                         tracing::warn!(slot = self.slot, error = %error, "cannot drop the slot just created");
                     }
-                    return Err(super::preflight::wrong_source(Source::Table));
+                    let state = self.store.wal_state().await.map_err(Error::from_store)?;
+                    return Err(match state.slot {
+                        Some(recorded) if state.source == Source::Wal && recorded != self.slot => {
+                            other_slot_recorded(&recorded, self.slot)
+                        }
+                        _ => super::preflight::wrong_source(Source::Table),
+                    });
                 }
                 tracing::info!(slot = self.slot, pending = ids.len(), "created the replication slot");
                 Ok(through.map(|through| (ids, through)))
@@ -557,4 +555,15 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 fn system_time(pg_micros: i64) -> SystemTime {
     let unix = PG_EPOCH_UNIX_MICROS.saturating_add_signed(pg_micros);
     SystemTime::UNIX_EPOCH + Duration::from_micros(unix)
+}
+
+/// The table's WAL source reads `recorded`, not `slot`: one slot per table.
+fn other_slot_recorded(recorded: &str, slot: &str) -> Error {
+    Error::WalUnavailable {
+        what: format!("the WAL source of this table reads the replication slot `{recorded}`, not `{slot}`"),
+        fix: format!(
+            "start the relay with `--slot {recorded}`, or run `outbox wal drop-slot` first (its unpublished \
+             message-mode events become pending rows)"
+        ),
+    }
 }

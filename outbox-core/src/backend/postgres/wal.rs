@@ -75,8 +75,10 @@ const TO_TABLE: &str = "UPDATE outbox_control SET source = 'table', changed_at =
 
 /// Only while the WAL source publishes the table: a slot created while `outbox wal disable` switched back is not
 /// recorded (the caller drops it).
-const RECORD_SLOT: &str =
-    "UPDATE outbox_control SET wal_slot = $1, wal_backlog_through = $2 WHERE id AND source = 'wal'";
+/// Only over no slot or the same one: two relays started at once with different slot names both create theirs, and
+/// only the first to record it may stream.
+const RECORD_SLOT: &str = "UPDATE outbox_control SET wal_slot = $1, wal_backlog_through = $2
+ WHERE id AND source = 'wal' AND (wal_slot IS NULL OR wal_slot = $1)";
 const BACKLOG_DONE: &str = "UPDATE outbox_control SET wal_backlog_through = NULL WHERE id AND wal_backlog_through = $1";
 
 /// The recorded slot as the server sees it; `pg_stat_replication` shows the reader's last report.
@@ -274,8 +276,8 @@ impl PgStore {
 
     /// Records the slot the WAL relay created and the highest `seq` pending at its snapshot (`None`: nothing
     /// was), once no change of source is in progress ([`SOURCE_SWITCH_LOCK`]). `false`, and nothing recorded,
-    /// when the table source publishes the table by then (`outbox wal disable` ran meanwhile): the relay must
-    /// drop the slot and stop.
+    /// when the table source publishes the table by then (`outbox wal disable` ran meanwhile), or another slot is
+    /// recorded (a relay with another slot name recorded its own first): the relay must drop the slot and stop.
     ///
     /// # Errors
     ///
