@@ -155,6 +155,36 @@ async fn a_broker_killed_and_restarted_mid_run_loses_nothing() {
     check(&second, &received_in_partition_order(&records), SPELLING, false);
 }
 
+/// While no broker answers, a delivery that timed out is an outage, which uses up no attempt (before, every one
+/// counted, and a cluster down for a few minutes sent the backlog to `failed`), and the next calls fail fast
+/// instead of waiting out the message timeout; once a broker is back, events are published again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_every_broker_is_down_deliveries_use_up_no_attempt_and_fail_fast() {
+    let broker = Broker::start(Kind::Kafka);
+    create_topic(&broker, TOPIC).await;
+    let publisher = publisher(&broker);
+    let message = || Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"n":0}"#);
+    assert_eq!(publisher.publish(&[message()]).await, vec![Outcome::Published]);
+    broker.kill();
+    let unavailable = |outcome: &Outcome| matches!(outcome, Outcome::Transient(error) if error.is_unavailable());
+    let outcome = publisher.publish(&[message()]).await.remove(0);
+    assert!(unavailable(&outcome), "the delivery that timed out: {outcome:?}");
+    let started = tokio::time::Instant::now();
+    let outcome = publisher.publish(&[message()]).await.remove(0);
+    assert!(unavailable(&outcome), "the next call: {outcome:?}");
+    assert!(started.elapsed() < Duration::from_secs(4), "fails fast: {:?}", started.elapsed());
+    broker.restart();
+    create_topic(&broker, TOPIC).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if publisher.publish(&[message()]).await == vec![Outcome::Published] {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "nothing published within 60 s of the restart");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_republished_event_keeps_its_key_and_id_and_an_oversized_event_fails_for_good() {
     let broker = Broker::start(Kind::Kafka);

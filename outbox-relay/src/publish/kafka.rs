@@ -73,6 +73,9 @@ pub struct KafkaPublisher {
     /// Set when deliveries timed out: the producer is replaced before the next batch (a broker that lost its
     /// state, for example, no longer knows the idempotent producer's id).
     stale: AtomicBool,
+    /// Set when deliveries timed out and no broker answered a metadata request: the next call asks again before it
+    /// sends anything, and fails fast, without counting an attempt, while none answers.
+    unreachable: AtomicBool,
     topic: Template,
     envelope: CloudEvents,
     create_destinations: bool,
@@ -521,6 +524,7 @@ impl KafkaBuilder {
             config,
             producer: Mutex::new(producer),
             stale: AtomicBool::new(false),
+            unreachable: AtomicBool::new(false),
             topic,
             envelope: self.envelope,
             create_destinations: self.create_destinations,
@@ -713,6 +717,12 @@ impl Publisher for KafkaPublisher {
             Ok(producer) => producer,
             Err(error) => return vec![Outcome::transient(error); batch.len()],
         };
+        if self.unreachable.load(Ordering::Relaxed) {
+            if let Err(reason) = reachable(&producer).await {
+                return vec![Outcome::unavailable(reason); batch.len()];
+            }
+            self.unreachable.store(false, Ordering::Relaxed);
+        }
         let topics: Vec<std::result::Result<String, Outcome>> =
             batch.iter().map(|message| self.topic.render(message).map_err(Outcome::permanent)).collect();
         let missing = self.check_new_topics(&topics).await;
@@ -739,6 +749,7 @@ impl Publisher for KafkaPublisher {
             }
         }
         let mut outcomes = Vec::with_capacity(deliveries.len());
+        let mut timed_out = Vec::new();
         for delivery in deliveries {
             outcomes.push(match delivery {
                 Err(outcome) => outcome,
@@ -747,6 +758,7 @@ impl Publisher for KafkaPublisher {
                     Ok(Err((error, _))) => {
                         if error.rdkafka_error_code() == Some(RDKafkaErrorCode::MessageTimedOut) {
                             self.stale.store(true, Ordering::Relaxed);
+                            timed_out.push(outcomes.len());
                         }
                         outcome_of(&error)
                     }
@@ -754,7 +766,35 @@ impl Publisher for KafkaPublisher {
                 },
             });
         }
+        // A delivery that timed out while no broker answers is an outage, which uses up no attempt (as with the
+        // other brokers), not a failure of the message.
+        if !timed_out.is_empty() {
+            if let Err(reason) = reachable(&producer).await {
+                self.unreachable.store(true, Ordering::Relaxed);
+                for index in timed_out {
+                    outcomes[index] = Outcome::unavailable(format!("Kafka delivery timed out: {reason}"));
+                }
+            }
+        }
         outcomes
+    }
+}
+
+/// How long [`reachable`] waits for a broker's answer.
+const REACHABLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Whether a broker of `producer`'s cluster answers a metadata request within [`REACHABLE_TIMEOUT`]; the reason
+/// when none does.
+async fn reachable(producer: &FutureProducer) -> std::result::Result<(), String> {
+    let producer = producer.clone();
+    let asked = tokio::task::spawn_blocking(move || producer.client().fetch_metadata(None, REACHABLE_TIMEOUT)).await;
+    match asked {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(format!(
+            "no Kafka broker answers ({})",
+            error.rdkafka_error_code().map_or_else(|| "no answer".to_owned(), |code| code.to_string())
+        )),
+        Err(_) => Err("no Kafka broker answers (the check did not finish)".to_owned()),
     }
 }
 
