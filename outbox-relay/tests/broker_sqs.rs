@@ -304,3 +304,29 @@ async fn an_https_endpoint_with_a_private_ca_takes_events_and_an_untrusted_certi
     let missing = SqsPublisher::from_url(&url("&tls_ca=/nonexistent/ca.pem")).expect_err("a missing CA file");
     assert!(missing.to_string().contains("/nonexistent/ca.pem"), "{missing}");
 }
+
+/// An endpoint that never answers the connection (its accept queue is full, so the kernel drops the connection
+/// requests, as a host that is down or a firewall that drops packets does) is unreachable: no attempt is counted
+/// (before, the connect and the call had one timeout, and it came out as a counted "timed out").
+#[tokio::test]
+async fn an_endpoint_that_never_answers_the_connection_is_unavailable_not_a_counted_failure() {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let address = listener.local_addr().unwrap();
+    // Never accepted: they fill the queue.
+    let held: Vec<_> = (0..2).map(|_| std::net::TcpStream::connect_timeout(&address, Duration::from_secs(1))).collect();
+    let endpoint = format!("http://{address}");
+    let publisher = SqsPublisher::builder()
+        .queue_url(format!("{endpoint}/000000000000/orders"))
+        .endpoint(&endpoint)
+        .region("us-east-1")
+        .credentials("test", "test")
+        .timeout(Duration::from_secs(4))
+        .build()
+        .unwrap();
+    let message = Message::new(uuid::Uuid::now_v7(), "order.placed", "order", "order-1", r#"{"n":0}"#);
+    let outcome = publisher.publish(&[message]).await.remove(0);
+    assert!(matches!(&outcome, Outcome::Transient(error) if error.is_unavailable()), "{outcome:?}");
+    drop((held, listener));
+}

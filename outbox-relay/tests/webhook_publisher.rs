@@ -367,6 +367,27 @@ async fn a_slow_or_unreachable_receiver_is_a_transient_failure() {
     }
 }
 
+/// A receiver that never answers the connection (its accept queue is full, so the kernel drops the connection
+/// requests, as a host that is down or a firewall that drops packets does) is unreachable: no attempt is counted
+/// (before, the connect and the request had one timeout, and it came out as a counted "timed out").
+#[tokio::test]
+async fn a_receiver_that_never_answers_the_connection_is_unavailable_not_a_counted_failure() {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let address = listener.local_addr().unwrap();
+    // Never accepted: they fill the queue.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(std::net::TcpStream::connect_timeout(&address, Duration::from_secs(1)));
+    }
+    let url: url::Url = format!("http://{address}/hooks").parse().unwrap();
+    let publisher = WebhookPublisher::builder(url).secret(SECRET).timeout(Duration::from_secs(2)).build().unwrap();
+    let outcome = publisher.publish(&[message(1)]).await.remove(0);
+    assert!(matches!(&outcome, Outcome::Transient(error) if error.is_unavailable()), "{outcome:?}");
+    drop((held, listener));
+}
+
 #[test]
 fn invalid_settings_are_refused_with_one_line_errors_and_never_show_the_password() {
     let url: url::Url = "https://relay:hunter2@hooks.example.com/x".parse().unwrap();

@@ -558,9 +558,11 @@ impl SqsBuilder {
             http = http.tls_context(context);
         }
         let http = http.build_https();
+        // Connecting gets a quarter of the call (its two attempts, and the wait between them, fit in it), so that an
+        // endpoint that never answers the connection is told from a slow answer: a dispatch failure, unreachable.
         let timeouts = aws_sdk_sqs::config::timeout::TimeoutConfig::builder()
             .operation_timeout(self.timeout)
-            .connect_timeout(self.timeout)
+            .connect_timeout((self.timeout / 4).min(Duration::from_secs(10)))
             .build();
         let mut config = aws_sdk_sqs::Config::builder()
             .behavior_version(BehaviorVersion::latest())

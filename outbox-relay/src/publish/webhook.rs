@@ -141,11 +141,12 @@ impl WebhookPublisher {
                     (outcome, _) => outcome,
                 }
             }
-            Err(error) if error.is_timeout() => Outcome::transient("webhook timed out"),
-            // No connection to the receiver: the request never went out.
+            // No connection to the receiver (refused, or not answered within the connect timeout, as a host that
+            // is down or a firewall that drops packets leaves it): the request never went out.
             Err(error) if error.is_connect() => {
                 Outcome::unavailable(format!("webhook request failed: {}", describe(error)))
             }
+            Err(error) if error.is_timeout() => Outcome::transient("webhook timed out"),
             Err(error) => Outcome::transient(format!("webhook request failed: {}", describe(error))),
         }
     }
@@ -223,7 +224,8 @@ impl WebhookBuilder {
         }
         let mut client = reqwest::Client::builder()
             .timeout(self.timeout)
-            .connect_timeout(self.timeout)
+            // Shorter than the whole request's, so that a connection never answered is told from a slow answer.
+            .connect_timeout(connect_timeout(self.timeout))
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("outbox-relay/", env!("CARGO_PKG_VERSION")));
         let read = |what: &str, path: &std::path::Path| {
@@ -407,6 +409,11 @@ fn outcome_of_status(status: StatusCode) -> Outcome {
 /// The description of a failure for `status`.
 fn answered(status: StatusCode) -> String {
     format!("webhook answered HTTP {}", status.as_u16())
+}
+
+/// The connect timeout of a request that may take `timeout` in all: half of it, at most 10 s.
+fn connect_timeout(timeout: Duration) -> Duration {
+    (timeout / 2).min(Duration::from_secs(10))
 }
 
 /// Whether `outcome` is the receiver refusing a request as too large (HTTP 413).
