@@ -31,6 +31,25 @@ mod legacy {
     }
 }
 
+/// Generic over a lifetime only: registered (as `NoteAdded<'static>`), so the contract check sees it.
+#[derive(Serialize, schemars::JsonSchema, OutboxEvent)]
+#[outbox(event_type = "note.added", aggregate = "note", version = 1)]
+struct NoteAdded<'a> {
+    #[outbox(aggregate_id)]
+    note_id: u64,
+    text: &'a str,
+}
+
+#[test]
+fn an_event_generic_over_a_lifetime_only_is_registered_with_its_schema() {
+    let note = NoteAdded { note_id: 7, text: "hello" };
+    assert_eq!(note.aggregate_id(), "7");
+    let events = registry::find("note.added", 1);
+    assert_eq!(events.len(), 1, "registered once");
+    let properties = events[0].schema().unwrap().get("properties").cloned().unwrap_or_default();
+    assert!(properties.get("text").is_some() && properties.get("note_id").is_some(), "{properties}");
+}
+
 #[test]
 fn registered_events_carry_their_metadata_and_schema() {
     let events = registry::find("invoice.issued", 2);

@@ -254,17 +254,22 @@ fn respan(tokens: TokenStream, span: proc_macro2::Span) -> TokenStream {
         .collect()
 }
 
-/// Registers the event at link time; a generic struct has no single concrete type to register.
+/// Registers the event at link time: a struct generic over types or constants has no single concrete type to
+/// register; one generic over lifetimes only is registered with `'static` for each (its schema and contract do not
+/// depend on them).
 fn registration(input: &Input<'_>, krate: &syn::Path) -> TokenStream {
-    if !input.node.generics.params.is_empty() {
+    let generics = &input.node.generics;
+    if !generics.params.iter().all(|param| matches!(param, syn::GenericParam::Lifetime(_))) {
         return TokenStream::new();
     }
     let ident = &input.node.ident;
+    let lifetimes = generics.params.iter().map(|_| quote!('static));
+    let ty = if generics.params.is_empty() { quote!(#ident) } else { quote!(#ident<#(#lifetimes),*>) };
     let private = quote!(#krate::__private);
     let name = ident.to_string();
     quote_spanned! {ident.span()=>
         #private::inventory::submit! {
-            #private::descriptor::<#ident>(#private::concat!(#private::module_path!(), "::", #name))
+            #private::descriptor::<#ty>(#private::concat!(#private::module_path!(), "::", #name))
         }
     }
 }
