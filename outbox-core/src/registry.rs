@@ -1,8 +1,9 @@
 //! Every event type of the program, registered at link time by `#[derive(OutboxEvent)]`.
 //!
 //! A program lists its events without naming them: to export contracts, to build an AsyncAPI document, or to
-//! check that no two types claim the same event type and version. Generic event structs are not registered (a
-//! generic type has no single schema); list their concrete instances by hand where needed.
+//! check that no two types claim the same event type and version. Event structs generic over types or constants
+//! are not registered (such a type has no single schema); list their concrete instances by hand where needed. One
+//! generic over lifetimes only is registered, as `Event<'static>`.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -165,8 +165,23 @@ fn walk(root: &Value, at: String, segments: &[String], found: &mut Vec<String>, 
             walk(root, format!("{at}/prefixItems/{index}"), rest, found, depth + 1);
         }
     }
-    if segment == "*" && node.get("additionalProperties").is_some_and(Value::is_object) {
-        walk(root, format!("{at}/additionalProperties"), rest, found, depth + 1);
+    if segment == "*" {
+        // A map's values: any key (`additionalProperties`, or `unevaluatedProperties` beside a flattened enum), keys
+        // of a pattern (`patternProperties`: integer keys), or the fixed keys of a map keyed by a unit enum
+        // (`properties` of a closed object).
+        for keyword in ["additionalProperties", "unevaluatedProperties"] {
+            if node.get(keyword).is_some_and(Value::is_object) {
+                walk(root, format!("{at}/{keyword}"), rest, found, depth + 1);
+            }
+        }
+        for pattern in node.get("patternProperties").and_then(Value::as_object).into_iter().flat_map(|p| p.keys()) {
+            walk(root, format!("{at}/patternProperties/{}", escape(pattern)), rest, found, depth + 1);
+        }
+        if node.get("additionalProperties") == Some(&Value::Bool(false)) {
+            for key in node.get("properties").and_then(Value::as_object).into_iter().flat_map(|p| p.keys()) {
+                walk(root, format!("{at}/properties/{}", escape(key)), rest, found, depth + 1);
+            }
+        }
     }
     if node.get("properties").and_then(Value::as_object).is_some_and(|p| p.contains_key(segment.as_str())) {
         walk(root, format!("{at}/properties/{}", escape(segment)), rest, found, depth + 1);

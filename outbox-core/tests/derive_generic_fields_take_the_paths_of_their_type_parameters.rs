@@ -42,7 +42,8 @@ fn generic_events_are_not_registered() {
     assert!(outbox_core::registry::events().iter().all(|e| e.event_type() != "audit.recorded"));
 }
 
-#[derive(Serialize, OutboxEvent)]
+/// Generic over a lifetime only: registered, so its schema is required as for any event that is not generic.
+#[derive(Serialize, schemars::JsonSchema, OutboxEvent)]
 #[outbox(event_type = "note.borrowed", aggregate = "note", version = 1)]
 struct NoteBorrowed<'a> {
     #[outbox(aggregate_id)]

@@ -97,7 +97,8 @@ use syn::{parse_macro_input, DeriveInput};
 /// # Schema and registry
 ///
 /// A non-generic event must also implement `schemars::JsonSchema`: it is registered with its schema
-/// (`outbox_core::registry::events()`). Generic structs are not registered, as they have no single concrete type.
+/// (`outbox_core::registry::events()`). Structs generic over types or constants are not registered, as they have no
+/// single concrete type; one generic over lifetimes only is (as `Event<'static>`), and needs `JsonSchema` too.
 /// In a generic struct, a field whose type names a type parameter requires that type to implement `Redact`; a
 /// field of a generic type with sensitive fields of its own (`Envelope<Money>`) whose type arguments do not
 /// implement `Redact` is a compile error, not a type taken as holding nothing sensitive. A type that holds itself

@@ -1,5 +1,6 @@
-//! Object keywords: `properties`, `required`, `additionalProperties`, and the null or default that a tolerant
-//! reader reads a missing property as.
+//! Object keywords: `properties`, `required`, `additionalProperties` (or `unevaluatedProperties`, which schemars
+//! gives an object that flattens an enum beside a map), `patternProperties` (a map with integer keys), and the null
+//! or default that a tolerant reader reads a missing property as.
 
 use super::*;
 
@@ -93,7 +94,32 @@ impl Walk {
             }
         }
 
-        let pointer = format!("{at}/additionalProperties");
+        // Properties whose names match a pattern: each pattern's values compared as a property's, a pattern added
+        // or removed as a map opened or closed to those names.
+        let (old_patterns, new_patterns) = (patterns(old), patterns(new));
+        let mut keys: BTreeSet<&str> = old_patterns.keys().map(String::as_str).collect();
+        keys.extend(new_patterns.keys().map(String::as_str));
+        for key in keys {
+            let pointer = format!("{at}/patternProperties/{}", escape(key));
+            match (old_patterns.get(key), new_patterns.get(key)) {
+                (Some(old_schema), Some(new_schema)) => self.node(old_schema, new_schema, &pointer, depth + 1),
+                (Some(old_schema), None) => {
+                    let backward = new_extra.reads().is_none_or(|extra| !fits(old_schema, extra, model, depth));
+                    let forward = new_extra.writes(model).is_some_and(|extra| !fits(extra, old_schema, model, depth));
+                    let old_text = format!("map of {}", summary(old_schema));
+                    self.push(Rule::AdditionalPropertiesClosed, &pointer, old_text, "absent".into(), backward, forward);
+                }
+                (None, Some(new_schema)) => {
+                    let backward = old_extra.writes(model).is_some_and(|extra| !fits(extra, new_schema, model, depth));
+                    let forward = old_extra.reads().is_none_or(|extra| !fits(new_schema, extra, model, depth));
+                    let new_text = format!("map of {}", summary(new_schema));
+                    self.push(Rule::AdditionalPropertiesOpened, &pointer, "absent".into(), new_text, backward, forward);
+                }
+                (None, None) => {}
+            }
+        }
+
+        let pointer = format!("{at}/{}", Extra::keyword(old, new));
         match (&old_extra, &new_extra) {
             (Extra::Schema(old_schema), Extra::Schema(new_schema)) => {
                 self.node(old_schema, new_schema, &pointer, depth + 1)
@@ -132,8 +158,20 @@ pub(super) enum Extra<'v> {
 pub(super) static ANY: Value = Value::Bool(true);
 
 impl<'v> Extra<'v> {
+    /// The keyword that says it in `old` or `new`: `additionalProperties`, or `unevaluatedProperties` alone.
+    fn keyword(old: &Map<String, Value>, new: &Map<String, Value>) -> &'static str {
+        let unevaluated_only = |map: &Map<String, Value>| {
+            map.contains_key("unevaluatedProperties") && !map.contains_key("additionalProperties")
+        };
+        if unevaluated_only(old) || unevaluated_only(new) {
+            "unevaluatedProperties"
+        } else {
+            "additionalProperties"
+        }
+    }
+
     fn of(map: &'v Map<String, Value>) -> Self {
-        match map.get("additionalProperties") {
+        match map.get("additionalProperties").or_else(|| map.get("unevaluatedProperties")) {
             None => Extra::Absent,
             Some(Value::Bool(false)) => Extra::Closed,
             Some(Value::Bool(true)) => Extra::Open,
@@ -194,6 +232,10 @@ pub(super) fn property_text(schema: &Value, required: bool) -> String {
 
 pub(super) fn properties(map: &Map<String, Value>) -> &Map<String, Value> {
     map.get("properties").and_then(Value::as_object).unwrap_or(&*EMPTY)
+}
+
+fn patterns(map: &Map<String, Value>) -> &Map<String, Value> {
+    map.get("patternProperties").and_then(Value::as_object).unwrap_or(&*EMPTY)
 }
 
 pub(super) fn required(map: &Map<String, Value>) -> BTreeSet<&str> {
