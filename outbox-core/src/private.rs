@@ -98,7 +98,21 @@ macro_rules! derived_through {
         $(impl<T: DerivedRedact + ?Sized> DerivedRedact for $ty {})*
     };
 }
-derived_through!(Box<T>, std::rc::Rc<T>, std::sync::Arc<T>, &T, &mut T);
+derived_through!(
+    Box<T>,
+    std::rc::Rc<T>,
+    std::sync::Arc<T>,
+    &T,
+    &mut T,
+    std::cell::Cell<T>,
+    std::cell::RefCell<T>,
+    std::sync::Mutex<T>,
+    std::sync::RwLock<T>
+);
+impl<T: DerivedRedact> DerivedRedact for std::cmp::Reverse<T> {}
+impl<T: DerivedRedact> DerivedRedact for std::num::Wrapping<T> {}
+impl<T: DerivedRedact> DerivedRedact for std::collections::LinkedList<T> {}
+impl<T: DerivedRedact> DerivedRedact for std::collections::BinaryHeap<T> {}
 impl<T: DerivedRedact> DerivedRedact for [T] {}
 impl<T: DerivedRedact> DerivedRedact for Option<T> {}
 impl<T: DerivedRedact> DerivedRedact for Vec<T> {}

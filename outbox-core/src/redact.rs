@@ -200,9 +200,11 @@ fn redact_at(value: &mut Value, segments: &[String]) {
 ///
 /// `#[derive(OutboxEvent)]` implements it for events, `#[derive(Redact)]` for the types nested in them (feature
 /// `derive`): mark fields `#[outbox(sensitive)]` in either. A field of an event contributes the pointers of its
-/// type, prefixed with the field's name; a `Vec`, a set or a map adds a `*` segment; `Option`, `Box` and the
-/// other wrappers add nothing. A type with nothing sensitive implements it with the default:
-/// `impl outbox_core::Redact for Money {}`.
+/// type, prefixed with the field's name; a `Vec`, a list, a heap, a set or a map adds a `*` segment, a tuple (of up
+/// to 16) the element's index, a `Result` `Ok` or `Err`; `Option`, `Box`, the cells, locks and the other wrappers
+/// add nothing. A type with nothing sensitive implements it with the default:
+/// `impl outbox_core::Redact for Money {}`. An enum cannot derive it: a field whose type is an enum with sensitive
+/// values inside is marked `#[outbox(sensitive)]` whole.
 ///
 /// A field whose type does not implement `Redact` is taken as holding nothing sensitive, except in a generic
 /// struct: a field whose type names a type parameter requires that type to implement `Redact` (as serde requires
@@ -376,7 +378,39 @@ macro_rules! same_as_inner {
     };
 }
 
-same_as_inner!(Box<T>, Rc<T>, Arc<T>, &T, &mut T);
+same_as_inner!(
+    Box<T>,
+    Rc<T>,
+    Arc<T>,
+    &T,
+    &mut T,
+    std::cell::Cell<T>,
+    std::cell::RefCell<T>,
+    std::sync::Mutex<T>,
+    std::sync::RwLock<T>
+);
+
+/// Serialized as their value.
+macro_rules! sized_same_as_inner {
+    ($($ty:ty),* $(,)?) => {
+        $(impl<T: Redact> Redact for $ty {
+            fn redact_paths() -> Vec<String> {
+                T::redact_paths()
+            }
+        })*
+    };
+}
+
+sized_same_as_inner!(std::cmp::Reverse<T>, std::num::Wrapping<T>);
+
+/// Serialized as serde writes an enum: `{"Ok": ...}` or `{"Err": ...}`.
+impl<T: Redact, E: Redact> Redact for Result<T, E> {
+    fn redact_paths() -> Vec<String> {
+        let mut paths = prefixed("/Ok", T::redact_paths());
+        paths.extend(prefixed("/Err", E::redact_paths()));
+        paths
+    }
+}
 
 impl<T: Redact> Redact for Option<T> {
     fn redact_paths() -> Vec<String> {
@@ -400,7 +434,14 @@ macro_rules! every_element {
     };
 }
 
-every_element!(Vec<T>, VecDeque<T>, [T], BTreeSet<T>);
+every_element!(
+    Vec<T>,
+    VecDeque<T>,
+    [T],
+    BTreeSet<T>,
+    std::collections::LinkedList<T>,
+    std::collections::BinaryHeap<T>
+);
 
 impl<T: ?Sized> Redact for std::marker::PhantomData<T> {}
 
@@ -420,6 +461,18 @@ tuple!(A 0);
 tuple!(A 0, B 1);
 tuple!(A 0, B 1, C 2);
 tuple!(A 0, B 1, C 2, D 3);
+tuple!(A 0, B 1, C 2, D 3, E 4);
+tuple!(A 0, B 1, C 2, D 3, E 4, F 5);
+tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
+tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
+tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
+tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
+tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12);
+tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12, N 13);
+tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12, N 13, O 14);
+tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12, N 13, O 14, P 15);
 
 impl<T: Redact, const N: usize> Redact for [T; N] {
     fn redact_paths() -> Vec<String> {
@@ -522,5 +575,9 @@ mod tests {
         assert_eq!(<Vec<(u32, Inner)>>::redact_paths(), ["/*/1/pin"]);
         assert_eq!(<std::collections::HashMap<String, Vec<Inner>>>::redact_paths(), ["/*/*/pin"]);
         assert!(<Option<String>>::redact_paths().is_empty());
+        assert_eq!(<Result<Inner, Inner>>::redact_paths(), ["/Ok/pin", "/Err/pin"]);
+        assert_eq!(<(u8, u8, u8, u8, Inner)>::redact_paths(), ["/4/pin"]);
+        assert_eq!(<std::collections::LinkedList<std::sync::Mutex<Inner>>>::redact_paths(), ["/*/pin"]);
+        assert_eq!(<std::cell::RefCell<std::cmp::Reverse<Inner>>>::redact_paths(), ["/pin"]);
     }
 }
