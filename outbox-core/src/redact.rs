@@ -204,7 +204,9 @@ fn redact_at(value: &mut Value, segments: &[String]) {
 /// to 16) the element's index, a `Result` `Ok` or `Err`; `Option`, `Box`, the cells, locks and the other wrappers
 /// add nothing. A type with nothing sensitive implements it with the default:
 /// `impl outbox_core::Redact for Money {}`. An enum cannot derive it: a field whose type is an enum with sensitive
-/// values inside is marked `#[outbox(sensitive)]` whole.
+/// values inside is marked `#[outbox(sensitive)]` whole. A field written by a function of yours
+/// (`#[serde(with = ...)]`, `serialize_with`) is redacted whole when its type has sensitive fields: what the
+/// function writes need not have their shape.
 ///
 /// A field whose type does not implement `Redact` is taken as holding nothing sensitive, except in a generic
 /// struct: a field whose type names a type parameter requires that type to implement `Redact` (as serde requires
@@ -434,14 +436,7 @@ macro_rules! every_element {
     };
 }
 
-every_element!(
-    Vec<T>,
-    VecDeque<T>,
-    [T],
-    BTreeSet<T>,
-    std::collections::LinkedList<T>,
-    std::collections::BinaryHeap<T>
-);
+every_element!(Vec<T>, VecDeque<T>, [T], BTreeSet<T>, std::collections::LinkedList<T>, std::collections::BinaryHeap<T>);
 
 impl<T: ?Sized> Redact for std::marker::PhantomData<T> {}
 

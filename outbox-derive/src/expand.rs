@@ -112,19 +112,29 @@ fn redact_impl(input: &Input<'_>, krate: &syn::Path) -> TokenStream {
         let pointer = field.pointer(input);
         let ty = field.ty;
         if field.attrs.sensitive.is_some() {
-            quote! { #paths.push(#private::String::from(#pointer)); }
-        } else if is_generic(input, ty) {
-            quote_spanned! {ty.span()=>
-                #paths.extend(#private::prefixed(#pointer, <#ty as #private::Redact>::redact_paths()));
-            }
+            return quote! { #paths.push(#private::String::from(#pointer)); };
+        }
+        let inner = if is_generic(input, ty) {
+            quote_spanned! {ty.span()=> <#ty as #private::Redact>::redact_paths() }
         } else {
             quote_spanned! {ty.span()=>
-                #paths.extend(#private::prefixed(#pointer, {
+                {
                     #[allow(unused_imports)]
                     use #private::{Opaque as _, RedactNotForTheseArguments as _, ViaRedact as _};
                     (&&#private::Probe::<#ty>::new()).redact_paths()
-                }));
+                }
             }
+        };
+        if field.serde.custom {
+            // Written by the user's function, in a shape the type's pointers may not name: the whole value is
+            // redacted when the type has anything sensitive.
+            quote! {
+                if !#inner.is_empty() {
+                    #paths.push(#private::String::from(#pointer));
+                }
+            }
+        } else {
+            quote! { #paths.extend(#private::prefixed(#pointer, #inner)); }
         }
     });
     let (own_impl_generics, own_ty_generics, own_where_clause) = input.node.generics.split_for_impl();

@@ -22,6 +22,9 @@ pub(crate) struct Field {
     pub(crate) rename: Option<String>,
     pub(crate) skip: bool,
     pub(crate) flatten: bool,
+    /// `with` or `serialize_with`: the field is written by a function of the user's, in a shape its type's
+    /// sensitive paths may not name.
+    pub(crate) custom: bool,
 }
 
 fn serde_attrs(attrs: &[Attribute]) -> impl Iterator<Item = &Attribute> {
@@ -64,6 +67,9 @@ pub(crate) fn field(attrs: &[Attribute]) -> Field {
                 field.skip = true;
             } else if meta.path.is_ident("flatten") {
                 field.flatten = true;
+            } else if meta.path.is_ident("with") || meta.path.is_ident("serialize_with") {
+                field.custom = true;
+                skip_value(&meta)?;
             } else {
                 skip_value(&meta)?;
             }
