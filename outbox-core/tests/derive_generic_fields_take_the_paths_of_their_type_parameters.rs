@@ -60,3 +60,40 @@ fn a_struct_with_a_lifetime_borrows_its_fields() {
     assert_eq!(NoteBorrowed::sensitive_paths(), ["/body"]);
     assert!(!event.redacted().to_string().contains("diary"));
 }
+
+/// A generic type that holds itself: its bounds are on its type parameter, not on the field that names the type
+/// again (which would ask the compiler to prove `Tree<Card>: Redact` to prove `Tree<Card>: Redact`).
+#[derive(Serialize, schemars::JsonSchema, Redact)]
+struct Tree<T> {
+    value: T,
+    children: Vec<Tree<T>>,
+}
+
+#[derive(Serialize, schemars::JsonSchema, Redact)]
+struct Secret {
+    #[outbox(sensitive)]
+    pin: String,
+}
+
+#[derive(Serialize, schemars::JsonSchema, OutboxEvent)]
+#[outbox(event_type = "forest.grown", aggregate = "forest", version = 1)]
+struct ForestGrown {
+    #[outbox(aggregate_id)]
+    forest_id: u64,
+    tree: Tree<Secret>,
+}
+
+#[test]
+fn a_generic_type_that_holds_itself_compiles_and_redacts_its_parameter_at_every_level() {
+    let paths = ForestGrown::sensitive_paths();
+    assert!(paths.iter().any(|path| path == "/tree/value/pin"), "{paths:?}");
+    let event = ForestGrown {
+        forest_id: 1,
+        tree: Tree {
+            value: Secret { pin: "1234".into() },
+            children: vec![Tree { value: Secret { pin: "5678".into() }, children: Vec::new() }],
+        },
+    };
+    let shown = event.redacted().to_string();
+    assert!(!shown.contains("1234") && !shown.contains("5678"), "{shown}");
+}

@@ -81,15 +81,28 @@ fn mentions(tokens: TokenStream, idents: &[&Ident]) -> bool {
     })
 }
 
-/// `Field: Redact` for every serialized, not sensitive field whose type names a type parameter.
+/// `Field: Redact` for every serialized, not sensitive field whose type names a type parameter; for a field whose
+/// type names the struct itself (`children: Vec<Tree<T>>`), `T: Redact` for each parameter it names instead (the
+/// field's own bound would have the compiler prove `Tree<T>: Redact` to prove `Tree<T>: Redact`).
 fn redact_bounds(input: &Input<'_>, krate: &syn::Path) -> Vec<WherePredicate> {
-    serialized(input)
-        .filter(|field| field.attrs.sensitive.is_none() && is_generic(input, field.ty))
-        .map(|field| {
-            let ty = field.ty;
-            syn::parse_quote_spanned!(ty.span()=> #ty: #krate::__private::Redact)
-        })
-        .collect()
+    let own = &input.node.ident;
+    let mut bounds: Vec<WherePredicate> = Vec::new();
+    for field in serialized(input).filter(|field| field.attrs.sensitive.is_none() && is_generic(input, field.ty)) {
+        let ty = field.ty;
+        if !mentions(ty.to_token_stream(), &[own]) {
+            bounds.push(syn::parse_quote_spanned!(ty.span()=> #ty: #krate::__private::Redact));
+            continue;
+        }
+        for param in input.node.generics.type_params().map(|param| &param.ident) {
+            if mentions(ty.to_token_stream(), &[param]) {
+                let bound: WherePredicate = syn::parse_quote_spanned!(ty.span()=> #param: #krate::__private::Redact);
+                if !bounds.contains(&bound) {
+                    bounds.push(bound);
+                }
+            }
+        }
+    }
+    bounds
 }
 
 fn with_bounds(input: &Input<'_>, bounds: Vec<WherePredicate>) -> syn::Generics {
