@@ -13,14 +13,17 @@ pub const MAX_HEADER_NAME_BYTES: usize = 128;
 /// The longest header value, in bytes.
 pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
 
-/// Name prefixes the publishers use for their own headers: CloudEvents attributes (`ce_`, `ce-`), Standard
-/// Webhooks (`webhook-`), NATS (`nats-`), and those SQS reserves (`aws.`, `amazon.`).
-const RESERVED_PREFIXES: [&str; 6] = ["ce_", "ce-", "webhook-", "nats-", "aws.", "amazon."];
+/// Name prefixes the publishers use for their own headers: CloudEvents attributes (`ce_`, `ce-`, and
+/// `cloudevents_`, which consumers read as AMQP's `cloudEvents_` in any case), Standard Webhooks (`webhook-`),
+/// NATS (`nats-`), and those SQS reserves (`aws.`, `amazon.`).
+const RESERVED_PREFIXES: [&str; 7] = ["ce_", "ce-", "cloudevents_", "webhook-", "nats-", "aws.", "amazon."];
 
 /// Names the publishers write themselves (a message's content type, the Redis `data` field, the SQS attribute
-/// that carries headers when they do not fit one attribute each) or that HTTP owns.
-const RESERVED_NAMES: [&str; 11] = [
+/// that carries headers when they do not fit one attribute each), that consumers read an event's id from
+/// (`event-id`), or that HTTP owns.
+const RESERVED_NAMES: [&str; 12] = [
     "content-type",
+    "event-id",
     "content-length",
     "data",
     "outbox_headers",
@@ -50,6 +53,8 @@ const RESERVED_NAMES: [&str; 11] = [
 /// assert!(check_header("tenant", "acme").is_ok());
 /// assert!(check_header("Tenant", "acme").unwrap_err().contains("lowercase"));
 /// assert!(check_header("ce_id", "x").unwrap_err().contains("reserved"));
+/// assert!(check_header("cloudevents_type", "x").unwrap_err().contains("reserved"));
+/// assert!(check_header("event-id", "x").unwrap_err().contains("reserved"));
 /// ```
 pub fn check_header(name: &str, value: &str) -> Result<(), String> {
     let bad = |why: &str| Err(format!("header `{}`: {why}", name.escape_debug()));
