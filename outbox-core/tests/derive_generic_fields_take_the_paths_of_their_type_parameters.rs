@@ -64,6 +64,7 @@ fn a_struct_with_a_lifetime_borrows_its_fields() {
 /// A generic type that holds itself: its bounds are on its type parameter, not on the field that names the type
 /// again (which would ask the compiler to prove `Tree<Card>: Redact` to prove `Tree<Card>: Redact`).
 #[derive(Serialize, schemars::JsonSchema, Redact)]
+#[allow(clippy::use_self)] // the type's name spelled out, as users write it
 struct Tree<T> {
     value: T,
     children: Vec<Tree<T>>,

@@ -124,7 +124,31 @@ fn redaction_reaches_every_element_and_keeps_the_rest() {
     assert_eq!(redacted["note"]["text"], "hi");
 }
 
-/// A `Result`, a tuple of more than four, a list and a lock: the nested type's sensitive fields are found through
+/// A card ordered by its brand (a heap's elements are ordered).
+#[derive(Serialize, schemars::JsonSchema, Redact)]
+#[serde(transparent)]
+struct Ordered {
+    card: Card,
+}
+
+impl PartialEq for Ordered {
+    fn eq(&self, other: &Self) -> bool {
+        self.card.brand == other.card.brand
+    }
+}
+impl Eq for Ordered {}
+impl PartialOrd for Ordered {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Ordered {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.card.brand.cmp(&other.card.brand)
+    }
+}
+
+/// A `Result`, a tuple of more than four, a heap and a wrapper: the nested type's sensitive fields are found through
 /// each (before, these types had no `Redact` impl, so the field was taken as holding nothing sensitive and its card
 /// number was printed in clear).
 #[derive(Serialize, schemars::JsonSchema, OutboxEvent)]
@@ -134,7 +158,7 @@ struct PaymentAttempted {
     payment_id: u64,
     outcome: Result<Card, String>,
     history: (u8, u8, u8, u8, Card),
-    tries: std::collections::LinkedList<Card>,
+    tries: std::collections::BinaryHeap<std::cmp::Reverse<Ordered>>,
 }
 
 #[test]
@@ -152,7 +176,7 @@ fn sensitive_fields_are_found_through_results_long_tuples_and_lists() {
         payment_id: 1,
         outcome: Ok(card()),
         history: (1, 2, 3, 4, card()),
-        tries: std::iter::once(card()).collect(),
+        tries: std::iter::once(std::cmp::Reverse(Ordered { card: card() })).collect(),
     };
     let shown = event.redacted().to_string();
     assert!(!shown.contains("4111") && !shown.contains("Main St"), "{shown}");

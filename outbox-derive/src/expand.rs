@@ -85,11 +85,11 @@ fn mentions(tokens: TokenStream, idents: &[&Ident]) -> bool {
 /// type names the struct itself (`children: Vec<Tree<T>>`), `T: Redact` for each parameter it names instead (the
 /// field's own bound would have the compiler prove `Tree<T>: Redact` to prove `Tree<T>: Redact`).
 fn redact_bounds(input: &Input<'_>, krate: &syn::Path) -> Vec<WherePredicate> {
-    let own = &input.node.ident;
+    let own = [&input.node.ident, &Ident::new("Self", proc_macro2::Span::call_site())];
     let mut bounds: Vec<WherePredicate> = Vec::new();
     for field in serialized(input).filter(|field| field.attrs.sensitive.is_none() && is_generic(input, field.ty)) {
         let ty = field.ty;
-        if !mentions(ty.to_token_stream(), &[own]) {
+        if !mentions(ty.to_token_stream(), &own) {
             bounds.push(syn::parse_quote_spanned!(ty.span()=> #ty: #krate::__private::Redact));
             continue;
         }
