@@ -58,7 +58,14 @@ impl Database {
     /// [`Error::Database`] when the URL is not one of these or the connection fails.
     pub async fn connect(url: &str) -> Result<Self, Error> {
         if url.starts_with("sqlite:") {
-            Ok(Self::Sqlite(SqlitePool::connect(url).await?))
+            // An in-memory database lives as long as a connection to it: the pool keeps one for good.
+            let pool = sqlx::sqlite::SqlitePoolOptions::new()
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect(url)
+                .await?;
+            Ok(Self::Sqlite(pool))
         } else {
             Ok(Self::Postgres(PgPool::connect(url).await?))
         }

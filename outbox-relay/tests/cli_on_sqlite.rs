@@ -211,3 +211,49 @@ async fn the_wal_source_on_sqlite_is_refused_at_start_before_the_sink_is_opened(
     assert!(!sink.exists(), "the file sink was created");
     assert_eq!(statuses(&pool).await, (vec![("pending".to_owned(), 3)], 0), "nothing was claimed");
 }
+
+/// A row written by plain SQL with an id in another form than lowercase hyphenated UUID text is refused with one
+/// line saying the form (before, such a row stopped the relay's reads, or was published and never settled).
+#[tokio::test]
+async fn rows_written_by_hand_with_ids_the_outbox_cannot_match_are_refused() {
+    let (_dir, _url, pool, _) = backlog("ids-by-hand", 0).await;
+    let insert = "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+                  VALUES (?1, 'order', '1', 'order.placed', '{}')";
+    let id = uuid::Uuid::now_v7();
+    for wrong in [
+        id.hyphenated().to_string().to_uppercase(),
+        id.simple().to_string(),
+        id.braced().to_string(),
+        "order-42".to_owned(),
+    ] {
+        let refused = sqlx::query(insert).bind(&wrong).execute(&pool).await.expect_err(&wrong);
+        assert!(refused.to_string().contains("lowercase hyphenated"), "{wrong}: {refused}");
+    }
+    let refused = sqlx::query(insert).bind(id).execute(&pool).await.expect_err("a uuid bound as a BLOB");
+    assert!(refused.to_string().contains("lowercase hyphenated"), "{refused}");
+    sqlx::query(insert).bind(id.hyphenated().to_string()).execute(&pool).await.expect("the outbox's own form");
+    let renamed = sqlx::query("UPDATE outbox_events SET id = upper(id)").execute(&pool).await;
+    assert!(renamed.is_err(), "an id changed to another form is refused too");
+}
+
+/// A time set by hand in SQLite's other format (`datetime('now')`: a space, not a `T`) is compared as the time it
+/// is: a pending event written a minute ago is not `--older-than 1h`, and a published one not purged (before, the
+/// text comparison took it for older: the cancel took an event that was still to be published).
+#[tokio::test]
+async fn times_set_by_hand_in_another_format_are_compared_as_times_by_older_than() {
+    let (_dir, url, pool, ids) = backlog("times-by-hand", 2).await;
+    sqlx::query("UPDATE outbox_events SET created_at = datetime('now', '-1 minute')").execute(&pool).await.unwrap();
+    sqlx::query(
+        "UPDATE outbox_events SET status = 'published', published_at = datetime('now', '-1 minute') WHERE id = ?1",
+    )
+    .bind(ids[1].hyphenated().to_string())
+    .execute(&pool)
+    .await
+    .unwrap();
+    let cancelled = outbox(&url, &["events", "cancel", "--status", "pending", "--older-than", "1h", "--yes"]);
+    assert!(cancelled.status.success(), "{}", String::from_utf8_lossy(&cancelled.stderr));
+    assert_eq!(String::from_utf8_lossy(&cancelled.stdout).trim(), "cancelled 0 event(s)");
+    let purged = outbox(&url, &["events", "purge", "--older-than", "1h"]);
+    assert!(purged.status.success(), "{}", String::from_utf8_lossy(&purged.stderr));
+    assert_eq!(statuses(&pool).await.0, [("pending".to_owned(), 1), ("published".to_owned(), 1)]);
+}

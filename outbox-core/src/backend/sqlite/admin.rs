@@ -29,7 +29,7 @@ RETURNING id";
 
 /// The owner of partition 0 reads it afresh after an operator changed rows (a retried or cancelled failed event
 /// unblocks its aggregate).
-const BUMP_GENERATION: &str = "UPDATE outbox_partitions SET generation = generation + 1";
+pub(super) const BUMP_GENERATION: &str = "UPDATE outbox_partitions SET generation = generation + 1";
 
 fn id_list(ids: &[Uuid]) -> String {
     let ids: Vec<String> = ids.iter().map(|id| id.hyphenated().to_string()).collect();

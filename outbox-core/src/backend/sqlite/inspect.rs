@@ -100,7 +100,8 @@ pub(super) async fn status(pool: &SqlitePool) -> Result<StatusReport> {
 }
 
 /// The conditions of an [`EventFilter`], on parameters `?1`..`?5` bound by [`bind_filter`] (`?6` is the limit).
-/// The age compares stored UTC text with the current time in the same format, moved back by `?4`; `in_flight`
+/// The age compares the stored time with the current time moved back by `?4`, as times (a time set by hand in
+/// another format compares as the time it is); `in_flight`
 /// matches the pending rows of the batch the relay is publishing now, and `pending` the others, as [`list`] shows
 /// them.
 pub(super) const FILTER: &str = concat!(
@@ -109,9 +110,9 @@ pub(super) const FILTER: &str = concat!(
             AND (id IN (SELECT j.value FROM outbox_batches b, json_each(b.events) j)) = (?1 = 'in_flight')))
    AND (?2 IS NULL OR event_type = ?2)
    AND (?3 IS NULL OR aggregate_id = ?3)
-   AND (?4 IS NULL OR created_at < ",
+   AND (?4 IS NULL OR julianday(created_at) < julianday(",
     now!("?4"),
-    ")
+    "))
    AND (?5 IS NULL OR seq > (SELECT after.seq FROM outbox_events AS after WHERE after.id = ?5))"
 );
 

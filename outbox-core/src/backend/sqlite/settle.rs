@@ -100,9 +100,16 @@ pub(super) async fn settle(pool: &SqlitePool, batch: &SettleBatch) -> Result<Set
     Ok(report)
 }
 
-/// Applies retry and failure outcomes without a lease (a dead relay's batches); returns how many rows changed.
+/// Applies retry and failure outcomes without a lease (a dead relay's batches); returns how many rows changed. An
+/// event moved to `failed` grows the generation, as on PostgreSQL: an owner that read the partition before reads
+/// it afresh and holds the event's aggregate back.
 pub(super) async fn apply_unfenced(conn: &mut SqliteConnection, settlements: &[Settlement]) -> Result<u64> {
     let (rows, _) = entries(settlements);
     let sql = update("s.outcome <> 'published'");
-    Ok(sqlx::query(&sql).bind(&rows).fetch_all(&mut *conn).await?.len() as u64)
+    let changed = sqlx::query(&sql).bind(&rows).fetch_all(&mut *conn).await?.len() as u64;
+    let failed = settlements.iter().any(|settlement| matches!(settlement.outcome, SettleOutcome::Failed { .. }));
+    if changed > 0 && failed {
+        sqlx::query(super::admin::BUMP_GENERATION).execute(&mut *conn).await?;
+    }
+    Ok(changed)
 }

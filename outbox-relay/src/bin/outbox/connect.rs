@@ -57,8 +57,12 @@ pub(crate) async fn open(database_url: Option<&str>, max_connections: u32) -> Re
             .await
             .map(Database::Postgres)
             .map_err(|error| connect_failure(&error)),
+        // A connection kept for good: an in-memory database (`sqlite::memory:`) lives as long as one.
         Options::Sqlite(options) => SqlitePoolOptions::new()
             .max_connections(max_connections)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await
