@@ -14,11 +14,12 @@ use crate::transaction::InTransaction;
 
 /// One statement for the whole batch: one message per event, in the array's order, each committed or rolled back
 /// with the transaction (`transactional = true`), and only while the WAL relay's slot exists to keep them. The
-/// check runs once, before any message (`outbox_wal_slot_ready`, migration 8): it takes the emit lock shared
+/// check runs once, before any message (`outbox_wal_slot_ready`, migrations 8 and 17): it takes the emit lock shared
 /// (never waiting: `outbox wal disable` or `drop-slot` holds it while it moves the slot's unpublished messages to
 /// the table), then finds the recorded slot in `pg_replication_slots` (read from shared memory, so current even in
-/// an older snapshot), or remembers that this session found it less than a second ago. It returns false, and
-/// nothing is written, without the slot.
+/// an older snapshot) with a confirmed position (its creation is over) while no drop holds the close lock, or
+/// remembers that this session found it less than a second ago. It returns false, and nothing is written, without
+/// the slot.
 const EMIT: &str = "\
 SELECT pg_logical_emit_message(true, $1, m.content) FROM UNNEST($2::text[]) AS m(content)
  WHERE (SELECT outbox_wal_slot_ready($3))";

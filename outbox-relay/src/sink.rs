@@ -327,6 +327,7 @@ mod tests {
     use crate::publish::Publisher;
 
     #[test]
+    #[cfg(all(feature = "nats", feature = "rabbitmq", feature = "redis", feature = "kafka", feature = "webhook"))]
     fn the_debug_output_of_sinks_and_publisher_builders_masks_their_secrets() {
         let secret = "hunter2-marker";
         for url in [
@@ -344,6 +345,7 @@ mod tests {
                 format!("{:?}", crate::AmqpPublisher::builder(parsed.clone())),
                 format!("{:?}", crate::RedisPublisher::builder(parsed.clone())),
                 format!("{:?}", crate::WebhookPublisher::builder(parsed).secret(format!("whsec_{secret}"))),
+                format!("{:?}", crate::KafkaPublisher::builder(["h:9092"]).property("sasl.password", secret)),
             ];
             for text in shown {
                 assert!(!text.contains(secret), "{text}");

@@ -390,3 +390,37 @@ async fn postgres_a_change_by_filter_waits_for_a_row_another_session_holds_inste
     let states = db.states().await;
     assert!(ids[..2].iter().all(|id| states[id] == (EventStatus::Pending, 0)), "{states:?}");
 }
+
+/// A cancel holds every partition while it runs, which stops the relays' settles: a row another session holds for
+/// long is waited for a few seconds only, then the cancel gives up with one line and changes nothing (before the
+/// wait was bounded, a session idle in a transaction held the cancel, and every relay behind it, for as long as it
+/// lived).
+#[tokio::test]
+async fn postgres_a_cancel_by_filter_gives_up_on_a_row_held_for_long_and_changes_nothing() {
+    let pg = outbox_tests::pg::TestDatabase::migrated().await;
+    let url = pg.url.clone();
+    let pool = pg.pool.clone();
+    let db = Database::Postgres(pg);
+    let ids = db.enqueue().await;
+    let before = db.states().await;
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM outbox_events WHERE id = $1 FOR UPDATE")
+        .bind(ids[1])
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let command =
+        tokio::task::spawn_blocking(move || outbox(&url, &["events", "cancel", "--status", "pending", "--yes"]));
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(30), command).await;
+    let took = started.elapsed();
+    // Released in any case, so that a command still waiting ends too.
+    holder.rollback().await.unwrap();
+    let cancelled = waited.expect("the cancel gave up within 30 s").unwrap();
+    let stderr = String::from_utf8_lossy(&cancelled.stderr);
+    assert_eq!(cancelled.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("lock timeout"), "{stderr}");
+    assert!(took < std::time::Duration::from_secs(20), "gave up after {took:?}");
+    assert_eq!(db.states().await, before, "nothing changed");
+}

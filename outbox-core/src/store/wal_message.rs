@@ -19,9 +19,10 @@ pub const WAL_MESSAGE_PREFIX: &str = "outbox";
 /// ended, and its unpublished messages are moved to the table first.
 pub(crate) const WAL_EMIT_LOCK: i64 = 0x006f_7574_626f_786d; // "outboxm"
 
-/// The session advisory lock a drop of the slot holds from the moment it marks the slot as closing until it is done
-/// (`outbox_control.wal_closing_at`, migration 8): while it is held, a producer's check of the slot fails; a mark
-/// whose holder died closes nothing. Migration 8 derives it from [`WAL_EMIT_LOCK`] the same way.
+/// The session advisory lock a drop of the slot holds from before it marks the slot as closing until it is done
+/// (`outbox_control.wal_closing_at`, migration 8): while it is held, a producer's check of the slot fails (migration
+/// 17 tries it at every check); a mark whose holder died closes nothing. Migrations 8 and 17 derive it from
+/// [`WAL_EMIT_LOCK`] the same way.
 pub(crate) const WAL_CLOSE_LOCK: i64 = WAL_EMIT_LOCK + 1;
 
 /// One event as a message's content.

@@ -85,8 +85,9 @@ pub struct KafkaPublisher {
     known_topics: Mutex<HashSet<String>>,
 }
 
-/// Settings of a [`KafkaPublisher`], validated by [`build`](Self::build).
-#[derive(Debug, Clone)]
+/// Settings of a [`KafkaPublisher`], validated by [`build`](Self::build). Its `Debug` output names the librdkafka
+/// properties set, never their values (one may be `sasl.password`).
+#[derive(Clone)]
 #[must_use]
 pub struct KafkaBuilder {
     display: String,
@@ -364,6 +365,23 @@ impl KafkaPublisher {
             drop(tokio::task::spawn_blocking(move || drop(old)));
         }
         Ok(producer.clone())
+    }
+}
+
+impl fmt::Debug for KafkaBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let properties: Vec<&str> = self.properties.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("KafkaBuilder")
+            .field("brokers", &self.display)
+            .field("topic", &self.topic)
+            .field("message_timeout", &self.message_timeout)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("properties", &properties)
+            .field("security_protocol", &self.security_protocol)
+            .field("sasl", &self.sasl)
+            .field("tls", &self.tls)
+            .field("create_destinations", &self.create_destinations)
+            .finish_non_exhaustive()
     }
 }
 

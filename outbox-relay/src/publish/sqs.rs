@@ -570,7 +570,11 @@ impl SqsBuilder {
             .credentials_provider(Credentials::new(key, secret, token, None, "outbox-relay"))
             .http_client(http)
             .timeout_config(timeouts)
-            .retry_config(aws_sdk_sqs::config::retry::RetryConfig::standard().with_max_attempts(2));
+            .retry_config(
+                aws_sdk_sqs::config::retry::RetryConfig::standard()
+                    .with_max_attempts(2)
+                    .with_max_backoff((self.timeout / 4).min(Duration::from_secs(10))),
+            );
         if let Some(endpoint) = &self.endpoint {
             config = config.endpoint_url(endpoint);
         }

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::inspect::{bind_filter, FILTER};
 use crate::error::Result;
-use crate::store::{CancelTarget, EventFilter, RetryTarget};
+use crate::store::{CancelTarget, RetryTarget};
 
 /// Every change also grows the generation of the partitions it touched, so their owners read them afresh (a
 /// retried or cancelled failed event unblocks its aggregate), and moves each partition's start back to the first
@@ -46,8 +46,8 @@ const CANCEL: &str = bump_generations!(
 
 /// `SET` for the events of a filter in one of `statuses` (and `unless`, on rows `e`, does not exclude them): the
 /// rows [`list`](super::inspect::list) returns for it, oldest first, at most the limit of them. They are locked
-/// first, waiting for a session that holds one (a row skipped would be a match left unchanged), and checked again
-/// once locked, so a row that changed meanwhile is left as it is.
+/// first, waiting for a session that holds one (a row skipped would be a match left unchanged) up to the lock
+/// timeout, and checked again once locked, so a row that changed meanwhile is left as it is.
 fn matching(set: &str, statuses: &str, unless: &str) -> String {
     format!(
         bump_generations!(
@@ -68,14 +68,23 @@ const CANCEL_SET: &str = "status = 'cancelled'";
 /// Events in a batch being published are left alone.
 const NOT_IN_A_BATCH: &str = "\n   AND NOT EXISTS (SELECT 1 FROM outbox_batches b WHERE e.id = ANY(b.events))";
 
+/// How long an operator's change waits for a row another session holds before it gives up, changing nothing: a
+/// cancel holds every partition meanwhile, which stops the relays' settles.
+const LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '5s'";
+
 pub(super) async fn retry(pool: &PgPool, target: &RetryTarget) -> Result<Vec<Uuid>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(LOCK_TIMEOUT).execute(&mut *tx).await?;
     let rows = match target {
-        RetryTarget::Ids(ids) => sqlx::query(RETRY_IDS).bind(ids).fetch_all(pool).await?,
+        RetryTarget::Ids(ids) => sqlx::query(RETRY_IDS).bind(ids).fetch_all(&mut *tx).await?,
         RetryTarget::AllFailed { event_type } => {
-            sqlx::query(RETRY_ALL_FAILED).bind(event_type.as_deref()).fetch_all(pool).await?
+            sqlx::query(RETRY_ALL_FAILED).bind(event_type.as_deref()).fetch_all(&mut *tx).await?
         }
-        RetryTarget::Matching(filter) => update_matching(pool, &matching(RETRY_SET, "'failed'", ""), filter).await?,
+        RetryTarget::Matching(filter) => {
+            bind_filter(sqlx::query(&matching(RETRY_SET, "'failed'", "")), filter).fetch_all(&mut *tx).await?
+        }
     };
+    tx.commit().await?;
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
 }
 
@@ -92,6 +101,7 @@ const LOCK_ALL_PARTITIONS: &str = "SELECT 1 FROM outbox_partitions ORDER BY part
 
 pub(super) async fn cancel(pool: &PgPool, target: &CancelTarget) -> Result<Vec<Uuid>> {
     let mut tx = pool.begin().await?;
+    sqlx::query(LOCK_TIMEOUT).execute(&mut *tx).await?;
     let rows = match target {
         CancelTarget::Ids(ids) => {
             sqlx::query(LOCK_PARTITIONS_OF).bind(ids).execute(&mut *tx).await?;
@@ -105,8 +115,4 @@ pub(super) async fn cancel(pool: &PgPool, target: &CancelTarget) -> Result<Vec<U
     };
     tx.commit().await?;
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
-}
-
-async fn update_matching(pool: &PgPool, sql: &str, filter: &EventFilter) -> Result<Vec<sqlx::postgres::PgRow>> {
-    Ok(bind_filter(sqlx::query(sql), filter).fetch_all(pool).await?)
 }

@@ -13,7 +13,7 @@ use crate::store::{retry_name, short_error, SettleBatch, SettleOutcome, SettleRe
 macro_rules! failure_set {
     () => {
         "   SET status = CASE s.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
-       attempts = LEAST(e.attempts, 2147483646) + CASE s.outcome WHEN 'postponed' THEN 0 ELSE 1 END,
+       attempts = CASE s.outcome WHEN 'postponed' THEN e.attempts ELSE LEAST(e.attempts, 2147483646) + 1 END,
        next_attempt_at = CASE WHEN s.outcome IN ('retry', 'postponed') THEN now() + make_interval(secs => s.delay_secs)
                               ELSE e.next_attempt_at END,
        last_error = s.error

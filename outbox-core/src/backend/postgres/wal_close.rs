@@ -1,8 +1,8 @@
-//! Closing the WAL source's slot to message-mode producers before it is dropped (migration 8). A producer's session
-//! remembers a check that found the slot for a while (`outbox_wal_check_lifetime()`, one second), so a drop first
-//! marks the slot as closing while it holds the close lock, which makes every new check fail, and waits until every
-//! remembered check has expired. Only then does it take the emit lock and drop the slot: no producer can still
-//! write a message for it.
+//! Closing the WAL source's slot to message-mode producers before it is dropped (migrations 8 and 17). A producer's
+//! session remembers a check that found the slot for a while (`outbox_wal_check_lifetime()`, one second), so a drop
+//! first takes the close lock, which makes every new check fail (a check tries it shared, whatever its snapshot),
+//! marks the slot as closing (`wal_closing_at`, for operators to see), and waits until every remembered check has
+//! expired. Only then does it take the emit lock and drop the slot: no producer can still write a message for it.
 
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};

@@ -109,29 +109,20 @@ SELECT r.n, e.*, ctl.paused, ctl.read_at
 /// aggregate; `retry`: after `delay_secs`, an attempt counted; `postponed`: the same without an attempt, the
 /// destination could not be reached) or `failed` (an attempt counted). An event already
 /// in the table (written before a restart replayed its message) is left as it is. Returns the partition of every
-/// event's aggregate, written now or before, as the table places it.
-///
-/// For the relay's hand-over, the same statement records the events' aggregates as handed over
-/// ([`UPDATE_HANDED_OVER`]'s table): a message-mode event is in the table only because its aggregate left the
-/// stream, and a relay that stopped before recording that otherwise would publish the replayed message from the
-/// stream and leave its row pending for good (nothing else publishes it; an event that was merely postponed counts
-/// no attempt, by which the hand-over is also found).
-const WRITE_EVENTS: &str = "\
-WITH recorded AS (
-INSERT INTO outbox_wal_handed_over (partition, aggregate_type, aggregate_id)
-SELECT DISTINCT outbox_partition_of(u.aggregate_type, u.aggregate_id), u.aggregate_type, u.aggregate_id
-  FROM UNNEST($2::text[], $3::text[]) AS u(aggregate_type, aggregate_id)
- WHERE $14::int8 IS NOT NULL
-    ON CONFLICT (aggregate_type, aggregate_id) DO NOTHING
-),
-written AS (
+/// event's aggregate, written now or before, as the table places it. `$recorded`: a `WITH` query to run with it.
+macro_rules! write_events {
+    ($recorded:literal) => {
+        concat!(
+            "WITH ",
+            $recorded,
+            "written AS (
 INSERT INTO outbox_events
     (id, aggregate_type, aggregate_id, event_type, schema_version, payload, headers, sensitive_paths, created_at,
      status, attempts, next_attempt_at, last_error, handed_over)
 SELECT e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.schema_version,
        e.payload::jsonb, e.headers::jsonb, e.sensitive_paths::jsonb, e.created_at,
        CASE e.outcome WHEN 'failed' THEN 'failed' ELSE 'pending' END,
-       LEAST(e.attempts, 2147483646) + CASE WHEN e.outcome IN ('held', 'postponed') THEN 0 ELSE 1 END,
+       CASE WHEN e.outcome IN ('held', 'postponed') THEN e.attempts ELSE LEAST(e.attempts, 2147483646) + 1 END,
        now() + make_interval(secs => e.delay_secs), e.error, $14::int8
   FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::text[], $8::text[],
               $9::timestamptz[], $10::text[], $11::int4[], $12::float8[], $13::text[])
@@ -144,7 +135,29 @@ RETURNING id
 )
 SELECT outbox_partition_of(u.aggregate_type, u.aggregate_id) AS partition, u.aggregate_type, u.aggregate_id,
        u.id IN (SELECT id FROM written) AS written
-  FROM UNNEST($1::uuid[], $2::text[], $3::text[]) AS u(id, aggregate_type, aggregate_id)";
+  FROM UNNEST($1::uuid[], $2::text[], $3::text[]) AS u(id, aggregate_type, aggregate_id)"
+        )
+    };
+}
+
+/// [`write_events`] for the slot's removal.
+const WRITE_EVENTS: &str = write_events!("");
+
+/// [`write_events`] for the relay's hand-over, which records the events' aggregates as handed over in the same
+/// statement ([`UPDATE_HANDED_OVER`]'s table): a message-mode event is in the table only because its aggregate left
+/// the stream, and a relay that stopped before recording that otherwise would publish the replayed message from the
+/// stream and leave its row pending for good (nothing else publishes it; an event that was merely postponed counts
+/// no attempt, by which the hand-over is also found).
+const WRITE_HANDED_OVER_EVENTS: &str = write_events!(
+    "recorded AS (
+INSERT INTO outbox_wal_handed_over (partition, aggregate_type, aggregate_id)
+SELECT DISTINCT outbox_partition_of(u.aggregate_type, u.aggregate_id), u.aggregate_type, u.aggregate_id
+  FROM UNNEST($2::text[], $3::text[]) AS u(aggregate_type, aggregate_id)
+ WHERE $14::int8 IS NOT NULL
+    ON CONFLICT (aggregate_type, aggregate_id) DO NOTHING
+),
+"
+);
 
 impl PgStore {
     /// Why a message-mode event cannot be written to the table when it leaves the stream, if it cannot: its
@@ -335,7 +348,8 @@ where
         delays.push(delay);
         errors.push(error);
     }
-    let rows = sqlx::query(WRITE_EVENTS)
+    let sql = if handed_over.is_some() { WRITE_HANDED_OVER_EVENTS } else { WRITE_EVENTS };
+    let rows = sqlx::query(sql)
         .persistent(false)
         .bind(ids)
         .bind(types)

@@ -171,8 +171,7 @@ impl Selection {
             } else {
                 action.by_ids(store, self.ids.clone()).await?
             };
-            outln!("{} {} event(s)", action.done(), changed.len());
-            return unchanged(&self.ids, &changed, action);
+            return reported(unchanged(&self.ids, &changed, action), action, changed.len());
         }
         let selected = self.selected(store).await?;
         if self.dry_run {
@@ -186,9 +185,8 @@ impl Selection {
         // Exactly the events shown and confirmed (by id: what changed meanwhile is left alone, and said so).
         let confirmed: Vec<Uuid> = selected.iter().map(|event| event.id).collect();
         let changed = action.by_ids(store, confirmed.clone()).await?;
-        outln!("{} {} event(s)", action.done(), changed.len());
         let asked = if self.ids.is_empty() { confirmed } else { self.ids };
-        unchanged(&asked, &changed, action)
+        reported(unchanged(&asked, &changed, action), action, changed.len())
     }
 
     /// The events that would change, oldest first.
@@ -218,6 +216,15 @@ fn confirm(question: &str) -> Result<bool, Failure> {
         .read_line(&mut answer)
         .map_err(|error| Failure::Runtime(format!("reading the answer: {error}")))?;
     Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
+}
+
+/// Prints how many events changed, then `outcome` (the ids asked for that did not change): a failure to print does
+/// not hide it.
+fn reported(outcome: Outcome, action: Action, changed: usize) -> Outcome {
+    match crate::output::line(format_args!("{} {changed} event(s)", action.done())) {
+        Ok(()) => outcome,
+        Err(printing) => outcome.and(Err(printing)),
+    }
 }
 
 /// Reports the ids asked for but not changed; exit 1 if there are any.

@@ -61,7 +61,8 @@ fn main() -> ExitCode {
         return contracts::run(command); // needs no database nor async runtime
     }
     let level = cli.log_level.or_else(|| std::env::var("RUST_LOG").ok()?.trim().parse().ok());
-    init_logging(level.unwrap_or(tracing::Level::INFO), cli.log_format);
+    let relay = matches!(cli.command, Command::Relay(_));
+    init_logging(level.unwrap_or(tracing::Level::INFO), cli.log_format, relay);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -113,7 +114,10 @@ async fn run(cli: Cli) -> Outcome {
     }
 }
 
-fn init_logging(level: tracing::Level, format: LogFormat) {
+/// `relay`: the command runs the relay, whose slow statements an operator wants to see; the other commands end with
+/// their own one-line result or error, which sqlx's slow-statement warning (the statement's whole text) would
+/// bury, so they show it at the debug level only.
+fn init_logging(level: tracing::Level, format: LogFormat, relay: bool) {
     use std::io::IsTerminal;
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt;
@@ -129,7 +133,8 @@ fn init_logging(level: tracing::Level, format: LogFormat) {
         .with_default(level)
         .with_target("lapin", quiet)
         .with_target("lapin::returned_messages", LevelFilter::OFF)
-        .with_target("sqlx_postgres::options::parse", LevelFilter::OFF);
+        .with_target("sqlx_postgres::options::parse", LevelFilter::OFF)
+        .with_target("sqlx::query", if relay { LevelFilter::from_level(level) } else { quiet });
     let logs = tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).with_target(false);
     match format {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).finish().with(targets).init(),
