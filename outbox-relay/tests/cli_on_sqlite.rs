@@ -237,23 +237,23 @@ async fn rows_written_by_hand_with_ids_the_outbox_cannot_match_are_refused() {
 }
 
 /// A time set by hand in SQLite's other format (`datetime('now')`: a space, not a `T`) is compared as the time it
-/// is: a pending event written a minute ago is not `--older-than 1h`, and a published one not purged (before, the
-/// text comparison took it for older: the cancel took an event that was still to be published).
+/// is: a pending event written 30 s ago is not `--older-than 1m`, and a published one not purged (before, the text
+/// comparison took it for older, on the same date: the cancel took an event that was still to be published).
 #[tokio::test]
 async fn times_set_by_hand_in_another_format_are_compared_as_times_by_older_than() {
     let (_dir, url, pool, ids) = backlog("times-by-hand", 2).await;
-    sqlx::query("UPDATE outbox_events SET created_at = datetime('now', '-1 minute')").execute(&pool).await.unwrap();
+    sqlx::query("UPDATE outbox_events SET created_at = datetime('now', '-30 seconds')").execute(&pool).await.unwrap();
     sqlx::query(
-        "UPDATE outbox_events SET status = 'published', published_at = datetime('now', '-1 minute') WHERE id = ?1",
+        "UPDATE outbox_events SET status = 'published', published_at = datetime('now', '-30 seconds') WHERE id = ?1",
     )
     .bind(ids[1].hyphenated().to_string())
     .execute(&pool)
     .await
     .unwrap();
-    let cancelled = outbox(&url, &["events", "cancel", "--status", "pending", "--older-than", "1h", "--yes"]);
+    let cancelled = outbox(&url, &["events", "cancel", "--status", "pending", "--older-than", "1m", "--yes"]);
     assert!(cancelled.status.success(), "{}", String::from_utf8_lossy(&cancelled.stderr));
     assert_eq!(String::from_utf8_lossy(&cancelled.stdout).trim(), "cancelled 0 event(s)");
-    let purged = outbox(&url, &["events", "purge", "--older-than", "1h"]);
+    let purged = outbox(&url, &["events", "purge", "--older-than", "1m"]);
     assert!(purged.status.success(), "{}", String::from_utf8_lossy(&purged.stderr));
     assert_eq!(statuses(&pool).await.0, [("pending".to_owned(), 1), ("published".to_owned(), 1)]);
 }

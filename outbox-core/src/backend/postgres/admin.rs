@@ -68,9 +68,11 @@ const CANCEL_SET: &str = "status = 'cancelled'";
 /// Events in a batch being published are left alone.
 const NOT_IN_A_BATCH: &str = "\n   AND NOT EXISTS (SELECT 1 FROM outbox_batches b WHERE e.id = ANY(b.events))";
 
-/// How long an operator's change waits for a row another session holds before it gives up, changing nothing: a
-/// cancel holds every partition meanwhile, which stops the relays' settles.
-const LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '5s'";
+/// How long each lock wait of an operator's change lasts at most before it gives up (SQLSTATE 55P03), changing
+/// nothing: a cancel holds every partition meanwhile, which stops the relays' settles. Only when the session sets
+/// no `lock_timeout` of its own (the database URL's `options[lock_timeout]`).
+const LOCK_TIMEOUT: &str =
+    "SELECT set_config('lock_timeout', '5s', true) WHERE current_setting('lock_timeout') IN ('0', '0ms', '0s')";
 
 pub(super) async fn retry(pool: &PgPool, target: &RetryTarget) -> Result<Vec<Uuid>> {
     let mut tx = pool.begin().await?;

@@ -4,7 +4,7 @@
 
 use crate::{Failure, Outcome};
 
-/// `println!` for a command's output, through [`line`]; returns from the calling function (`?`) when stdout cannot
+/// `println!` for a command's output, through [`line()`]; returns from the calling function (`?`) when stdout cannot
 /// take it.
 macro_rules! outln {
     () => {
