@@ -59,12 +59,13 @@ pub enum Sink {
 /// Shows URLs as the relay prints them, passwords and secret options masked ([`masked_url`](crate::masked_url)).
 impl std::fmt::Debug for Sink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Stdout => f.write_str("Stdout"),
-            Self::File(path) => f.debug_tuple("File").field(path).finish(),
-            Self::Webhook(url) => f.debug_tuple("Webhook").field(&crate::masked_url::MaskedUrl(url.clone())).finish(),
-            Self::Broker(url) => f.debug_tuple("Broker").field(&crate::masked_url::MaskedUrl(url.clone())).finish(),
-        }
+        let (variant, url) = match self {
+            Self::Stdout => return f.write_str("Stdout"),
+            Self::File(path) => return f.debug_tuple("File").field(path).finish(),
+            Self::Webhook(url) => ("Webhook", url),
+            Self::Broker(url) => ("Broker", url),
+        };
+        f.debug_tuple(variant).field(&format_args!("{}", crate::masked_url::masked_url(url))).finish()
     }
 }
 

@@ -125,20 +125,27 @@ async fn corrupted_rows_on_postgres_go_to_failed_with_the_reason_and_the_rest_is
     check_cli(&db.url, corrupted[8]);
 }
 
+/// Inserts by hand a row of aggregate `aggregate` whose payload is not a JSON object; returns its id.
+async fn insert_corrupted(pool: &sqlx::PgPool, aggregate: &str) -> Uuid {
+    let id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+         VALUES ($1, 'test', $2, 'test.happened', '42'::jsonb)",
+    )
+    .bind(id)
+    .bind(aggregate)
+    .execute(pool)
+    .await
+    .expect("insert a corrupted row");
+    id
+}
+
 /// A publisher that keeps a batch's order (the file sink) gets every event of an aggregate in one call; a
 /// corrupted head in that call still holds back the events behind it: they are not written to the file.
 #[tokio::test]
 async fn a_corrupted_head_holds_back_its_aggregate_with_a_sink_that_keeps_order() {
     let db = outbox_tests::pg::TestDatabase::migrated().await;
-    let head = Uuid::now_v7();
-    sqlx::query(
-        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
-         VALUES ($1, 'test', 'bad', 'test.happened', '42'::jsonb)",
-    )
-    .bind(head)
-    .execute(&db.pool)
-    .await
-    .expect("insert a corrupted row");
+    insert_corrupted(&db.pool, "bad").await;
     let behind = common::enqueue(&db.pool, &[event("bad", 1), event("bad", 2)]).await;
     let good = common::enqueue(&db.pool, &[event("good", 0), event("good", 1)]).await;
     let dir = tempfile::tempdir().unwrap();
@@ -151,11 +158,7 @@ async fn a_corrupted_head_holds_back_its_aggregate_with_a_sink_that_keeps_order(
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await; // room for a wrong publish to show up
     relay.stop().await;
-    let written: Vec<Uuid> = std::fs::read_to_string(&path)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap()["id"].as_str().unwrap().parse().unwrap())
-        .collect();
+    let written = common::written(&path);
     assert_eq!(written, good, "only the good aggregate's events, in order");
     for id in behind {
         assert_eq!(common::status_of(&db.pool, id).await, "pending", "an event behind a corrupted head went out");
@@ -169,15 +172,7 @@ async fn a_corrupted_head_holds_back_its_aggregate_with_a_sink_that_keeps_order(
 async fn the_event_before_a_corrupted_row_of_its_aggregate_is_published_and_settled_with_a_sink_that_keeps_order() {
     let db = outbox_tests::pg::TestDatabase::migrated().await;
     let before = common::enqueue(&db.pool, &[event("mixed", 0)]).await;
-    let corrupted = Uuid::now_v7();
-    sqlx::query(
-        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
-         VALUES ($1, 'test', 'mixed', 'test.happened', '42'::jsonb)",
-    )
-    .bind(corrupted)
-    .execute(&db.pool)
-    .await
-    .expect("insert a corrupted row");
+    let corrupted = insert_corrupted(&db.pool, "mixed").await;
     let behind = common::enqueue(&db.pool, &[event("mixed", 2)]).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.jsonl");
@@ -189,11 +184,7 @@ async fn the_event_before_a_corrupted_row_of_its_aggregate_is_published_and_sett
     })
     .await;
     relay.stop().await;
-    let written: Vec<Uuid> = std::fs::read_to_string(&path)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap()["id"].as_str().unwrap().parse().unwrap())
-        .collect();
+    let written = common::written(&path);
     assert_eq!(written, before, "the event before the corrupted row, once");
     assert_eq!(common::status_of(&db.pool, behind[0]).await, "pending", "the event behind it waits");
 }

@@ -352,20 +352,26 @@ async fn sqlite_an_event_being_published_is_not_pending_to_list_nor_to_cancel_an
     .await;
 }
 
+/// A migrated PostgreSQL database, its URL and a pool of its own.
+async fn postgres_database() -> (Database, String, sqlx::PgPool) {
+    let pg = outbox_tests::pg::TestDatabase::migrated().await;
+    let (url, pool) = (pg.url.clone(), pg.pool.clone());
+    (Database::Postgres(pg), url, pool)
+}
+
+/// A transaction of another session holding the row of event `id` (`FOR UPDATE`) until it ends.
+async fn hold_row(pool: &sqlx::PgPool, id: Uuid) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM outbox_events WHERE id = $1 FOR UPDATE").bind(id).execute(&mut *holder).await.unwrap();
+    holder
+}
+
 #[tokio::test]
 async fn postgres_a_change_by_filter_waits_for_a_row_another_session_holds_instead_of_skipping_it() {
-    let pg = outbox_tests::pg::TestDatabase::migrated().await;
-    let url = pg.url.clone();
-    let pool = pg.pool.clone();
-    let db = Database::Postgres(pg);
+    let (db, url, pool) = postgres_database().await;
     let ids = db.enqueue().await;
     db.fail(&ids[..2], 0).await;
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM outbox_events WHERE id = $1 FOR UPDATE")
-        .bind(ids[1])
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let holder = hold_row(&pool, ids[1]).await;
     let command =
         tokio::task::spawn_blocking(move || outbox(&url, &["events", "retry", "--status", "failed", "--yes"]));
     // The command either waits for the row's lock or (skipping it) finishes.
@@ -397,18 +403,10 @@ async fn postgres_a_change_by_filter_waits_for_a_row_another_session_holds_inste
 /// lived).
 #[tokio::test]
 async fn postgres_a_cancel_by_filter_gives_up_on_a_row_held_for_long_and_changes_nothing() {
-    let pg = outbox_tests::pg::TestDatabase::migrated().await;
-    let url = pg.url.clone();
-    let pool = pg.pool.clone();
-    let db = Database::Postgres(pg);
+    let (db, url, pool) = postgres_database().await;
     let ids = db.enqueue().await;
     let before = db.states().await;
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM outbox_events WHERE id = $1 FOR UPDATE")
-        .bind(ids[1])
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let holder = hold_row(&pool, ids[1]).await;
     let started = std::time::Instant::now();
     let command =
         tokio::task::spawn_blocking(move || outbox(&url, &["events", "cancel", "--status", "pending", "--yes"]));

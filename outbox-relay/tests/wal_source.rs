@@ -1649,19 +1649,10 @@ async fn while_the_recorded_slot_is_made_again_producers_are_refused_until_it_de
     assert_eq!(relay.terminate().await.code(), Some(0));
     let slot: String = sqlx::query_scalar("SELECT wal_slot FROM outbox_control").fetch_one(&db.pool).await.unwrap();
     sqlx::query("SELECT pg_drop_replication_slot($1)").bind(&slot).execute(&db.pool).await.unwrap();
-    // A transaction with an id holds the new slot's creation back until it ends.
-    let mut running = db.pool.begin().await.unwrap();
-    sqlx::query("SELECT pg_current_xact_id()").execute(&mut *running).await.unwrap();
+    let running = common::holding_slot_creation(&db.pool).await;
     let sink_url = format!("file:{}", sink.display());
     let mut relay = bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &sink_url], &[]);
-    common::wait_until(Duration::from_secs(30), "the slot is being made", || async {
-        sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)")
-            .bind(&slot)
-            .fetch_one(&db.pool)
-            .await
-            .unwrap()
-    })
-    .await;
+    common::wait_until_slots_are_listed(&db, &[slot.as_str()]).await;
     let (_pool, mut producer) = repeatable_read_producer(&db).await;
     producer.enqueue(&common::event("early", 0)).unwrap();
     let committed = producer.commit().await;

@@ -458,11 +458,7 @@ async fn a_relay_stopped_before_it_recorded_a_hand_over_of_messages_leaves_none_
     assert_eq!(receiver.wait_for("a", 2).await[..2], ids, "in order");
     // Published from the replayed stream or from the table: either way nothing of them stays pending.
     common::wait_until(Duration::from_secs(10), "no event is left pending", || async {
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM outbox_events WHERE status = 'pending'")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap()
-            == 0
+        common::count(&db.pool, "pending").await == 0
     })
     .await;
     assert_eq!(relay.terminate().await.code(), Some(0));

@@ -280,23 +280,15 @@ async fn of_two_relays_that_create_slots_of_different_names_at_once_only_the_fir
     let db = TestDatabase::migrated().await;
     wal_enable(&db);
     let dir = sink_dir("two-slots");
-    // A transaction with an id holds both creations back until it ends, past both relays' look at the record.
-    let mut running = db.pool.begin().await.unwrap();
-    sqlx::query("SELECT pg_current_xact_id()").execute(&mut *running).await.unwrap();
+    // Both creations are held back until it ends, past both relays' look at the record.
+    let running = common::holding_slot_creation(&db.pool).await;
     let (path_a, url_a) = sink(dir.path(), "a");
     let (path_b, url_b) = sink(dir.path(), "b");
     let mut a =
         bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &url_a, "--slot", "two_a"], &[]);
     let mut b =
         bad_input_support::start(&db.url, &["relay", "--source", "wal", "--sink", &url_b, "--slot", "two_b"], &[]);
-    common::wait_until(Duration::from_secs(30), "both slots are being made", || async {
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ('two_a', 'two_b')")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap()
-            == 2
-    })
-    .await;
+    common::wait_until_slots_are_listed(&db, &["two_a", "two_b"]).await;
     running.commit().await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while a.is_running() && b.is_running() {

@@ -560,9 +560,10 @@ impl SqsBuilder {
         let http = http.build_https();
         // Connecting gets a quarter of the call (its two attempts, and the wait between them, fit in it), so that an
         // endpoint that never answers the connection is told from a slow answer: a dispatch failure, unreachable.
+        let quarter = (self.timeout / 4).min(Duration::from_secs(10));
         let timeouts = aws_sdk_sqs::config::timeout::TimeoutConfig::builder()
             .operation_timeout(self.timeout)
-            .connect_timeout((self.timeout / 4).min(Duration::from_secs(10)))
+            .connect_timeout(quarter)
             .build();
         let mut config = aws_sdk_sqs::Config::builder()
             .behavior_version(BehaviorVersion::latest())
@@ -571,9 +572,7 @@ impl SqsBuilder {
             .http_client(http)
             .timeout_config(timeouts)
             .retry_config(
-                aws_sdk_sqs::config::retry::RetryConfig::standard()
-                    .with_max_attempts(2)
-                    .with_max_backoff((self.timeout / 4).min(Duration::from_secs(10))),
+                aws_sdk_sqs::config::retry::RetryConfig::standard().with_max_attempts(2).with_max_backoff(quarter),
             );
         if let Some(endpoint) = &self.endpoint {
             config = config.endpoint_url(endpoint);

@@ -276,6 +276,27 @@ pub fn written(sink: &std::path::Path) -> Vec<Uuid> {
         .collect()
 }
 
+/// A transaction that has an id: the creation of a replication slot waits until it ends (its consistent point
+/// lies past every transaction running when it began).
+pub async fn holding_slot_creation(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut running = pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_current_xact_id()").execute(&mut *running).await.unwrap();
+    running
+}
+
+/// Waits until every slot of `names` is listed by the server: made, or being made.
+pub async fn wait_until_slots_are_listed(db: &TestDatabase, names: &[&str]) {
+    wait_until(Duration::from_secs(30), "the slots are being made", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM pg_replication_slots WHERE slot_name = ANY($1)")
+            .bind(names)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+            == i64::try_from(names.len()).unwrap()
+    })
+    .await;
+}
+
 /// Enqueues one message-mode event in its own committed transaction.
 pub async fn via_wal(db: &TestDatabase, aggregate: &str, n: u32) -> Uuid {
     let mut tx = db.pool.begin().await.unwrap();
